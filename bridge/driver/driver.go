@@ -1,0 +1,87 @@
+// Package driver defines the small contract between the pipeline engine
+// (package bridge) and the protocol adapters (packages under adapters/), in
+// the manner of gocloud.dev/pubsub/driver: adapters import this package and
+// mapping, never bridge and never each other.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// Source yields messages from a broker.
+type Source interface {
+	// Receive blocks until at least one message is available, ctx ends, or
+	// the source fails, and returns at most max deliveries in source order.
+	// Transient broker errors are retried inside the adapter; an error
+	// returned here means the source cannot go on (the engine restarts it
+	// with backoff).
+	Receive(ctx context.Context, max int) ([]Delivery, error)
+	// Close stops receiving and releases connections. Deliveries not yet
+	// settled come back from the broker later (at-least-once).
+	Close(ctx context.Context) error
+}
+
+// Delivery is one received message and its settlement handle. Exactly one of
+// Ack, Nack or DeadLetter is called, once.
+type Delivery interface {
+	Message() *mapping.Message
+	// Ack settles the message as done (SQS delete, AMQP accept, JetStream ack).
+	Ack(ctx context.Context) error
+	// Nack hands the message back for redelivery no sooner than after delay
+	// where the broker supports a delay (SQS visibility, JetStream NakWithDelay,
+	// Service Bus abandon).
+	Nack(ctx context.Context, delay time.Duration) error
+	// Extend keeps the message locked (invisible to other consumers) for at
+	// least d more. Brokers without locks return nil.
+	Extend(ctx context.Context, d time.Duration) error
+}
+
+// DeadLetterer is implemented by deliveries whose broker has a native
+// dead-letter queue (Service Bus dead-letter, JetStream Term, AMQP reject).
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, reason, description string) error
+}
+
+// Sink sends messages to a broker.
+type Sink interface {
+	// Send sends msgs and returns one error per message (nil: the broker
+	// confirmed it). It returns only when every message is confirmed or
+	// failed, so the engine can ack the sources. Messages of one call may be
+	// pipelined or batched; the engine never puts two messages of the same
+	// group in one call unless it allows more than one in flight per group.
+	Send(ctx context.Context, msgs []*mapping.Message) []error
+	Close(ctx context.Context) error
+}
+
+// ReadyChecker is implemented by adapters that can tell whether their
+// connection is up; /readyz reports it.
+type ReadyChecker interface {
+	Ready(ctx context.Context) error
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent marks err as permanent: the message is dead-lettered instead of
+// retried (too large for the target, rejected by validation, unauthorized
+// for this entity...).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err}
+}
+
+// IsPermanent reports whether err is permanent: marked by Permanent, or a
+// mapping.RejectError (a message the mapping layer cannot translate).
+func IsPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p) || mapping.IsReject(err)
+}

@@ -1,0 +1,424 @@
+package mapping
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// EnvelopeName is the one attribute (SQS message attribute, AMQP and Service
+// Bus application property, NATS header) in which a wire form carries what it
+// cannot hold natively. It is present only when something needs carrying; a
+// user attribute of this name is refused.
+const EnvelopeName = "qbridge.envelope"
+
+// EnvelopeDataType is the SQS data type of the envelope attribute.
+const EnvelopeDataType = "String.qbridge-envelope"
+
+// Field names one model field, for saying which fields a wire form holds
+// natively (see NewEnvelope).
+type Field uint32
+
+const (
+	FieldID Field = 1 << iota
+	FieldCorrelationID
+	FieldContentType
+	FieldContentEncoding
+	FieldSubject
+	FieldTo
+	FieldReplyTo
+	FieldReplyToGroup
+	FieldGroupKey
+	FieldGroupSequence
+	FieldPartitionKey
+	FieldViaPartitionKey
+	FieldDedupID
+	FieldUserID
+	FieldTTL
+	FieldScheduledAt
+	FieldCreationTime
+	FieldAbsoluteExpiry
+	FieldDurable
+	FieldPriority
+	FieldFirstAcquirer
+	FieldAnnotations
+	FieldBodyType
+	// FieldTraceXRay: the wire form holds an X-Ray header (ids, Sampled,
+	// extra fields); FieldTraceW3C: a traceparent/tracestate pair. A trace
+	// that the form cannot hold entirely is carried entirely.
+	FieldTraceXRay
+	FieldTraceW3C
+	// FieldIDKinds: the form types message-id and correlation-id natively.
+	FieldIDKinds
+)
+
+// Envelope is the carry envelope: what a wire form cannot hold natively,
+// serialized as JSON into the EnvelopeName attribute. Decoders apply it on
+// top of what they decoded natively, so the round trip X -> Y -> X is
+// lossless for every pair of wire forms.
+type Envelope struct {
+	V int `json:"v"`
+	// Types maps an attribute name to its data type where the wire form
+	// cannot say it natively (e.g. Number.float over AMQP, where the value
+	// travels as a double).
+	Types map[string]string `json:"types,omitempty"`
+	// Attrs are attributes moved here under the Encode policy.
+	Attrs []Attribute `json:"attrs,omitempty"`
+	// BodyEncoding is "base64" when the body was base64-encoded to fit.
+	BodyEncoding string `json:"body,omitempty"`
+	// Fields holds the model fields that the wire form cannot hold.
+	Fields *CarriedFields `json:"m,omitempty"`
+}
+
+// CarriedFields is the JSON form of the message fields an envelope carries.
+type CarriedFields struct {
+	ID              string      `json:"id,omitempty"`
+	IDKind          string      `json:"idKind,omitempty"`
+	CorrelationID   string      `json:"correlationId,omitempty"`
+	CorrelationKind string      `json:"correlationKind,omitempty"`
+	ContentType     string      `json:"contentType,omitempty"`
+	ContentEncoding string      `json:"contentEncoding,omitempty"`
+	Subject         string      `json:"subject,omitempty"`
+	To              string      `json:"to,omitempty"`
+	ReplyTo         string      `json:"replyTo,omitempty"`
+	ReplyToGroup    string      `json:"replyToGroup,omitempty"`
+	GroupKey        *string     `json:"groupKey,omitempty"`
+	GroupSequence   uint32      `json:"groupSequence,omitempty"`
+	PartitionKey    string      `json:"partitionKey,omitempty"`
+	ViaPartitionKey string      `json:"viaPartitionKey,omitempty"`
+	DedupID         string      `json:"dedupId,omitempty"`
+	UserID          []byte      `json:"userId,omitempty"`
+	TTL             int64       `json:"ttlNanos,omitempty"`
+	ScheduledAt     *time.Time  `json:"scheduledAt,omitempty"`
+	CreationTime    *time.Time  `json:"creationTime,omitempty"`
+	AbsoluteExpiry  *time.Time  `json:"absoluteExpiry,omitempty"`
+	Durable         bool        `json:"durable,omitempty"`
+	Priority        *uint8      `json:"priority,omitempty"`
+	FirstAcquirer   bool        `json:"firstAcquirer,omitempty"`
+	Annotations     []Attribute `json:"annotations,omitempty"`
+	BodyType        string      `json:"bodyType,omitempty"`
+	Trace           *traceJSON  `json:"trace,omitempty"`
+	Source          *sourceJSON `json:"source,omitempty"`
+}
+
+type traceJSON struct {
+	TraceID string `json:"traceId"`
+	SpanID  string `json:"spanId,omitempty"`
+	Flags   byte   `json:"flags,omitempty"`
+	State   string `json:"state,omitempty"`
+	XS      string `json:"xraySampled,omitempty"`
+	XE      string `json:"xrayExtra,omitempty"`
+}
+
+type sourceJSON struct {
+	Protocol         string     `json:"protocol,omitempty"`
+	EnqueuedTime     *time.Time `json:"enqueuedTime,omitempty"`
+	SequenceNumber   string     `json:"sequenceNumber,omitempty"`
+	DeliveryCount    int        `json:"deliveryCount,omitempty"`
+	DeadLetterSource string     `json:"deadLetterSource,omitempty"`
+	DeadLetterReason string     `json:"deadLetterReason,omitempty"`
+	DeadLetterDesc   string     `json:"deadLetterDescription,omitempty"`
+	Address          string     `json:"address,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// NewEnvelope returns an envelope carrying the fields of m that are not in
+// native. The codec adds Types, Attrs and BodyEncoding as it encodes, then
+// writes the envelope if it is not Empty.
+func NewEnvelope(m *Message, native Field, opt *Options) *Envelope {
+	c := CarriedFields{}
+	has := func(f Field) bool { return native&f != 0 }
+	if !has(FieldID) {
+		c.ID = m.ID
+	}
+	if !has(FieldIDKinds) {
+		c.IDKind = kindName(m.IDKind)
+		c.CorrelationKind = kindName(m.CorrelationKind)
+	}
+	if !has(FieldCorrelationID) {
+		c.CorrelationID = m.CorrelationID
+	}
+	if !has(FieldContentType) {
+		c.ContentType = m.ContentType
+	}
+	if !has(FieldContentEncoding) {
+		c.ContentEncoding = m.ContentEncoding
+	}
+	if !has(FieldSubject) {
+		c.Subject = m.Subject
+	}
+	if !has(FieldTo) {
+		c.To = m.To
+	}
+	if !has(FieldReplyTo) {
+		c.ReplyTo = m.ReplyTo
+	}
+	if !has(FieldReplyToGroup) {
+		c.ReplyToGroup = m.ReplyToGroup
+	}
+	if !has(FieldGroupKey) && m.GroupKey != "" {
+		g := m.GroupKey
+		c.GroupKey = &g
+	}
+	if !has(FieldGroupSequence) {
+		c.GroupSequence = m.GroupSequence
+	}
+	if !has(FieldPartitionKey) {
+		c.PartitionKey = m.PartitionKey
+	}
+	if !has(FieldViaPartitionKey) {
+		c.ViaPartitionKey = m.ViaPartitionKey
+	}
+	if !has(FieldDedupID) {
+		c.DedupID = m.DedupID
+	}
+	if !has(FieldUserID) {
+		c.UserID = m.UserID
+	}
+	if !has(FieldTTL) {
+		c.TTL = int64(m.TTL)
+	}
+	if !has(FieldScheduledAt) {
+		c.ScheduledAt = timePtr(m.ScheduledAt)
+	}
+	if !has(FieldCreationTime) {
+		c.CreationTime = timePtr(m.CreationTime)
+	}
+	if !has(FieldAbsoluteExpiry) {
+		c.AbsoluteExpiry = timePtr(m.AbsoluteExpiry)
+	}
+	if !has(FieldDurable) {
+		c.Durable = m.Durable
+	}
+	if !has(FieldPriority) {
+		c.Priority = m.Priority
+	}
+	if !has(FieldFirstAcquirer) {
+		c.FirstAcquirer = m.FirstAcquirer
+	}
+	if !has(FieldAnnotations) {
+		c.Annotations = m.Annotations
+	}
+	if !has(FieldBodyType) && m.BodyType != BodyData {
+		c.BodyType = m.BodyType.String()
+	}
+	if !m.Trace.IsZero() && !traceFits(m.Trace, native) {
+		c.Trace = &traceJSON{
+			TraceID: hex.EncodeToString(m.Trace.TraceID[:]),
+			Flags:   m.Trace.Flags,
+			State:   m.Trace.State,
+			XE:      m.Trace.XRayExtra,
+		}
+		if m.Trace.SpanID != [8]byte{} {
+			c.Trace.SpanID = hex.EncodeToString(m.Trace.SpanID[:])
+		}
+		if m.Trace.XRaySampled != 0 {
+			c.Trace.XS = string(m.Trace.XRaySampled)
+		}
+	}
+	if opt != nil && opt.CarrySource {
+		s := m.Source
+		c.Source = &sourceJSON{
+			Protocol: s.Protocol, EnqueuedTime: timePtr(s.EnqueuedTime),
+			SequenceNumber: s.SequenceNumber, DeliveryCount: s.DeliveryCount,
+			DeadLetterSource: s.DeadLetterSource, DeadLetterReason: s.DeadLetterReason,
+			DeadLetterDesc: s.DeadLetterDesc, Address: s.Address,
+		}
+	}
+	e := &Envelope{V: 1}
+	if !c.isZero() {
+		e.Fields = &c
+	}
+	return e
+}
+
+func (c *CarriedFields) isZero() bool { return reflect.ValueOf(c).Elem().IsZero() }
+
+func kindName(k Kind) string {
+	if k == KindInvalid || k == KindString {
+		return ""
+	}
+	return k.String()
+}
+
+// traceFits reports whether the wire form can hold t entirely.
+func traceFits(t Trace, native Field) bool {
+	if native&FieldTraceW3C != 0 {
+		return t.SpanID != [8]byte{} && t.XRaySampled == 0 && t.XRayExtra == ""
+	}
+	if native&FieldTraceXRay != 0 {
+		return t.Flags&^1 == 0 && t.State == ""
+	}
+	return false
+}
+
+// Empty reports whether the envelope carries nothing.
+func (e *Envelope) Empty() bool {
+	return e == nil || len(e.Types) == 0 && len(e.Attrs) == 0 && e.BodyEncoding == "" && e.Fields == nil
+}
+
+// SetType records that attribute name has data type dt.
+func (e *Envelope) SetType(name, dt string) {
+	if e.Types == nil {
+		e.Types = make(map[string]string)
+	}
+	e.Types[name] = dt
+}
+
+// Marshal renders the envelope as compact JSON.
+func (e *Envelope) Marshal() (string, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return "", fmt.Errorf("carry envelope: %w", err)
+	}
+	return string(b), nil
+}
+
+// ParseEnvelope parses the JSON of an envelope attribute.
+func ParseEnvelope(s string) (*Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal([]byte(s), &e); err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvelopeName, err)
+	}
+	if e.V != 1 {
+		return nil, fmt.Errorf("%s: unsupported version %d", EnvelopeName, e.V)
+	}
+	return &e, nil
+}
+
+// Apply writes the carried fields and attributes into m, over what the codec
+// decoded natively. Types are not applied here: the codec uses them while
+// decoding attribute values (see TypeOf).
+func (e *Envelope) Apply(m *Message) error {
+	m.Attributes = append(m.Attributes, e.Attrs...)
+	c := e.Fields
+	if c == nil {
+		return nil
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&m.ID, c.ID)
+	set(&m.CorrelationID, c.CorrelationID)
+	for _, k := range []struct {
+		dst  *Kind
+		name string
+	}{{&m.IDKind, c.IDKind}, {&m.CorrelationKind, c.CorrelationKind}} {
+		if k.name != "" {
+			kind, ok := KindByName(k.name)
+			if !ok {
+				return fmt.Errorf("%s: unknown id kind %q", EnvelopeName, k.name)
+			}
+			*k.dst = kind
+		}
+	}
+	set(&m.ContentType, c.ContentType)
+	set(&m.ContentEncoding, c.ContentEncoding)
+	set(&m.Subject, c.Subject)
+	set(&m.To, c.To)
+	set(&m.ReplyTo, c.ReplyTo)
+	set(&m.ReplyToGroup, c.ReplyToGroup)
+	if c.GroupKey != nil {
+		m.GroupKey = *c.GroupKey
+	}
+	if c.GroupSequence != 0 {
+		m.GroupSequence = c.GroupSequence
+	}
+	set(&m.PartitionKey, c.PartitionKey)
+	set(&m.ViaPartitionKey, c.ViaPartitionKey)
+	set(&m.DedupID, c.DedupID)
+	if c.UserID != nil {
+		m.UserID = c.UserID
+	}
+	if c.TTL != 0 {
+		m.TTL = time.Duration(c.TTL)
+	}
+	for _, t := range []struct {
+		dst *time.Time
+		v   *time.Time
+	}{{&m.ScheduledAt, c.ScheduledAt}, {&m.CreationTime, c.CreationTime}, {&m.AbsoluteExpiry, c.AbsoluteExpiry}} {
+		if t.v != nil {
+			*t.dst = t.v.UTC()
+		}
+	}
+	m.Durable = m.Durable || c.Durable
+	if c.Priority != nil {
+		m.Priority = c.Priority
+	}
+	m.FirstAcquirer = m.FirstAcquirer || c.FirstAcquirer
+	m.Annotations = append(m.Annotations, c.Annotations...)
+	if c.BodyType != "" {
+		bt, ok := BodyTypeByName(c.BodyType)
+		if !ok {
+			return fmt.Errorf("%s: unknown body type %q", EnvelopeName, c.BodyType)
+		}
+		m.BodyType = bt
+	}
+	if c.Trace != nil {
+		var t Trace
+		if err := decodeLowerHex(t.TraceID[:], c.Trace.TraceID); err != nil {
+			return fmt.Errorf("%s: trace id: %w", EnvelopeName, err)
+		}
+		if c.Trace.SpanID != "" {
+			if err := decodeLowerHex(t.SpanID[:], c.Trace.SpanID); err != nil {
+				return fmt.Errorf("%s: span id: %w", EnvelopeName, err)
+			}
+		}
+		t.Flags, t.State, t.XRayExtra = c.Trace.Flags, c.Trace.State, c.Trace.XE
+		if len(c.Trace.XS) == 1 {
+			t.XRaySampled = c.Trace.XS[0]
+		}
+		m.Trace = t
+	}
+	if s := c.Source; s != nil {
+		src := &m.Source
+		if src.Protocol == "" || s.Protocol != "" {
+			// The carried facts describe the original source; keep them.
+			set(&src.Protocol, s.Protocol)
+			if s.EnqueuedTime != nil {
+				src.EnqueuedTime = s.EnqueuedTime.UTC()
+			}
+			set(&src.SequenceNumber, s.SequenceNumber)
+			if s.DeliveryCount != 0 {
+				src.DeliveryCount = s.DeliveryCount
+			}
+			set(&src.DeadLetterSource, s.DeadLetterSource)
+			set(&src.DeadLetterReason, s.DeadLetterReason)
+			set(&src.DeadLetterDesc, s.DeadLetterDesc)
+			set(&src.Address, s.Address)
+		}
+	}
+	return nil
+}
+
+// TypeOf returns the data type the envelope records for an attribute.
+func (e *Envelope) TypeOf(name string) (string, bool) {
+	if e == nil {
+		return "", false
+	}
+	dt, ok := e.Types[name]
+	return dt, ok
+}
+
+// EncodeBodyBase64 and DecodeBodyBase64 are the body convention of the
+// Encode policy for targets whose body must be text.
+func EncodeBodyBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func DecodeBodyBase64(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: body marked base64 is not base64: %w", EnvelopeName, err)
+	}
+	return b, nil
+}

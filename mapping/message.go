@@ -1,0 +1,178 @@
+// Package mapping holds qbridge's normalized message model and the rules that
+// every wire form shares: typed values and their type spelling, the trace
+// context, the mapping policies and the carry envelope through which a wire
+// form keeps what it cannot hold natively. The per-protocol codecs live in
+// the sub-packages (sqsmap, amqpmap, sbmap, natsmap).
+package mapping
+
+import (
+	"time"
+)
+
+// Message is the normalized message. Every codec decodes into it and encodes
+// from it; the zero value is an empty message.
+type Message struct {
+	// Body is the payload, passed through untouched. For BodyText it is
+	// UTF-8 text; for BodyValue, BodySequence and BodyMultiData it is the
+	// typed JSON of the AMQP body (see BodyType).
+	Body     []byte
+	BodyType BodyType
+
+	ID              string // message id (SB MessageId, AMQP message-id, SQS MessageId)
+	IDKind          Kind   // AMQP type of ID when not a string: KindUint64, KindUUID or KindBinary (ID is then base64)
+	CorrelationID   string
+	CorrelationKind Kind // as IDKind
+	ContentType     string
+	ContentEncoding string // AMQP content-encoding
+	Subject         string // AMQP subject, Service Bus Label/Subject
+	To              string
+	ReplyTo         string
+	ReplyToGroup    string // AMQP reply-to-group-id, Service Bus ReplyToSessionId
+
+	// GroupKey orders messages: SQS MessageGroupId, Service Bus SessionId,
+	// AMQP group-id. Messages with the same key are delivered in order.
+	GroupKey        string
+	GroupSequence   uint32 // AMQP group-sequence; 0 when unset
+	PartitionKey    string // Service Bus PartitionKey
+	ViaPartitionKey string // Service Bus ViaPartitionKey (send-via transactions)
+
+	// DedupID is the explicit deduplication id: SQS MessageDeduplicationId,
+	// JetStream Nats-Msg-Id. Service Bus deduplicates on MessageId, so its
+	// codec uses DedupKey.
+	DedupID string
+
+	UserID []byte // AMQP user-id
+
+	TTL            time.Duration // time to live; 0 means unset (the entity default)
+	ScheduledAt    time.Time     // scheduled enqueue time; zero means now
+	CreationTime   time.Time     // AMQP creation-time
+	AbsoluteExpiry time.Time     // AMQP absolute-expiry-time
+
+	Durable       bool   // AMQP header durable
+	Priority      *uint8 // AMQP header priority; nil means the default (4)
+	FirstAcquirer bool   // AMQP header first-acquirer
+
+	// Annotations are AMQP message-annotations that no model field stands for
+	// (the broker-owned x-opt-* ones that have fields are moved there).
+	Annotations []Attribute
+
+	Trace Trace
+
+	// Attributes are the user's typed attributes: SQS message attributes,
+	// AMQP application-properties, Service Bus user properties, NATS headers.
+	Attributes []Attribute
+
+	// Source holds read-only facts of the message's origin. Encoders do not
+	// write them unless the pipeline asks to carry them.
+	Source Source
+}
+
+// BodyType says how an AMQP body was carried, so AMQP-to-AMQP keeps it.
+type BodyType uint8
+
+const (
+	BodyData      BodyType = iota // opaque bytes (one AMQP data section)
+	BodyText                      // AMQP amqp-value holding a string; Body is its UTF-8
+	BodyValue                     // AMQP amqp-value of another type; Body is its typed JSON
+	BodySequence                  // AMQP amqp-sequence sections; Body is the typed JSON of a list of lists
+	BodyMultiData                 // several AMQP data sections; Body is the typed JSON of a list of binaries
+)
+
+var bodyTypeNames = [...]string{"data", "text", "value", "sequence", "multi-data"}
+
+func (t BodyType) String() string {
+	if int(t) < len(bodyTypeNames) {
+		return bodyTypeNames[t]
+	}
+	return "invalid"
+}
+
+// BodyTypeByName is the inverse of BodyType.String.
+func BodyTypeByName(s string) (BodyType, bool) {
+	for i, n := range bodyTypeNames {
+		if n == s {
+			return BodyType(i), true
+		}
+	}
+	return 0, false
+}
+
+// Attribute is one named, typed value.
+type Attribute struct {
+	Name  string `json:"name"`
+	Value Value  `json:"value"`
+}
+
+// Source holds what the source broker says about a message. All of it is
+// read-only on the wire: encoders never set these as broker properties.
+type Source struct {
+	Protocol         string    // "sqs", "servicebus", "amqp", "nats"
+	EnqueuedTime     time.Time // SQS SentTimestamp, SB EnqueuedTimeUtc, JetStream timestamp
+	SequenceNumber   string    // SQS FIFO SequenceNumber (128-bit decimal), SB SequenceNumber, JetStream stream sequence
+	EnqueuedSequence int64     // SB EnqueuedSequenceNumber
+	DeliveryCount    int       // deliveries including this one: SQS ApproximateReceiveCount, SB DeliveryCount
+	FirstReceiveTime time.Time // SQS ApproximateFirstReceiveTimestamp
+	SenderID         string    // SQS SenderId
+	LockToken        string    // SB lock token (canonical UUID) or SQS receipt handle
+	LockedUntil      time.Time
+	ExpiresAt        time.Time // SB ExpiresAtUtc
+	State            int       // SB message state: 0 active, 1 deferred, 2 scheduled
+	PartitionID      int       // SB x-opt-partition-id; -1 when absent
+	DeadLetterSource string
+	DeadLetterReason string
+	DeadLetterDesc   string
+	Address          string // the queue, subject or entity it was read from
+}
+
+// DedupKey is the id a sink deduplicates on: DedupID when set, else ID.
+func (m *Message) DedupKey() string {
+	if m.DedupID != "" {
+		return m.DedupID
+	}
+	return m.ID
+}
+
+// Attr returns the attribute with the given name.
+func (m *Message) Attr(name string) (Value, bool) {
+	for _, a := range m.Attributes {
+		if a.Name == name {
+			return a.Value, true
+		}
+	}
+	return Value{}, false
+}
+
+// SetAttr replaces the attribute with the given name or appends it.
+func (m *Message) SetAttr(name string, v Value) {
+	for i := range m.Attributes {
+		if m.Attributes[i].Name == name {
+			m.Attributes[i].Value = v
+			return
+		}
+	}
+	m.Attributes = append(m.Attributes, Attribute{Name: name, Value: v})
+}
+
+// DeleteAttr removes the attribute with the given name, if any.
+func (m *Message) DeleteAttr(name string) {
+	for i := range m.Attributes {
+		if m.Attributes[i].Name == name {
+			m.Attributes = append(m.Attributes[:i], m.Attributes[i+1:]...)
+			return
+		}
+	}
+}
+
+// Clone returns a deep copy of the parts of m that codecs and mapping rules
+// modify (attribute and annotation slices); byte payloads are shared, as
+// they are never modified in place.
+func (m *Message) Clone() *Message {
+	c := *m
+	c.Attributes = append([]Attribute(nil), m.Attributes...)
+	c.Annotations = append([]Attribute(nil), m.Annotations...)
+	if m.Priority != nil {
+		p := *m.Priority
+		c.Priority = &p
+	}
+	return &c
+}
