@@ -233,7 +233,7 @@ func parseExact(k Kind, text string) (Value, bool) {
 		v = Strings(ss...)
 	case KindList, KindMap, KindNull:
 		var err error
-		if v, err = UnmarshalValueJSON([]byte(text)); err != nil || v.Kind != k {
+		if v, err = valueFromJSON(k, []byte(text)); err != nil {
 			return Value{}, false
 		}
 	default:
@@ -292,7 +292,8 @@ func (v Value) Text() (string, error) {
 		b, err := json.Marshal(v.ss)
 		return string(b), err
 	case KindList, KindMap, KindNull:
-		b, err := json.Marshal(v)
+		// The data type says which; the text is the typed JSON's value member.
+		b, err := v.jsonRaw()
 		return string(b), err
 	}
 	return "", errors.New("invalid value")

@@ -26,10 +26,21 @@ func (v Value) MarshalJSON() ([]byte, error) {
 	if !v.IsValid() {
 		return nil, fmt.Errorf("marshal invalid value")
 	}
-	var raw []byte
-	var err error
+	raw, err := v.jsonRaw()
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind == KindNull {
+		raw = nil
+	}
+	return json.Marshal(jsonValue{Type: v.Kind.String(), Label: v.Label, Value: raw})
+}
+
+// jsonRaw renders the "value" member of the typed rendering.
+func (v Value) jsonRaw() (raw []byte, err error) {
 	switch v.Kind {
 	case KindNull:
+		raw = []byte("null")
 	case KindBool:
 		raw = strconv.AppendBool(nil, v.Bool())
 	case KindInt8, KindInt16, KindInt32, KindInt64, KindTimestamp:
@@ -65,10 +76,7 @@ func (v Value) MarshalJSON() ([]byte, error) {
 			raw, err = json.Marshal(t)
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(jsonValue{Type: v.Kind.String(), Label: v.Label, Value: raw})
+	return raw, err
 }
 
 // UnmarshalJSON implements json.Unmarshaler for the typed rendering.
