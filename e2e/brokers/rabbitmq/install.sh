@@ -27,5 +27,10 @@ export DEBIAN_FRONTEND=noninteractive
 if ! apt-cache show rabbitmq-server >/dev/null 2>&1; then
   $SUDO apt-get update -qq
 fi
-$SUDO apt-get install -y -qq --no-install-recommends rabbitmq-server >/dev/null
+apt_install() { $SUDO apt-get install -y -qq --no-install-recommends rabbitmq-server >/dev/null; }
+if ! apt_install; then
+  # stale package lists (404 on an outdated version): refresh once and retry
+  $SUDO apt-get update -qq
+  apt_install
+fi
 test -x /usr/lib/rabbitmq/bin/rabbitmq-server
