@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+	"unicode/utf8"
 )
 
 // EnvelopeName is the one attribute (SQS message attribute, AMQP and Service
@@ -128,7 +129,8 @@ func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
-	return &t
+	c := t // only a set time escapes to the heap
+	return &c
 }
 
 // NewEnvelope returns an envelope carrying the fields of m that are not in
@@ -274,13 +276,74 @@ func (e *Envelope) SetType(name, dt string) {
 	e.Types[name] = dt
 }
 
-// Marshal renders the envelope as compact JSON.
+// Marshal renders the envelope as compact JSON. JSON would replace invalid
+// UTF-8 with U+FFFD, silently; such a message is refused instead.
 func (e *Envelope) Marshal() (string, error) {
+	if path := invalidUTF8(reflect.ValueOf(e), "envelope"); path != "" {
+		return "", fmt.Errorf("carry envelope: %s is not valid UTF-8", path)
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return "", fmt.Errorf("carry envelope: %w", err)
 	}
 	return string(b), nil
+}
+
+// invalidUTF8 returns the path of the first string under v that is not
+// valid UTF-8, or "". Value payloads are checked through their text.
+func invalidUTF8(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return ""
+		}
+		return invalidUTF8(v.Elem(), path)
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return path
+		}
+	case reflect.Struct:
+		if val, ok := v.Interface().(Value); ok {
+			if val.Kind == KindBinary {
+				return ""
+			}
+			t, err := val.Text()
+			if err != nil || !utf8.ValidString(t) || !utf8.ValidString(val.Label) {
+				return path
+			}
+			return ""
+		}
+		if _, ok := v.Interface().(time.Time); ok {
+			return ""
+		}
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				if p := invalidUTF8(v.Field(i), path+"."+v.Type().Field(i).Name); p != "" {
+					return p
+				}
+			}
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return "" // []byte is base64 in JSON
+		}
+		for i := 0; i < v.Len(); i++ {
+			if p := invalidUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			if p := invalidUTF8(it.Key(), path+" key"); p != "" {
+				return p
+			}
+			if p := invalidUTF8(it.Value(), path+"["+it.Key().String()+"]"); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // ParseEnvelope parses the JSON of an envelope attribute.

@@ -107,6 +107,7 @@ type Attribute struct {
 // read-only on the wire: encoders never set these as broker properties.
 type Source struct {
 	Protocol         string    // "sqs", "servicebus", "amqp", "nats"
+	MessageID        string    // the id the source broker assigned (SQS MessageId), where it assigns one
 	EnqueuedTime     time.Time // SQS SentTimestamp, SB EnqueuedTimeUtc, JetStream timestamp
 	SequenceNumber   string    // SQS FIFO SequenceNumber (128-bit decimal), SB SequenceNumber, JetStream stream sequence
 	EnqueuedSequence int64     // SB EnqueuedSequenceNumber

@@ -166,7 +166,9 @@ func Map(kv ...Value) Value {
 func Null() Value { return Value{Kind: KindNull} }
 
 // WithLabel returns v with a custom type label. The kind's default label
-// becomes the empty label.
+// becomes the empty label. Custom labels belong on String, Number and
+// Binary values (and Float64's alternative "float"): a typed kind with a
+// label of its own has no wire spelling that decodes back to that kind.
 func (v Value) WithLabel(label string) Value {
 	if label == defaultLabel(v.Kind) {
 		label = ""

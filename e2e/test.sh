@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The project's test command: installs what the tests need (fauxqs with Node 24
+# from npm, RabbitMQ 3.10 from Debian), starts the real brokers on 127.0.0.1,
+# and runs every test: gofmt, go vet, every fuzz target briefly, every
+# benchmark once (so they keep working), then unit and e2e tests with -race.
+#   FUZZTIME=3s     time per fuzz target (0 to skip fuzzing)
+#   QBRIDGE_TEST_KEEP_BROKERS=1   leave the brokers running afterwards
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+FUZZTIME=${FUZZTIME:-3s}
+
+# A private state dir per run, so a developer's own brokers are left alone.
+if [[ -z ${QBRIDGE_BROKERS_DIR:-} ]]; then
+  QBRIDGE_BROKERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/qbridge-test.XXXXXX")
+fi
+export QBRIDGE_BROKERS_DIR
+stop_brokers() {
+  if [[ -z ${QBRIDGE_TEST_KEEP_BROKERS:-} ]]; then
+    bash e2e/brokers/down.sh || echo "test.sh: stopping the brokers failed" >&2
+  fi
+}
+trap stop_brokers EXIT
+echo "== starting brokers (state in $QBRIDGE_BROKERS_DIR)"
+bash e2e/brokers/up.sh >/dev/null
+set -a
+# shellcheck disable=SC1091
+. "$QBRIDGE_BROKERS_DIR/env"
+set +a
+export QBRIDGE_E2E_REQUIRED=1 # tests must not skip for lack of a broker
+
+echo "== gofmt, go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [[ -n $unformatted ]]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+
+if [[ $FUZZTIME != 0 ]]; then
+  echo "== fuzz targets, $FUZZTIME each"
+  for pkg in $(go list ./...); do
+    dir=$(go list -f '{{.Dir}}' "$pkg")
+    for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+      if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$QBRIDGE_BROKERS_DIR/fuzz.log" 2>&1; then
+        echo "fuzz $pkg $target failed:" >&2
+        cat "$QBRIDGE_BROKERS_DIR/fuzz.log" >&2
+        exit 1
+      fi
+      echo "ok   fuzz $pkg $target"
+    done
+  done
+fi
+
+echo "== benchmarks, one iteration each (figures: see README, Benchmarks)"
+go test -run '^$' -bench . -benchtime 1x ./... >/dev/null
+
+# Last, so that go test's own summary closes the output.
+echo "== go test -race (unit and e2e)"
+go test -race -count=1 -timeout 15m ./...
