@@ -46,6 +46,15 @@ type DeadLetterer interface {
 	DeadLetter(ctx context.Context, reason, description string) error
 }
 
+// DecodeErrorer is implemented by deliveries the adapter could not decode
+// (a corrupt digest, an undecodable section, a malformed envelope). Such a
+// message is never forwarded: the engine dead-letters it with the error as
+// the reason. Message still returns what could be read (raw body, ids,
+// source facts) so the dead-letter copy keeps the payload.
+type DecodeErrorer interface {
+	DecodeError() error
+}
+
 // Sink sends messages to a broker.
 type Sink interface {
 	// Send sends msgs and returns one error per message (nil: the broker

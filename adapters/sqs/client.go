@@ -1,0 +1,200 @@
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
+)
+
+// api is the part of *sqs.Client the adapter uses. Tests substitute it only
+// where no available server implements the behaviour (ReceiveRequestAttemptId,
+// invalid receipt handles, AWSTraceHeader, corrupt messages).
+type api interface {
+	ReceiveMessage(context.Context, *awssqs.ReceiveMessageInput, ...func(*awssqs.Options)) (*awssqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(context.Context, *awssqs.DeleteMessageBatchInput, ...func(*awssqs.Options)) (*awssqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(context.Context, *awssqs.ChangeMessageVisibilityBatchInput, ...func(*awssqs.Options)) (*awssqs.ChangeMessageVisibilityBatchOutput, error)
+	SendMessage(context.Context, *awssqs.SendMessageInput, ...func(*awssqs.Options)) (*awssqs.SendMessageOutput, error)
+	SendMessageBatch(context.Context, *awssqs.SendMessageBatchInput, ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error)
+	GetQueueAttributes(context.Context, *awssqs.GetQueueAttributesInput, ...func(*awssqs.Options)) (*awssqs.GetQueueAttributesOutput, error)
+	GetQueueUrl(context.Context, *awssqs.GetQueueUrlInput, ...func(*awssqs.Options)) (*awssqs.GetQueueUrlOutput, error)
+}
+
+var _ api = (*awssqs.Client)(nil)
+
+// newClient builds the SQS client: region, endpoint override and credentials
+// (static keys, a shared profile or the SDK's default chain: environment,
+// shared files, web identity / IRSA, container and instance roles),
+// optionally assuming role_arn on top.
+func newClient(ctx context.Context, c *ConnConfig, log *slog.Logger) (*awssqs.Client, error) {
+	opts := []func(*config.LoadOptions) error{config.WithLogger(sdkLogger(log))}
+	if c.Region != "" {
+		opts = append(opts, config.WithRegion(c.Region))
+	}
+	if c.Profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(c.Profile))
+	}
+	if c.AccessKeyID != "" {
+		opts = append(opts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sqs: load AWS configuration: %w", err)
+	}
+	endpoint := c.Endpoint
+	if endpoint == "" && c.QueueURL != "" && !isAWSHost(c.QueueURL) {
+		// An SQS-compatible service named by its queue URL: talk to that host.
+		u, _ := url.Parse(c.QueueURL)
+		endpoint = u.Scheme + "://" + u.Host
+	}
+	if cfg.Region == "" {
+		cfg.Region = regionOf(c.QueueURL)
+	}
+	if cfg.Region == "" && endpoint != "" {
+		// Compatible services ignore the region but the signer needs one.
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("region: not set and not in the environment or profile (set region, AWS_REGION or a queue_url)")
+	}
+	if c.RoleARN != "" {
+		name := c.SessionName
+		if name == "" {
+			name = DefaultSessionName
+		}
+		provider := stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), c.RoleARN, func(o *stscreds.AssumeRoleOptions) {
+			o.RoleSessionName = name
+			if c.ExternalID != "" {
+				o.ExternalID = aws.String(c.ExternalID)
+			}
+		})
+		cfg.Credentials = aws.NewCredentialsCache(provider)
+	}
+	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		// sqsmap checks the digests per message: the SDK's check would fail
+		// a whole ReceiveMessage (or SendMessageBatch) for one bad message.
+		o.DisableMessageChecksumValidation = true
+	}), nil
+}
+
+// sdkLogger sends the SDK's own log lines to slog. Its warning about an
+// undrained response body follows every long poll cut short by Close: debug.
+func sdkLogger(log *slog.Logger) logging.Logger {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		msg := fmt.Sprintf(format, v...)
+		if c == logging.Warn && !strings.Contains(msg, "failed to discard remaining HTTP response body") {
+			log.Warn("sqs: aws sdk: " + msg)
+			return
+		}
+		log.Debug("sqs: aws sdk: " + msg)
+	})
+}
+
+// isAWSHost reports whether the URL's host is an AWS SQS endpoint.
+func isAWSHost(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	return strings.HasSuffix(h, ".amazonaws.com") || strings.HasSuffix(h, ".amazonaws.com.cn")
+}
+
+// regionOf extracts REGION from https://sqs.REGION.amazonaws.com/... .
+func regionOf(queueURL string) string {
+	if queueURL == "" || !isAWSHost(queueURL) {
+		return ""
+	}
+	u, _ := url.Parse(queueURL)
+	parts := strings.Split(u.Hostname(), ".")
+	if len(parts) >= 4 && parts[0] == "sqs" {
+		return parts[1]
+	}
+	if len(parts) >= 4 && strings.HasPrefix(parts[0], "sqs-fips") {
+		return parts[1]
+	}
+	return ""
+}
+
+// queueInfo is what the adapter learns about its queue at start.
+type queueInfo struct {
+	url               string
+	name              string
+	fifo              bool
+	contentBasedDedup bool
+	visibility        time.Duration // the queue's VisibilityTimeout
+}
+
+// resolveQueue finds the queue URL (GetQueueUrl for a name) and reads the
+// FIFO, content-based deduplication and visibility attributes. A queue whose
+// attributes may not be read (no sqs:GetQueueAttributes permission, a
+// compatible service that does not know them) is judged by its name's .fifo
+// suffix; any other failure (no such queue, unreachable) is a start error.
+func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, error) {
+	q := &queueInfo{url: c.QueueURL, visibility: defaultQueueVisibility}
+	if q.url == "" {
+		in := &awssqs.GetQueueUrlInput{QueueName: aws.String(c.QueueName)}
+		if c.AccountID != "" {
+			in.QueueOwnerAWSAccountId = aws.String(c.AccountID)
+		}
+		out, err := client.GetQueueUrl(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("sqs: get URL of queue %q: %w", c.QueueName, err)
+		}
+		q.url = aws.ToString(out.QueueUrl)
+	}
+	q.name = queueNameOf(q.url)
+	q.fifo = strings.HasSuffix(q.name, ".fifo")
+	out, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(q.url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue,
+			types.QueueAttributeNameContentBasedDeduplication, types.QueueAttributeNameVisibilityTimeout},
+	})
+	if err != nil {
+		if !attributesRefused(err) {
+			return nil, fmt.Errorf("sqs: queue %s: %w", q.url, err)
+		}
+		return q, err // the caller logs it and goes on with the name's suffix
+	}
+	if v, ok := out.Attributes[string(types.QueueAttributeNameFifoQueue)]; ok {
+		q.fifo = v == "true"
+	}
+	q.contentBasedDedup = out.Attributes[string(types.QueueAttributeNameContentBasedDeduplication)] == "true"
+	if v, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && v >= 0 {
+		q.visibility = time.Duration(v) * time.Second
+	}
+	return q, nil
+}
+
+// attributesRefused reports a GetQueueAttributes failure that leaves the
+// queue usable: access denied, or attributes a compatible service lacks.
+func attributesRefused(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || isQueueMissing(err) {
+		return false
+	}
+	code := ae.ErrorCode()
+	return strings.Contains(code, "AccessDenied") || code == "UnsupportedOperation" ||
+		code == "InvalidAttributeName" || code == "InvalidParameterValue"
+}

@@ -1,0 +1,428 @@
+package sqs
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+)
+
+const (
+	// handoverMargin: a prefetched message whose visibility ends within
+	// this margin (or a tenth of the visibility timeout, if less) is not
+	// handed to the engine (it is, or is about to be,
+	// visible to other consumers again).
+	handoverMargin = time.Second
+	// attemptIDTTL: SQS honours a ReceiveRequestAttemptId for 5 minutes;
+	// a retry later than this uses a new one.
+	attemptIDTTL = 4 * time.Minute
+	// defaultQueueVisibility is assumed when the queue's own visibility
+	// timeout cannot be read.
+	defaultQueueVisibility = 30 * time.Second
+	maxPollBackoff         = 10 * time.Second
+)
+
+// Source receives from one SQS queue with long polling.
+type Source struct {
+	api        api
+	queue      *queueInfo
+	set        *sourceSettings
+	visTimeout time.Duration // of the messages received
+	log        *slog.Logger
+
+	deleter    *coalescer[string]
+	visibility *coalescer[visItem]
+
+	batches chan []*delivery
+	errc    chan error
+	recv    chan struct{} // one Receive at a time
+	pending []*delivery   // handed out by Receive in order; guarded by recv
+
+	cancel  context.CancelFunc
+	pollers sync.WaitGroup
+	closed  chan struct{}
+	once    sync.Once
+
+	trackMu sync.Mutex
+	tracked map[*delivery]struct{} // unsettled deliveries, for the heartbeat
+
+	ready readyCache
+	stats sourceStats
+}
+
+// sourceStats are counters a caller may read through Stats.
+type sourceStats struct {
+	received, corrupt, expired, pollErrors atomic.Uint64
+}
+
+// SourceStats is a snapshot of a Source's counters.
+type SourceStats struct {
+	Received   uint64 // messages received from SQS
+	Corrupt    uint64 // messages that could not be decoded (see DecodeErrorer)
+	Expired    uint64 // prefetched messages whose visibility ended before the engine took them
+	PollErrors uint64 // failed ReceiveMessage calls
+}
+
+// Stats returns the source's counters.
+func (s *Source) Stats() SourceStats {
+	return SourceStats{s.stats.received.Load(), s.stats.corrupt.Load(), s.stats.expired.Load(), s.stats.pollErrors.Load()}
+}
+
+var (
+	_ driver.Source       = (*Source)(nil)
+	_ driver.ReadyChecker = (*Source)(nil)
+)
+
+// NewSource connects to the queue and starts the pollers.
+func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.Source, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	client, err := newClient(ctx, &cfg.ConnConfig, log)
+	if err != nil {
+		return nil, err
+	}
+	return newSource(ctx, client, &cfg.ConnConfig, set, log)
+}
+
+func newSource(ctx context.Context, client api, conn *ConnConfig, set *sourceSettings, log *slog.Logger) (*Source, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	q, err := resolveQueue(ctx, client, conn)
+	if q == nil {
+		return nil, err
+	}
+	if err != nil {
+		log.Warn("sqs: cannot read the queue's attributes; judging FIFO by the name", "queue", q.url, "fifo", q.fifo, "error", err)
+	}
+	s := &Source{
+		api: client, queue: q, set: set, log: log.With("queue", q.url),
+		batches: make(chan []*delivery),
+		errc:    make(chan error, 1),
+		recv:    make(chan struct{}, 1),
+		closed:  make(chan struct{}),
+		tracked: map[*delivery]struct{}{},
+	}
+	s.visTimeout = set.visibility
+	if !set.hasVisibility {
+		s.visTimeout = q.visibility
+	}
+	s.ready.check = s.checkReady
+	s.deleter = newCoalescer(set.linger, s.deleteBatch)
+	s.visibility = newCoalescer(set.linger, s.visibilityBatch)
+	pctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	for range set.pollers {
+		s.pollers.Add(1)
+		go s.poll(pctx)
+	}
+	if set.heartbeat > 0 {
+		s.pollers.Add(1)
+		go s.heartbeat(pctx)
+	}
+	return s, nil
+}
+
+// Receive returns at least one and at most limit received deliveries, in the
+// order SQS returned them.
+func (s *Source) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
+	limit = min(max(limit, 1), 1<<16)
+	select {
+	case s.recv <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closed:
+		return nil, errClosed
+	}
+	defer func() { <-s.recv }()
+	for {
+		s.dropExpired(time.Now())
+		if len(s.pending) > 0 {
+			break
+		}
+		select {
+		case b := <-s.batches:
+			s.pending = b
+		case err := <-s.errc:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.closed:
+			return nil, errClosed
+		}
+	}
+	// Top up from batches other pollers already hold. With FIFO this keeps
+	// order: a group in flight in one batch is in no other.
+	for len(s.pending) < limit {
+		select {
+		case b := <-s.batches:
+			s.pending = append(s.pending, b...)
+			continue
+		default:
+		}
+		break
+	}
+	s.dropExpired(time.Now())
+	n := min(limit, len(s.pending))
+	out := make([]driver.Delivery, n)
+	for i := range n {
+		out[i] = s.pending[i]
+	}
+	s.pending = s.pending[n:]
+	if len(s.pending) == 0 {
+		s.pending = nil
+	}
+	return out, nil
+}
+
+// dropExpired leaves out pending deliveries whose visibility has ended:
+// SQS hands them out again, so the engine must not process them.
+func (s *Source) dropExpired(now time.Time) {
+	keep := s.pending[:0]
+	for _, d := range s.pending {
+		if d.expired(now) && d.settled.CompareAndSwap(false, true) {
+			s.untrack(d)
+			s.stats.expired.Add(1)
+			s.log.Warn("sqs: a prefetched message became visible again before the engine took it; raise visibility_timeout or lower pollers",
+				"message_id", d.id)
+			continue
+		}
+		keep = append(keep, d)
+	}
+	clear(s.pending[len(keep):])
+	s.pending = keep
+}
+
+// poll is one long-polling loop.
+func (s *Source) poll(ctx context.Context) {
+	defer s.pollers.Done()
+	var attemptID string
+	var attemptAt time.Time
+	failures := 0
+	for ctx.Err() == nil {
+		in := s.receiveInput()
+		if s.queue.fifo {
+			// A retry after a failed call reuses the attempt id, so SQS
+			// returns the same messages and keeps the group order (seed 001).
+			if attemptID == "" || time.Since(attemptAt) > attemptIDTTL {
+				attemptID, attemptAt = newAttemptID(), time.Now()
+			}
+			in.ReceiveRequestAttemptId = aws.String(attemptID)
+		}
+		out, err := s.api.ReceiveMessage(ctx, in)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.stats.pollErrors.Add(1)
+			failures++
+			if retryable(err) {
+				s.log.Warn("sqs: ReceiveMessage failed; retrying", "attempt_id", attemptID, "failures", failures, "error", err)
+			} else {
+				attemptID = ""
+				s.log.Error("sqs: ReceiveMessage failed", "error", err)
+				select {
+				case s.errc <- fmt.Errorf("sqs: receive from %s: %w", s.queue.url, err):
+				default:
+				}
+			}
+			if sleepCtx(ctx, pollBackoff(failures)) != nil {
+				return
+			}
+			continue
+		}
+		attemptID, failures = "", 0
+		if len(out.Messages) == 0 {
+			if s.set.waitTime == 0 {
+				// short polling: do not spin on an empty queue
+				if sleepCtx(ctx, 100*time.Millisecond) != nil {
+					return
+				}
+			}
+			continue
+		}
+		now := time.Now()
+		batch := make([]*delivery, len(out.Messages))
+		for i, m := range out.Messages {
+			batch[i] = s.newDelivery(m, now)
+			s.track(batch[i])
+		}
+		s.stats.received.Add(uint64(len(batch)))
+		select {
+		case s.batches <- batch:
+		case <-ctx.Done():
+			s.release(batch)
+			return
+		}
+	}
+}
+
+func (s *Source) receiveInput() *awssqs.ReceiveMessageInput {
+	in := &awssqs.ReceiveMessageInput{
+		QueueUrl:              aws.String(s.queue.url),
+		MaxNumberOfMessages:   int32(s.set.maxMessages),
+		WaitTimeSeconds:       int32(s.set.waitTime / time.Second),
+		MessageAttributeNames: s.set.messageAttrs,
+	}
+	in.MessageSystemAttributeNames = make([]types.MessageSystemAttributeName, len(s.set.systemAttrs))
+	// Also the deprecated AttributeNames: some SQS-compatible services
+	// know only that one; AWS takes both.
+	in.AttributeNames = make([]types.QueueAttributeName, len(s.set.systemAttrs))
+	for i, n := range s.set.systemAttrs {
+		in.MessageSystemAttributeNames[i] = types.MessageSystemAttributeName(n)
+		in.AttributeNames[i] = types.QueueAttributeName(n)
+	}
+	if s.set.hasVisibility {
+		in.VisibilityTimeout = visibilitySeconds(s.set.visibility)
+	}
+	return in
+}
+
+// newAttemptID returns a fresh ReceiveRequestAttemptId (32 hex digits).
+func newAttemptID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// pollBackoff is the pause after the n-th failure in a row: exponential from
+// 200 ms, at most maxPollBackoff, with jitter.
+func pollBackoff(n int) time.Duration {
+	d := 200 * time.Millisecond << min(n-1, 8)
+	d = min(d, maxPollBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (s *Source) track(d *delivery) {
+	if s.set.heartbeat <= 0 {
+		return
+	}
+	s.trackMu.Lock()
+	s.tracked[d] = struct{}{}
+	s.trackMu.Unlock()
+}
+
+func (s *Source) untrack(d *delivery) {
+	if s.set.heartbeat <= 0 {
+		return
+	}
+	s.trackMu.Lock()
+	delete(s.tracked, d)
+	s.trackMu.Unlock()
+}
+
+// heartbeat extends every unsettled delivery by the visibility timeout each
+// heartbeat interval.
+func (s *Source) heartbeat(ctx context.Context) {
+	defer s.pollers.Done()
+	t := time.NewTicker(s.set.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.trackMu.Lock()
+		ds := make([]*delivery, 0, len(s.tracked))
+		for d := range s.tracked {
+			ds = append(ds, d)
+		}
+		s.trackMu.Unlock()
+		secs := visibilitySeconds(s.visTimeout)
+		for len(ds) > 0 {
+			chunk := ds[:min(maxBatch, len(ds))]
+			ds = ds[len(chunk):]
+			items := make([]visItem, len(chunk))
+			for i, d := range chunk {
+				items[i] = visItem{d.handle, secs}
+			}
+			start := time.Now()
+			for i, err := range s.visibilityBatch(ctx, items) {
+				if err == nil {
+					chunk[i].deadline.Store(start.Add(s.visTimeout).UnixNano())
+				} else if !chunk[i].settled.Load() {
+					s.log.Warn("sqs: heartbeat could not extend a message", "message_id", chunk[i].id, "error", err)
+				}
+			}
+		}
+	}
+}
+
+// release makes deliveries that the engine never got visible again at once.
+func (s *Source) release(ds []*delivery) {
+	var items []visItem
+	for _, d := range ds {
+		if d.settled.CompareAndSwap(false, true) {
+			s.untrack(d)
+			items = append(items, visItem{d.handle, 0})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for len(items) > 0 {
+		chunk := items[:min(maxBatch, len(items))]
+		items = items[len(chunk):]
+		for _, err := range s.visibilityBatch(ctx, chunk) {
+			if err != nil {
+				s.log.Debug("sqs: could not release a prefetched message; it comes back after its visibility timeout", "error", err)
+			}
+		}
+	}
+}
+
+// Close stops the pollers, makes prefetched messages visible again, sends
+// the pending acks and visibility changes and waits for them (until ctx
+// ends). Deliveries settled after Close fail; their messages come back.
+func (s *Source) Close(ctx context.Context) error {
+	s.once.Do(func() {
+		close(s.closed)
+		s.cancel()
+	})
+	done := make(chan struct{})
+	go func() { s.pollers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Receive cannot run any more: take what it did not hand out.
+	select {
+	case s.recv <- struct{}{}:
+		s.release(s.pending)
+		s.pending = nil
+		<-s.recv
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := s.deleter.close(ctx); err != nil {
+		return err
+	}
+	return s.visibility.close(ctx)
+}
+
+// Ready reports whether the queue answers (GetQueueAttributes, cached).
+func (s *Source) Ready(ctx context.Context) error { return s.ready.get(ctx) }
+
+func (s *Source) checkReady(ctx context.Context) error {
+	return queueReady(ctx, s.api, s.queue.url)
+}
+
+// String names the source in logs.
+func (s *Source) String() string {
+	return "sqs source " + s.queue.url + " (fifo=" + strconv.FormatBool(s.queue.fifo) + ")"
+}
