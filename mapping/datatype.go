@@ -289,7 +289,11 @@ func (v Value) Text() (string, error) {
 		}
 		return UUIDString(v.UUID()), nil
 	case KindStrings:
-		b, err := json.Marshal(v.ss)
+		ss := v.ss
+		if ss == nil {
+			ss = []string{} // "[]", not "null"
+		}
+		b, err := json.Marshal(ss)
 		return string(b), err
 	case KindList, KindMap, KindNull:
 		// The data type says which; the text is the typed JSON's value member.

@@ -119,6 +119,11 @@ type sourceJSON struct {
 	EnqueuedTime     *time.Time `json:"enqueuedTime,omitempty"`
 	SequenceNumber   string     `json:"sequenceNumber,omitempty"`
 	DeliveryCount    int        `json:"deliveryCount,omitempty"`
+	EnqueuedSequence int64      `json:"enqueuedSequence,omitempty"`
+	LockedUntil      *time.Time `json:"lockedUntil,omitempty"`
+	ExpiresAt        *time.Time `json:"expiresAt,omitempty"`
+	State            int        `json:"state,omitempty"`
+	PartitionID      *int       `json:"partitionId,omitempty"`
 	DeadLetterSource string     `json:"deadLetterSource,omitempty"`
 	DeadLetterReason string     `json:"deadLetterReason,omitempty"`
 	DeadLetterDesc   string     `json:"deadLetterDescription,omitempty"`
@@ -232,8 +237,14 @@ func NewEnvelope(m *Message, native Field, opt *Options) *Envelope {
 		c.Source = &sourceJSON{
 			Protocol: s.Protocol, EnqueuedTime: timePtr(s.EnqueuedTime),
 			SequenceNumber: s.SequenceNumber, DeliveryCount: s.DeliveryCount,
+			EnqueuedSequence: s.EnqueuedSequence, LockedUntil: timePtr(s.LockedUntil),
+			ExpiresAt: timePtr(s.ExpiresAt), State: s.State,
 			DeadLetterSource: s.DeadLetterSource, DeadLetterReason: s.DeadLetterReason,
 			DeadLetterDesc: s.DeadLetterDesc, Address: s.Address,
+		}
+		if s.PartitionID >= 0 && s.Protocol == "servicebus" {
+			p := s.PartitionID
+			c.Source.PartitionID = &p
 		}
 	}
 	e := &Envelope{V: 1}
@@ -362,7 +373,12 @@ func ParseEnvelope(s string) (*Envelope, error) {
 // decoded natively. Types are not applied here: the codec uses them while
 // decoding attribute values (see TypeOf).
 func (e *Envelope) Apply(m *Message) error {
-	m.Attributes = append(m.Attributes, e.Attrs...)
+	if len(e.Attrs) > 0 {
+		// Appended, not merged: a message may carry two attributes of one
+		// name (SQS refuses the second, so it rode here).
+		m.Attributes = append(m.Attributes, e.Attrs...)
+		sortAttributes(m.Attributes)
+	}
 	c := e.Fields
 	if c == nil {
 		return nil
@@ -420,7 +436,9 @@ func (e *Envelope) Apply(m *Message) error {
 		m.Priority = c.Priority
 	}
 	m.FirstAcquirer = m.FirstAcquirer || c.FirstAcquirer
-	m.Annotations = append(m.Annotations, c.Annotations...)
+	for _, a := range c.Annotations {
+		setAttr(&m.Annotations, a)
+	}
 	if c.BodyType != "" {
 		bt, ok := BodyTypeByName(c.BodyType)
 		if !ok {
@@ -455,6 +473,21 @@ func (e *Envelope) Apply(m *Message) error {
 			set(&src.SequenceNumber, s.SequenceNumber)
 			if s.DeliveryCount != 0 {
 				src.DeliveryCount = s.DeliveryCount
+			}
+			if s.EnqueuedSequence != 0 {
+				src.EnqueuedSequence = s.EnqueuedSequence
+			}
+			if s.LockedUntil != nil {
+				src.LockedUntil = s.LockedUntil.UTC()
+			}
+			if s.ExpiresAt != nil {
+				src.ExpiresAt = s.ExpiresAt.UTC()
+			}
+			if s.State != 0 {
+				src.State = s.State
+			}
+			if s.PartitionID != nil {
+				src.PartitionID = *s.PartitionID
 			}
 			set(&src.DeadLetterSource, s.DeadLetterSource)
 			set(&src.DeadLetterReason, s.DeadLetterReason)

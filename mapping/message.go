@@ -6,6 +6,8 @@
 package mapping
 
 import (
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -118,7 +120,7 @@ type Source struct {
 	LockedUntil      time.Time
 	ExpiresAt        time.Time // SB ExpiresAtUtc
 	State            int       // SB message state: 0 active, 1 deferred, 2 scheduled
-	PartitionID      int       // SB x-opt-partition-id; -1 when absent
+	PartitionID      int       // SB x-opt-partition-id; -1 when absent (decoders set it; 0 is a partition)
 	DeadLetterSource string
 	DeadLetterReason string
 	DeadLetterDesc   string
@@ -145,13 +147,23 @@ func (m *Message) Attr(name string) (Value, bool) {
 
 // SetAttr replaces the attribute with the given name or appends it.
 func (m *Message) SetAttr(name string, v Value) {
-	for i := range m.Attributes {
-		if m.Attributes[i].Name == name {
-			m.Attributes[i].Value = v
+	setAttr(&m.Attributes, Attribute{Name: name, Value: v})
+}
+
+func setAttr(attrs *[]Attribute, a Attribute) {
+	for i := range *attrs {
+		if (*attrs)[i].Name == a.Name {
+			(*attrs)[i].Value = a.Value
 			return
 		}
 	}
-	m.Attributes = append(m.Attributes, Attribute{Name: name, Value: v})
+	*attrs = append(*attrs, a)
+}
+
+// sortAttributes orders attributes by name, the stable order decoders of
+// map-shaped wire forms produce.
+func sortAttributes(attrs []Attribute) {
+	slices.SortStableFunc(attrs, func(a, b Attribute) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // DeleteAttr removes the attribute with the given name, if any.

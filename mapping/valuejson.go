@@ -57,7 +57,11 @@ func (v Value) jsonRaw() (raw []byte, err error) {
 			raw = strconv.AppendFloat(nil, f, 'g', -1, 64)
 		}
 	case KindStrings:
-		raw, err = json.Marshal(v.ss)
+		ss := v.ss
+		if ss == nil {
+			ss = []string{}
+		}
+		raw, err = json.Marshal(ss)
 	case KindList:
 		if v.vs == nil {
 			raw = []byte("[]")
