@@ -116,6 +116,7 @@ type traceJSON struct {
 
 type sourceJSON struct {
 	Protocol         string     `json:"protocol,omitempty"`
+	MessageID        string     `json:"messageId,omitempty"`
 	EnqueuedTime     *time.Time `json:"enqueuedTime,omitempty"`
 	SequenceNumber   string     `json:"sequenceNumber,omitempty"`
 	DeliveryCount    int        `json:"deliveryCount,omitempty"`
@@ -144,7 +145,9 @@ func timePtr(t time.Time) *time.Time {
 func NewEnvelope(m *Message, native Field, opt *Options) *Envelope {
 	c := CarriedFields{}
 	has := func(f Field) bool { return native&f != 0 }
-	if !has(FieldID) {
+	// An id the source broker assigned (SQS MessageId) is a read-only fact,
+	// not a property of the message: only CarrySource keeps it.
+	if !has(FieldID) && (m.ID != m.Source.MessageID || m.ID == "") {
 		c.ID = m.ID
 	}
 	if !has(FieldIDKinds) {
@@ -235,7 +238,7 @@ func NewEnvelope(m *Message, native Field, opt *Options) *Envelope {
 	if opt != nil && opt.CarrySource {
 		s := m.Source
 		c.Source = &sourceJSON{
-			Protocol: s.Protocol, EnqueuedTime: timePtr(s.EnqueuedTime),
+			Protocol: s.Protocol, MessageID: s.MessageID, EnqueuedTime: timePtr(s.EnqueuedTime),
 			SequenceNumber: s.SequenceNumber, DeliveryCount: s.DeliveryCount,
 			EnqueuedSequence: s.EnqueuedSequence, LockedUntil: timePtr(s.LockedUntil),
 			ExpiresAt: timePtr(s.ExpiresAt), State: s.State,
@@ -467,6 +470,7 @@ func (e *Envelope) Apply(m *Message) error {
 		if src.Protocol == "" || s.Protocol != "" {
 			// The carried facts describe the original source; keep them.
 			set(&src.Protocol, s.Protocol)
+			set(&src.MessageID, s.MessageID)
 			if s.EnqueuedTime != nil {
 				src.EnqueuedTime = s.EnqueuedTime.UTC()
 			}

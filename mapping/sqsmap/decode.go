@@ -94,6 +94,13 @@ func Decode(msg types.Message, opt DecodeOptions) (*mapping.Message, error) {
 	if err := decodeSystem(m, msg.Attributes, &opt); err != nil {
 		return nil, err
 	}
+	// A FIFO send without any id used what content-based deduplication
+	// would: the SHA-256 of the body. That is no dedup id of the message's
+	// own (and re-sending recomputes the same).
+	if m.DedupID != "" && len(m.DedupID) == 64 && m.DedupID == hashID(string(body)) &&
+		(env == nil || env.Fields == nil || env.Fields.DedupID == "") {
+		m.DedupID = ""
+	}
 	if env != nil {
 		if err := env.Apply(m); err != nil {
 			return nil, mapping.Rejectf(Wire, attrField(mapping.EnvelopeName), "malformed: %v", err)

@@ -375,6 +375,11 @@ func (e *encoder) unnote(w *wireAttr) {
 // attribute map.
 func (e *encoder) fit(native []wireAttr) error {
 	opt := &e.opt
+	if len(native)+b2i(!e.env.Empty()) > MaxAttributes {
+		// Which attributes stay native must not depend on the model's order,
+		// or every SQS hop would reshuffle them (decoders sort by name).
+		slices.SortStableFunc(native, func(a, b wireAttr) int { return strings.Compare(a.name, b.name) })
+	}
 	for len(native)+b2i(!e.env.Empty()) > MaxAttributes {
 		switch opt.Policy {
 		case mapping.Drop:

@@ -1,0 +1,244 @@
+package amqp
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+func TestSourceConfigResolve(t *testing.T) {
+	cfg := SourceConfig{
+		URL:          "amqp://broker-a:5672",
+		URLs:         []string{"amqp://broker-b:5672", "amqp://broker-c"},
+		Address:      "orders",
+		Credit:       10,
+		LinkName:     "qbridge-orders",
+		Durable:      true,
+		ContainerID:  "qbridge-1",
+		ExpiryPolicy: "never",
+		Capabilities: []string{"topic"},
+		Selector:     "color = 'red'",
+		Filters: []FilterConfig{
+			{Name: "jms-selector", Descriptor: "apache.org:selector-filter:string", Value: "size > 3"},
+			{Name: "apache.org:no-local-filter:list", Code: "0x0000468C:0x00000003", Type: "null"},
+		},
+		Nack:              "release",
+		RejectCondition:   "x-opt:failed",
+		DecodeGuard:       "full",
+		SASL:              &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "p"},
+		IdleTimeout:       "30s",
+		MaxFrameSize:      131072,
+		ReconnectBackoff:  "100ms",
+		ReconnectBackoffM: "5s",
+		CloseTimeout:      "2s",
+		Hostname:          "vhost:prod",
+	}
+	set, err := cfg.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.conn.endpoints) != 3 || set.conn.endpoints[2].port != "5672" || set.conn.endpoints[0].host != "broker-a" {
+		t.Fatalf("endpoints %+v", set.conn.endpoints)
+	}
+	if set.credit != 10 || !set.durable || set.expiry != amqp.ExpiryPolicyNever || set.nack != nackRelease ||
+		set.rejectCond != "x-opt:failed" || set.guard != guardFull || set.conn.idleTimeout != 30*time.Second ||
+		set.conn.maxFrameSize != 131072 || set.conn.backoff != 100*time.Millisecond || set.conn.hostname != "vhost:prod" {
+		t.Fatalf("settings %+v", set)
+	}
+	if len(set.filters) != 3 {
+		t.Fatalf("%d filters", len(set.filters))
+	}
+	got := applyFilters(t, set.filters)
+	want := map[string][2]any{
+		"apache.org:selector-filter:string": {uint64(0x0000468C00000004), "color = 'red'"},
+		"jms-selector":                      {amqp.Symbol("apache.org:selector-filter:string"), "size > 3"},
+		"apache.org:no-local-filter:list":   {uint64(0x0000468C00000003), nil},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("filters\n got %#v\nwant %#v", got, want)
+	}
+}
+
+// applyFilters runs go-amqp LinkFilters on a filter set (built by
+// reflection: its type is internal) and returns key → {descriptor, value}.
+func applyFilters(t *testing.T, fs []amqp.LinkFilter) map[string][2]any {
+	t.Helper()
+	setType := reflect.TypeOf(fs[0]).In(0)
+	set := reflect.MakeMap(setType)
+	for _, f := range fs {
+		reflect.ValueOf(f).Call([]reflect.Value{set})
+	}
+	out := map[string][2]any{}
+	iter := set.MapRange()
+	for iter.Next() {
+		dt := iter.Value().Elem()
+		out[iter.Key().String()] = [2]any{dt.FieldByName("Descriptor").Interface(), dt.FieldByName("Value").Interface()}
+	}
+	return out
+}
+
+func TestSinkConfigResolve(t *testing.T) {
+	no := false
+	cfg := SinkConfig{
+		URL:            "amqps://u:p@broker:5671",
+		Address:        "/queue/{group}",
+		Durable:        &no,
+		MaxMessageSize: 1048576,
+		SendTimeout:    "5s",
+		MaxLinks:       8,
+		TLS:            &TLSConfig{ServerName: "broker.example", InsecureSkipVerify: true},
+	}
+	cfg.Policy = mapping.Encode
+	set, err := cfg.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.durable || set.isStatic || set.maxMsgSize != 1<<20 || set.sendTimeout != 5*time.Second || set.maxLinks != 8 ||
+		set.conn.tls == nil || set.conn.tls.ServerName != "broker.example" || set.opt.Policy != mapping.Encode {
+		t.Fatalf("settings %+v", set)
+	}
+	addr, err := set.address.Execute(&mapping.Message{GroupKey: "g1"})
+	if err != nil || addr != "/queue/g1" {
+		t.Fatalf("address %q %v", addr, err)
+	}
+	// defaults
+	d := SinkConfig{URL: "amqp://h", Address: "/exchange/{{x}}"}
+	ds, err := d.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ds.durable || !ds.isStatic || ds.static != "/exchange/{x}" || ds.sendTimeout != DefaultSendTimeout || ds.maxLinks != DefaultMaxLinks {
+		t.Fatalf("defaults %+v", ds)
+	}
+}
+
+// The configs are decoded by gohcl: every field is an optional attribute
+// or a block, except the ones the config layer sets, which carry no tag at
+// all (gohcl reads `hcl:"-"` as a required attribute named "-").
+func TestHCLTags(t *testing.T) {
+	setByCaller := map[string]bool{"Policy": true, "CarrySource": true, "OnDrop": true}
+	for _, v := range []any{SourceConfig{}, SinkConfig{}, SASLConfig{}, TLSConfig{}, FilterConfig{}} {
+		rt := reflect.TypeOf(v)
+		seen := map[string]bool{}
+		for i := 0; i < rt.NumField(); i++ {
+			f := rt.Field(i)
+			tag, ok := f.Tag.Lookup("hcl")
+			if setByCaller[f.Name] {
+				if ok {
+					t.Errorf("%s.%s: set by the config layer, must carry no hcl tag", rt.Name(), f.Name)
+				}
+				continue
+			}
+			name, kind, _ := strings.Cut(tag, ",")
+			if !ok || name == "" || name == "-" || (kind != "optional" && kind != "block" && kind != "label") {
+				t.Errorf("%s.%s: hcl tag %q", rt.Name(), f.Name, tag)
+			}
+			if name != strings.ToLower(name) || seen[name] {
+				t.Errorf("%s.%s: name %q not snake_case or duplicated", rt.Name(), f.Name, name)
+			}
+			seen[name] = true
+		}
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	base := func() SourceConfig { return SourceConfig{URL: "amqp://h", Address: "/queue/q"} }
+	for _, tc := range []struct {
+		mut  func(*SourceConfig)
+		want string
+	}{
+		{func(c *SourceConfig) { c.URL = "" }, "url:"},
+		{func(c *SourceConfig) { c.URL = "http://h" }, "url: \"http://h\": scheme"},
+		{func(c *SourceConfig) { c.URLs = []string{"amqp://"} }, "urls[0]:"},
+		{func(c *SourceConfig) { c.URL = "amqp://h:99999" }, "bad port"},
+		{func(c *SourceConfig) { c.URL = "amqp://h/vhost" }, "hostname = \"vhost:NAME\""},
+		{func(c *SourceConfig) { c.Address = "" }, "address:"},
+		{func(c *SourceConfig) { c.Credit = -1 }, "credit:"},
+		{func(c *SourceConfig) { c.Durable = true }, "link_name:"},
+		{func(c *SourceConfig) { c.Durable, c.LinkName = true, "l" }, "container_id:"},
+		{func(c *SourceConfig) { c.ExpiryPolicy = "sometimes" }, "expiry_policy:"},
+		{func(c *SourceConfig) { c.ExpiryTimeout = "soon" }, "expiry_timeout:"},
+		{func(c *SourceConfig) { c.Nack = "drop" }, "nack:"},
+		{func(c *SourceConfig) { c.RejectCondition = "a b" }, "reject_condition:"},
+		{func(c *SourceConfig) { c.DecodeGuard = "maybe" }, "decode_guard:"},
+		{func(c *SourceConfig) { c.Filters = []FilterConfig{{Name: "f", Type: "int", Value: "x"}} }, `filter "f": value:`},
+		{func(c *SourceConfig) { c.Filters = []FilterConfig{{Name: "f", Code: "zz"}} }, `filter "f": code:`},
+		{func(c *SourceConfig) { c.Filters = []FilterConfig{{Name: "f", Code: "0x1", Descriptor: "d"}} }, "descriptor and code"},
+		{func(c *SourceConfig) { c.Filters = []FilterConfig{{Name: "f", Type: "decimal"}} }, `filter "f": type:`},
+		{func(c *SourceConfig) {
+			c.Selector = "a"
+			c.Filters = []FilterConfig{{Name: "apache.org:selector-filter:string"}}
+		}, "defined twice"},
+		{func(c *SourceConfig) { c.SASL = &SASLConfig{Mechanism: "GSSAPI"} }, "sasl.mechanism:"},
+		{func(c *SourceConfig) { c.SASL = &SASLConfig{Mechanism: "PLAIN"} }, "sasl.username:"},
+		{func(c *SourceConfig) { c.SASL = &SASLConfig{Password: "p"} }, "sasl.password:"},
+		{func(c *SourceConfig) { c.SASL = &SASLConfig{Mechanism: "EXTERNAL"} }, "tls.cert_file"},
+		{func(c *SourceConfig) { c.URL, c.SASL = "amqp://u:p@h", &SASLConfig{Username: "x"} }, "url: holds credentials"},
+		{func(c *SourceConfig) { c.TLS = &TLSConfig{} }, "tls: set, but URL #1"},
+		{func(c *SourceConfig) { c.URL, c.TLS = "amqps://h", &TLSConfig{CAFile: "/nonexistent"} }, "tls.ca_file:"},
+		{func(c *SourceConfig) { c.URL, c.TLS = "amqps://h", &TLSConfig{CertFile: "/c"} }, "tls.key_file:"},
+		{func(c *SourceConfig) { c.IdleTimeout = "1 minute" }, "idle_timeout:"},
+		{func(c *SourceConfig) { c.MaxFrameSize = 100 }, "max_frame_size:"},
+		{func(c *SourceConfig) { c.ConnectTimeout = "-1s" }, "connect_timeout:"},
+		{func(c *SourceConfig) { c.ReconnectBackoff, c.ReconnectBackoffM = "10s", "1s" }, "reconnect_backoff_max:"},
+		{func(c *SourceConfig) { c.CloseTimeout = "0s" }, "close_timeout:"},
+	} {
+		c := base()
+		tc.mut(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want error containing %q, got %v", tc.want, err)
+		}
+	}
+	if err := base().Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	sinkBase := func() SinkConfig { return SinkConfig{URL: "amqp://h", Address: "/queue/q"} }
+	for _, tc := range []struct {
+		mut  func(*SinkConfig)
+		want string
+	}{
+		{func(c *SinkConfig) { c.Address = "" }, "address:"},
+		{func(c *SinkConfig) { c.Address = "/queue/{nope}" }, "address: at offset 7: unknown placeholder"},
+		{func(c *SinkConfig) { c.MaxMessageSize = -1 }, "max_message_size:"},
+		{func(c *SinkConfig) { c.SendTimeout = "0s" }, "send_timeout:"},
+		{func(c *SinkConfig) { c.MaxLinks = -2 }, "max_links:"},
+		{func(c *SinkConfig) { c.Policy = 9 }, "policy:"},
+		{func(c *SinkConfig) { c.URLs = []string{"amqp://h2", "ftp://x"} }, "urls[1]:"},
+	} {
+		c := sinkBase()
+		tc.mut(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("sink: want error containing %q, got %v", tc.want, err)
+		}
+	}
+}
+
+func TestRedaction(t *testing.T) {
+	ep, err := parseEndpoint("amqp://user:secret@h:1234")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ep.redacted, "secret") || !strings.Contains(ep.redacted, "user") {
+		t.Fatalf("redacted %q", ep.redacted)
+	}
+	err = SourceConfig{URL: "ftp://user:secret@h", Address: "a"}.Validate()
+	if err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
+
+func TestSASLChoice(t *testing.T) {
+	// Only checks which constructor is chosen; go-amqp's SASLType is opaque.
+	ep, _ := parseEndpoint("amqp://u:p@h")
+	if saslType(saslSettings{}, ep) == nil || saslType(saslSettings{mech: "NONE"}, ep) != nil {
+		t.Fatal("sasl choice")
+	}
+}

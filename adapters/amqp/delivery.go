@@ -1,0 +1,171 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// settler is the part of *amqp.Receiver a delivery settles through (an
+// interface so the settlement logic can be tested without a broker).
+type settler interface {
+	AcceptMessage(ctx context.Context, msg *amqp.Message) error
+	RejectMessage(ctx context.Context, msg *amqp.Message, e *amqp.Error) error
+	ReleaseMessage(ctx context.Context, msg *amqp.Message) error
+	ModifyMessage(ctx context.Context, msg *amqp.Message, options *amqp.ModifyMessageOptions) error
+}
+
+var errSettled = errors.New("amqp: delivery already settled")
+
+// settlePolicy holds the settlement choices shared by a source's deliveries,
+// including what auto mode learnt about the broker.
+type settlePolicy struct {
+	mode       nackMode
+	rejectCond amqp.ErrCond
+	log        *slog.Logger
+	// refused: the broker does not take Modify (auto mode then releases).
+	refused atomic.Bool
+}
+
+// useModify says whether Nack sends Modify (else Release).
+func (p *settlePolicy) useModify() bool {
+	switch p.mode {
+	case nackModify:
+		return true
+	case nackRelease:
+		return false
+	}
+	return !p.refused.Load()
+}
+
+// refuse records that the broker does not take Modify. Only auto mode
+// changes course; an explicit nack = "modify" keeps modifying (each Nack
+// then costs the session on such a broker: no message is lost, the session
+// end returns its unsettled deliveries).
+func (p *settlePolicy) refuse(why string, args ...any) {
+	if p.mode != nackAuto || !p.refused.CompareAndSwap(false, true) {
+		return
+	}
+	p.log.Warn("amqp source: the broker does not take the Modify outcome: Nack releases from now on ("+why+")", args...)
+}
+
+// linkEnded is told how a link ended, and whether a Modify was sent on it.
+// A session or link ended by the peer right after a Modify (RabbitMQ 3.x
+// answers it with end(amqp:invalid-field) "Unrecognised state
+// v1_0.modified") means the broker refuses Modify. It reports whether it
+// concluded so.
+func (p *settlePolicy) linkEnded(modifySent bool, err error) bool {
+	if !modifySent {
+		return false
+	}
+	re := remoteErr(err)
+	if re == nil {
+		return false
+	}
+	// The conditions a broker refuses an outcome with (RabbitMQ 3.x:
+	// invalid-field), or a description naming it; a broker shutting down
+	// (connection:forced, internal-error "shutdown", ...) is no refusal.
+	switch re.Condition {
+	case amqp.ErrCondInvalidField, amqp.ErrCondNotImplemented, amqp.ErrCondNotAllowed,
+		amqp.ErrCondDecodeError, amqp.ErrCondIllegalState:
+	default:
+		if !strings.Contains(strings.ToLower(re.Description), "modified") {
+			return false
+		}
+	}
+	p.refuse("the peer ended the link after a Modify", "condition", re.Condition, "description", re.Description)
+	return true
+}
+
+// delivery is one received message and its settlement handle.
+type delivery struct {
+	st      settler
+	msg     *amqp.Message
+	m       *mapping.Message
+	pol     *settlePolicy
+	modSent *atomic.Bool // the link's "a Modify went out" flag; may be nil
+	settled atomic.Bool
+}
+
+func (d *delivery) Message() *mapping.Message { return d.m }
+
+// Ack accepts the message.
+func (d *delivery) Ack(ctx context.Context) error {
+	if !d.settled.CompareAndSwap(false, true) {
+		return errSettled
+	}
+	return settleErr("accept", d.st.AcceptMessage(ctx, d.msg))
+}
+
+// Nack hands the message back: Modify(delivery-failed) where the broker
+// takes it, else Release. AMQP has no redelivery delay: delay is ignored.
+func (d *delivery) Nack(ctx context.Context, _ time.Duration) error {
+	if !d.settled.CompareAndSwap(false, true) {
+		return errSettled
+	}
+	if !d.pol.useModify() {
+		return settleErr("release", d.st.ReleaseMessage(ctx, d.msg))
+	}
+	if d.modSent != nil {
+		d.modSent.Store(true)
+	}
+	err := d.st.ModifyMessage(ctx, d.msg, &amqp.ModifyMessageOptions{DeliveryFailed: true})
+	if err != nil && d.pol.linkEnded(true, err) {
+		// The broker ended the session over the Modify, which returns this
+		// and every other unsettled delivery of the session to the queue:
+		// the message is handed back, as Nack wants.
+		return nil
+	}
+	return settleErr("modify", err)
+}
+
+// Extend is a no-op: AMQP 1.0 has no lock to renew (an unsettled delivery
+// stays with this link until it is settled or the link ends).
+func (d *delivery) Extend(context.Context, time.Duration) error { return nil }
+
+// DeadLetter rejects the message with the configured error condition; the
+// broker dead-letters or drops it according to its own configuration.
+func (d *delivery) DeadLetter(ctx context.Context, reason, description string) error {
+	if !d.settled.CompareAndSwap(false, true) {
+		return errSettled
+	}
+	desc := reason
+	if description != "" {
+		desc = reason + ": " + description
+	}
+	return settleErr("reject", d.st.RejectMessage(ctx, d.msg, &amqp.Error{Condition: d.pol.rejectCond, Description: truncate(desc, 4096)}))
+}
+
+// settleErr explains a failed settlement: when the link is gone the broker
+// has the message back and redelivers it (at-least-once).
+func settleErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *amqp.LinkError
+	var se *amqp.SessionError
+	var ce *amqp.ConnError
+	if errors.As(err, &le) || errors.As(err, &se) || errors.As(err, &ce) {
+		return fmt.Errorf("amqp: %s: the link is gone, the broker redelivers the message: %w", op, err)
+	}
+	return fmt.Errorf("amqp: %s: %w", op, err)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

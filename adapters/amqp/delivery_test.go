@@ -1,0 +1,262 @@
+package amqp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+)
+
+// fakeSettler records settlements; modifyErr is what ModifyMessage returns.
+type fakeSettler struct {
+	calls     []string
+	modifyErr error
+	rejectErr *amqp.Error
+	modOpts   *amqp.ModifyMessageOptions
+}
+
+func (f *fakeSettler) AcceptMessage(context.Context, *amqp.Message) error {
+	f.calls = append(f.calls, "accept")
+	return nil
+}
+
+func (f *fakeSettler) RejectMessage(_ context.Context, _ *amqp.Message, e *amqp.Error) error {
+	f.calls = append(f.calls, "reject")
+	f.rejectErr = e
+	return nil
+}
+
+func (f *fakeSettler) ReleaseMessage(context.Context, *amqp.Message) error {
+	f.calls = append(f.calls, "release")
+	return nil
+}
+
+func (f *fakeSettler) ModifyMessage(_ context.Context, _ *amqp.Message, o *amqp.ModifyMessageOptions) error {
+	f.calls = append(f.calls, "modify")
+	f.modOpts = o
+	return f.modifyErr
+}
+
+func testPolicy(mode nackMode) (*settlePolicy, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return &settlePolicy{mode: mode, rejectCond: DefaultRejectCondition, log: slog.New(slog.NewTextHandler(&buf, nil))}, &buf
+}
+
+func newTestDelivery(st settler, pol *settlePolicy, modSent *atomic.Bool) *delivery {
+	return &delivery{st: st, msg: &amqp.Message{}, pol: pol, modSent: modSent}
+}
+
+// RabbitMQ 3.x answers a Modify with end(amqp:invalid-field) on the session.
+var rabbitModifyRefusal = &amqp.SessionError{RemoteErr: &amqp.Error{
+	Condition:   amqp.ErrCondInvalidField,
+	Description: "Unrecognised state: {'v1_0.modified',true,undefined,undefined}",
+}}
+
+func TestNackModes(t *testing.T) {
+	for _, tc := range []struct {
+		mode nackMode
+		want string
+	}{{nackAuto, "modify"}, {nackModify, "modify"}, {nackRelease, "release"}} {
+		pol, _ := testPolicy(tc.mode)
+		st := &fakeSettler{}
+		if err := newTestDelivery(st, pol, nil).Nack(context.Background(), 5); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(st.calls, ",") != tc.want {
+			t.Errorf("%s: calls %v, want %s", tc.mode, st.calls, tc.want)
+		}
+		if tc.want == "modify" && (st.modOpts == nil || !st.modOpts.DeliveryFailed || st.modOpts.UndeliverableHere) {
+			t.Errorf("%s: modify options %+v", tc.mode, st.modOpts)
+		}
+	}
+}
+
+// A broker that refuses Modify synchronously (the disposition fails with the
+// session end): auto mode reports the message handed back, and releases
+// from then on.
+func TestNackAutoFallbackSync(t *testing.T) {
+	pol, logs := testPolicy(nackAuto)
+	var modSent atomic.Bool
+	st := &fakeSettler{modifyErr: rabbitModifyRefusal}
+	if err := newTestDelivery(st, pol, &modSent).Nack(context.Background(), 0); err != nil {
+		t.Fatalf("Nack = %v, want nil (the session end returns the message)", err)
+	}
+	if !modSent.Load() {
+		t.Error("modify not recorded on the link")
+	}
+	st2 := &fakeSettler{}
+	if err := newTestDelivery(st2, pol, &modSent).Nack(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(append(st.calls, st2.calls...), ","); got != "modify,release" {
+		t.Fatalf("calls %s, want modify,release", got)
+	}
+	if !strings.Contains(logs.String(), "Nack releases from now on") {
+		t.Errorf("no warning logged: %s", logs)
+	}
+}
+
+// RabbitMQ's real behaviour: ModifyMessage returns nil (mode first: the
+// disposition is only written) and the session ends a moment later; the
+// source sees it as the link's failure and tells the policy.
+func TestNackAutoFallbackAsync(t *testing.T) {
+	pol, _ := testPolicy(nackAuto)
+	var modSent atomic.Bool
+	st := &fakeSettler{}
+	if err := newTestDelivery(st, pol, &modSent).Nack(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !pol.linkEnded(modSent.Load(), rabbitModifyRefusal) {
+		t.Fatal("session end after a Modify not taken as a refusal")
+	}
+	if pol.useModify() {
+		t.Fatal("auto mode still modifies")
+	}
+}
+
+func TestLinkEndedRefusals(t *testing.T) {
+	for _, e := range []*amqp.Error{
+		{Condition: amqp.ErrCondNotImplemented},
+		{Condition: amqp.ErrCondNotAllowed, Description: "x"},
+		{Condition: "vendor:odd", Description: "Outcome Modified not supported"},
+	} {
+		pol, _ := testPolicy(nackAuto)
+		if !pol.linkEnded(true, &amqp.LinkError{RemoteErr: e}) || pol.useModify() {
+			t.Errorf("%+v not taken as a refusal", e)
+		}
+	}
+}
+
+func TestLinkEndedIgnoresOtherFailures(t *testing.T) {
+	for name, tc := range map[string]struct {
+		modSent bool
+		err     error
+	}{
+		"no modify sent":   {false, rabbitModifyRefusal},
+		"network":          {true, &amqp.ConnError{}},
+		"local link close": {true, &amqp.LinkError{}},
+		"broker shutdown":  {true, &amqp.ConnError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondConnectionForced}}},
+		"detach forced":    {true, &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondDetachForced}}},
+		"rabbit shutdown":  {true, &amqp.SessionError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondInternalError, Description: "shutdown"}}},
+		"context":          {true, context.Canceled},
+	} {
+		pol, _ := testPolicy(nackAuto)
+		if pol.linkEnded(tc.modSent, tc.err) || !pol.useModify() {
+			t.Errorf("%s: taken as a Modify refusal", name)
+		}
+	}
+}
+
+// An explicit nack = "modify" keeps modifying; a session the peer ends over
+// it still hands the message back (nil).
+func TestNackExplicitModifyKeepsModifying(t *testing.T) {
+	pol, _ := testPolicy(nackModify)
+	st := &fakeSettler{modifyErr: rabbitModifyRefusal}
+	d := newTestDelivery(st, pol, nil)
+	if err := d.Nack(context.Background(), 0); err != nil {
+		t.Fatalf("Nack = %v", err)
+	}
+	st2 := &fakeSettler{}
+	_ = newTestDelivery(st2, pol, nil).Nack(context.Background(), 0)
+	if st2.calls[0] != "modify" {
+		t.Fatal("explicit modify mode switched to release")
+	}
+}
+
+func TestDeadLetterAndOnce(t *testing.T) {
+	pol, _ := testPolicy(nackAuto)
+	pol.rejectCond = "x:custom"
+	st := &fakeSettler{}
+	d := newTestDelivery(st, pol, nil)
+	var dl driver.DeadLetterer = d
+	if err := dl.DeadLetter(context.Background(), "too-big", "over 1 MiB"); err != nil {
+		t.Fatal(err)
+	}
+	if st.rejectErr == nil || st.rejectErr.Condition != "x:custom" || st.rejectErr.Description != "too-big: over 1 MiB" {
+		t.Fatalf("reject error %+v", st.rejectErr)
+	}
+	for _, f := range []func() error{
+		func() error { return d.Ack(context.Background()) },
+		func() error { return d.Nack(context.Background(), 0) },
+		func() error { return d.DeadLetter(context.Background(), "r", "") },
+	} {
+		if err := f(); !errors.Is(err, errSettled) {
+			t.Fatalf("second settlement: %v", err)
+		}
+	}
+	if len(st.calls) != 1 {
+		t.Fatalf("calls %v", st.calls)
+	}
+	if err := d.Extend(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTruncateKeepsUTF8(t *testing.T) {
+	s := strings.Repeat("é", 10) // 2 bytes each
+	if got := truncate(s, 5); got != "éé" {
+		t.Fatalf("%q", got)
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	for name, tc := range map[string]struct {
+		state     amqp.DeliveryState
+		ok, perm  bool
+		errSubstr string
+	}{
+		"accepted":  {&amqp.StateAccepted{}, true, false, ""},
+		"rejected":  {&amqp.StateRejected{Error: &amqp.Error{Condition: "amqp:not-allowed", Description: "nope"}}, false, true, "nope"},
+		"rejected0": {&amqp.StateRejected{}, false, true, "no error given"},
+		"released":  {&amqp.StateReleased{}, false, false, "released"},
+		"modified":  {&amqp.StateModified{UndeliverableHere: true}, false, false, "undeliverable-here true"},
+		"none":      {nil, false, false, "without an outcome"},
+		"received":  {&amqp.StateReceived{}, false, false, "non-terminal"},
+	} {
+		err := outcome("/queue/q", tc.state)
+		if (err == nil) != tc.ok || driver.IsPermanent(err) != tc.perm || err != nil && !strings.Contains(err.Error(), tc.errSubstr) {
+			t.Errorf("%s: %v (permanent %v)", name, err, driver.IsPermanent(err))
+		}
+	}
+}
+
+func TestBrokerProduct(t *testing.T) {
+	for _, tc := range []struct {
+		props   map[string]any
+		rabbit3 bool
+	}{
+		{map[string]any{"product": "RabbitMQ", "version": "3.10.8"}, true},
+		{map[string]any{"product": "RabbitMQ", "version": "3.13.7"}, true},
+		{map[string]any{"product": "RabbitMQ", "version": "4.0.5"}, false},
+		{map[string]any{"product": "apache-activemq-artemis", "version": "2.31.2"}, false},
+		{nil, false},
+	} {
+		if _, got := brokerProduct(tc.props); got != tc.rabbit3 {
+			t.Errorf("%v: rabbit3 = %v", tc.props, got)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := backoff{base: 100, max: 1000}
+	var prev int64
+	for i := 0; i < 10; i++ {
+		d := b.next()
+		if d < 50 || d > 1000 {
+			t.Fatalf("attempt %d: %v", i, d)
+		}
+		prev = int64(d)
+	}
+	_ = prev
+	b.reset()
+	if d := b.next(); d > 100 {
+		t.Fatalf("after reset: %v", d)
+	}
+}

@@ -1,0 +1,195 @@
+package amqp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/go-amqp"
+)
+
+// dialed is an open connection and what we learnt about the broker.
+type dialed struct {
+	conn     *amqp.Conn
+	endpoint string // redacted URL
+	product  string // "RabbitMQ 3.10.8", from the open frame's properties
+	rabbit3  bool   // RabbitMQ before 4.0 (its AMQP 1.0 plugin): see brokerQuirks
+}
+
+// dialAny tries every endpoint once, starting at *next, and leaves *next at
+// the endpoint that worked (so a reconnect tries it first).
+func dialAny(ctx context.Context, cs *connSettings, next *int, wrap func(net.Conn) net.Conn) (*dialed, error) {
+	var errs []error
+	n := len(cs.endpoints)
+	for k := 0; k < n; k++ {
+		i := (*next + k) % n
+		d, err := dial(ctx, cs, cs.endpoints[i], wrap)
+		if err == nil {
+			*next = i
+			return d, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", cs.endpoints[i].redacted, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	*next = (*next + 1) % n
+	return nil, errors.Join(errs...)
+}
+
+func dial(ctx context.Context, cs *connSettings, ep endpoint, wrap func(net.Conn) net.Conn) (*dialed, error) {
+	ctx, cancel := context.WithTimeout(ctx, cs.connectTimeout)
+	defer cancel()
+	var nd net.Dialer
+	nc, err := nd.DialContext(ctx, "tcp", ep.addr())
+	if err != nil {
+		return nil, err
+	}
+	if ep.tls {
+		tc := cs.tls.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = ep.host
+		}
+		tlsConn := tls.Client(nc, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		nc = tlsConn
+	}
+	if wrap != nil {
+		nc = wrap(nc)
+	}
+	opts := &amqp.ConnOptions{
+		ContainerID:  cs.containerID,
+		HostName:     cs.hostname,
+		IdleTimeout:  cs.idleTimeout,
+		MaxFrameSize: cs.maxFrameSize,
+		Properties:   map[string]any{"product": "qbridge"},
+		SASLType:     saslType(cs.sasl, ep),
+	}
+	if opts.HostName == "" {
+		opts.HostName = ep.host
+	}
+	conn, err := amqp.NewConn(ctx, nc, opts) // owns nc from here on
+	if err != nil {
+		return nil, err
+	}
+	d := &dialed{conn: conn, endpoint: ep.redacted}
+	d.product, d.rabbit3 = brokerProduct(conn.Properties())
+	return d, nil
+}
+
+func saslType(s saslSettings, ep endpoint) amqp.SASLType {
+	user, pass := s.user, s.pass
+	if user == "" && ep.hasUser {
+		user, pass = ep.user, ep.pass
+	}
+	mech := s.mech
+	if mech == "" {
+		mech = "ANONYMOUS"
+		if user != "" {
+			mech = "PLAIN"
+		}
+	}
+	switch mech {
+	case "PLAIN":
+		return amqp.SASLTypePlain(user, pass)
+	case "EXTERNAL":
+		return amqp.SASLTypeExternal(s.identity)
+	case "NONE":
+		return nil
+	}
+	return amqp.SASLTypeAnonymous()
+}
+
+// brokerProduct names the broker from its open properties and tells
+// RabbitMQ 3.x (the rabbitmq_amqp1_0 plugin) apart: it stalls a receiver
+// with credit > 1 on a backlog, ends the session on a Modify disposition and
+// never answers a closing detach. RabbitMQ 4 speaks AMQP 1.0 natively.
+func brokerProduct(props map[string]any) (string, bool) {
+	product, _ := props["product"].(string)
+	version, _ := props["version"].(string)
+	name := strings.TrimSpace(product + " " + version)
+	if !strings.EqualFold(product, "RabbitMQ") {
+		return name, false
+	}
+	major, _, _ := strings.Cut(version, ".")
+	m, err := strconv.Atoi(major)
+	return name, err == nil && m < 4
+}
+
+// closeConn closes conn, waiting at most until ctx ends (Close writes the
+// close frame and may wait for a dead peer's write timeout).
+func closeConn(ctx context.Context, conn *amqp.Conn) {
+	done := make(chan struct{})
+	go func() {
+		_ = conn.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// backoff is an exponential backoff with jitter.
+type backoff struct {
+	base, max time.Duration
+	n         int
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.base
+	for i := 0; i < b.n && d < b.max; i++ {
+		d *= 2
+	}
+	d = min(d, b.max)
+	b.n++
+	// full jitter over the upper half: spreads reconnect storms
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *backoff) reset() { b.n = 0 }
+
+// sleepCtx waits d or until ctx or stop ends.
+func sleepCtx(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+		return errClosed
+	}
+}
+
+var errClosed = errors.New("amqp: closed")
+
+// remoteErr returns the error the peer sent when it closed the link, session
+// or connection; nil for local failures (network, our own close).
+func remoteErr(err error) *amqp.Error {
+	var le *amqp.LinkError
+	var se *amqp.SessionError
+	var ce *amqp.ConnError
+	switch {
+	case errors.As(err, &le):
+		return le.RemoteErr
+	case errors.As(err, &se):
+		return se.RemoteErr
+	case errors.As(err, &ce):
+		return ce.RemoteErr
+	}
+	return nil
+}

@@ -1,0 +1,427 @@
+package amqp
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/Azure/go-amqp"
+)
+
+// The decode guard sits between the network and go-amqp on source
+// connections. It parses the incoming AMQP frames and, for every complete
+// transfer (a message, possibly spread over several frames), checks that
+// go-amqp can decode the payload: with the cheap scan (scanSuspect) and, when
+// the scan is not sure or in full mode, with go-amqp's own decoder. A payload
+// that fails is replaced by a stub message (the original header and
+// properties when they decode, plus a marker message annotation) and the
+// reason recorded in the poisonLog. The transfer itself (delivery id, tag,
+// settlement, handle) is left as it was, so go-amqp's link and flow state stay
+// right and the source can Reject exactly that delivery. Without the guard,
+// go-amqp closes the link with amqp:internal-error "decimal128 not
+// implemented" and the broker redelivers the same message at the head of the
+// queue forever; on an annotations map keyed by a list or map it even panics
+// in its own goroutine, killing the process (the guard decodes under recover).
+//
+// Frames of a delivery split over several transfers are held back (with every
+// frame after them, to keep order) until its last transfer arrives.
+
+// markerKey is the message annotation of a stub.
+const markerKey = "x-opt-qbridge-undecodable"
+
+const maxPoisonEntries = 4096
+
+// poisonInfo is what the guard learnt about a payload it replaced.
+type poisonInfo struct {
+	Reason string
+	Size   int
+}
+
+// poisonLog maps stub markers to the reasons; shared by the guards of one
+// source. A stub whose link dies before the source reads it leaves an entry
+// behind: the log is bounded.
+type poisonLog struct {
+	nonce string
+	mu    sync.Mutex
+	seq   uint64
+	m     map[uint64]poisonInfo
+	order []uint64
+}
+
+func newPoisonLog() *poisonLog {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &poisonLog{nonce: hex.EncodeToString(b[:]), m: map[uint64]poisonInfo{}}
+}
+
+func (l *poisonLog) add(info poisonInfo) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	l.m[l.seq] = info
+	l.order = append(l.order, l.seq)
+	for len(l.order) > maxPoisonEntries {
+		delete(l.m, l.order[0])
+		l.order = l.order[1:]
+	}
+	return l.nonce + "/" + strconv.FormatUint(l.seq, 10)
+}
+
+// match reports whether msg is a stub of this log, and takes its entry.
+func (l *poisonLog) match(msg *amqp.Message) (poisonInfo, bool) {
+	if len(msg.Annotations) == 0 {
+		return poisonInfo{}, false
+	}
+	v, ok := msg.Annotations[markerKey]
+	if !ok {
+		v, ok = msg.Annotations[amqp.Symbol(markerKey)]
+	}
+	s, _ := v.(string)
+	if !ok || !strings.HasPrefix(s, l.nonce+"/") {
+		return poisonInfo{}, false
+	}
+	seq, err := strconv.ParseUint(s[len(l.nonce)+1:], 10, 64)
+	if err != nil {
+		return poisonInfo{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	info, ok := l.m[seq]
+	if !ok {
+		info = poisonInfo{Reason: "the AMQP client cannot decode the message (details no longer known)"}
+	}
+	delete(l.m, seq)
+	return info, true
+}
+
+type linkKey struct {
+	channel uint16
+	handle  uint32
+}
+
+// heldFrame is a complete frame waiting for the deliveries before it.
+type heldFrame struct {
+	b          []byte // the whole frame
+	payloadOff int    // transfer payload offset in b; 0 when not a transfer
+}
+
+// guard is the net.Conn given to go-amqp.
+type guard struct {
+	net.Conn
+	full bool
+	log  *poisonLog
+	// onPoison is told about every replaced payload (for logs and counts).
+	onPoison func(reason string, size int)
+
+	in          []byte
+	out         []byte
+	outOff      int
+	rerr        error
+	passthrough bool // stop interpreting: unknown framing, TLS negotiated in-band
+	pending     map[linkKey][]int
+	held        []heldFrame
+}
+
+func newGuard(c net.Conn, full bool, log *poisonLog, onPoison func(string, int)) *guard {
+	return &guard{Conn: c, full: full, log: log, onPoison: onPoison, pending: map[linkKey][]int{}}
+}
+
+func (g *guard) Read(p []byte) (int, error) {
+	for {
+		if g.outOff < len(g.out) {
+			n := copy(p, g.out[g.outOff:])
+			g.outOff += n
+			if g.outOff == len(g.out) {
+				g.out, g.outOff = g.out[:0], 0
+			}
+			return n, nil
+		}
+		if g.rerr != nil {
+			return 0, g.rerr
+		}
+		if cap(g.in)-len(g.in) < 16<<10 {
+			grown := make([]byte, len(g.in), 2*cap(g.in)+32<<10)
+			copy(grown, g.in)
+			g.in = grown
+		}
+		n, err := g.Conn.Read(g.in[len(g.in):cap(g.in)])
+		g.in = g.in[:len(g.in)+n]
+		g.process()
+		if err != nil {
+			g.rerr = err
+		}
+	}
+}
+
+// process moves every complete unit of g.in to g.out or g.held.
+func (g *guard) process() {
+	i := 0
+	for {
+		rest := g.in[i:]
+		if g.passthrough {
+			g.out = append(g.out, rest...)
+			i = len(g.in)
+			break
+		}
+		if len(rest) < 8 {
+			break
+		}
+		if string(rest[:4]) == "AMQP" {
+			// protocol header; id 2 is in-band TLS: no longer readable
+			if rest[4] == 2 {
+				g.flushHeld()
+				g.passthrough = true
+			}
+			g.emit(rest[:8], 0)
+			i += 8
+			continue
+		}
+		size := binary.BigEndian.Uint32(rest[:4])
+		if size < 8 || rest[4] < 2 {
+			g.flushHeld()
+			g.passthrough = true
+			continue
+		}
+		if uint64(size) > uint64(len(rest)) {
+			break
+		}
+		g.frame(rest[:size])
+		i += int(size)
+	}
+	n := copy(g.in, g.in[i:])
+	g.in = g.in[:n]
+}
+
+// emit outputs a frame, or holds it while a split delivery is incomplete.
+func (g *guard) emit(b []byte, payloadOff int) {
+	if len(g.pending) == 0 && len(g.held) == 0 {
+		g.out = append(g.out, b...)
+		return
+	}
+	g.held = append(g.held, heldFrame{b: append([]byte(nil), b...), payloadOff: payloadOff})
+}
+
+func (g *guard) flushHeld() {
+	for _, h := range g.held {
+		g.out = append(g.out, h.b...)
+	}
+	g.held = g.held[:0]
+	clear(g.pending)
+}
+
+func (g *guard) frame(f []byte) {
+	doff := int(f[4]) * 4
+	if f[5] != 0 || doff > len(f) || doff == len(f) { // SASL frame, bad offset, or heartbeat
+		g.emit(f, 0)
+		return
+	}
+	t, ok := parseTransfer(f[doff:])
+	if !ok {
+		g.emit(f, 0)
+		return
+	}
+	payloadOff := doff + t.perfLen
+	key := linkKey{binary.BigEndian.Uint16(f[6:8]), t.handle}
+	parts, inProgress := g.pending[key]
+	switch {
+	case t.aborted:
+		delete(g.pending, key)
+		g.emit(f, payloadOff)
+	case t.more:
+		g.held = append(g.held, heldFrame{b: append([]byte(nil), f...), payloadOff: payloadOff})
+		g.pending[key] = append(parts, len(g.held)-1)
+	case !inProgress:
+		if stub, ok := g.check(f[payloadOff:]); !ok {
+			f = withPayload(f, payloadOff, stub)
+		}
+		g.emit(f, payloadOff)
+	default:
+		g.held = append(g.held, heldFrame{b: append([]byte(nil), f...), payloadOff: payloadOff})
+		parts = append(parts, len(g.held)-1)
+		delete(g.pending, key)
+		var payload []byte
+		for _, idx := range parts {
+			h := g.held[idx]
+			payload = append(payload, h.b[h.payloadOff:]...)
+		}
+		if stub, ok := g.check(payload); !ok {
+			for n, idx := range parts {
+				h := &g.held[idx]
+				var p []byte
+				if n == 0 {
+					p = stub
+				}
+				h.b = withPayload(h.b, h.payloadOff, p)
+			}
+		}
+	}
+	if len(g.pending) == 0 && len(g.held) > 0 {
+		g.flushHeld()
+	}
+}
+
+// check returns ok, or the stub that replaces an undecodable payload.
+func (g *guard) check(payload []byte) (stub []byte, ok bool) {
+	if !g.full && !scanSuspect(payload) {
+		return nil, true
+	}
+	err := decodeCheck(payload)
+	if err == nil {
+		return nil, true
+	}
+	reason := err.Error()
+	if g.onPoison != nil {
+		g.onPoison(reason, len(payload))
+	}
+	return makeStub(payload, g.log.add(poisonInfo{Reason: reason, Size: len(payload)})), false
+}
+
+// decodeCheck runs go-amqp's decoder; a panic in it counts as a failure.
+func decodeCheck(payload []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("go-amqp panicked decoding it: %v", r)
+		}
+	}()
+	var m amqp.Message
+	return m.UnmarshalBinary(payload)
+}
+
+// makeStub keeps the header and properties sections when each decodes on its
+// own (for the logs: message-id, delivery-count) and adds the marker.
+func makeStub(payload []byte, marker string) []byte {
+	var header, props []byte
+	for p := payload; len(p) > 3 && p[0] == 0 && p[1] == 0x53; {
+		n, ok := skip(p)
+		if !ok {
+			break
+		}
+		if sec := p[:n]; decodeCheck(sec) == nil {
+			switch p[2] {
+			case 0x70:
+				header = sec
+			case 0x73:
+				props = sec
+			}
+		}
+		p = p[n:]
+	}
+	ann, err := (&amqp.Message{Annotations: amqp.Annotations{amqp.Symbol(markerKey): marker}}).MarshalBinary()
+	if err != nil { // cannot happen with a string value
+		ann = nil
+	}
+	stub := make([]byte, 0, len(header)+len(ann)+len(props))
+	stub = append(stub, header...)
+	stub = append(stub, ann...)
+	return append(stub, props...)
+}
+
+// withPayload returns frame f with its payload replaced and its size fixed.
+func withPayload(f []byte, payloadOff int, payload []byte) []byte {
+	out := make([]byte, 0, payloadOff+len(payload))
+	out = append(out, f[:payloadOff]...)
+	out = append(out, payload...)
+	binary.BigEndian.PutUint32(out, uint32(len(out)))
+	return out
+}
+
+type transferInfo struct {
+	handle        uint32
+	more, aborted bool
+	perfLen       int // length of the performative; the payload follows
+}
+
+// parseTransfer reads the fields the guard needs from a frame body that
+// holds a transfer performative; ok is false for any other body.
+func parseTransfer(b []byte) (transferInfo, bool) {
+	var t transferInfo
+	if len(b) < 3 || b[0] != 0 {
+		return t, false
+	}
+	var i int
+	switch b[1] {
+	case 0x53:
+		if b[2] != 0x14 {
+			return t, false
+		}
+		i = 3
+	case 0x80:
+		if len(b) < 10 || binary.BigEndian.Uint64(b[2:10]) != 0x14 {
+			return t, false
+		}
+		i = 10
+	case 0xa3:
+		const sym = "amqp:transfer:list"
+		if len(b) < 3+len(sym) || int(b[2]) != len(sym) || string(b[3:3+len(sym)]) != sym {
+			return t, false
+		}
+		i = 3 + len(sym)
+	default:
+		return t, false
+	}
+	if i >= len(b) {
+		return t, false
+	}
+	var body []byte
+	var count int
+	switch b[i] {
+	case 0xc0, 0xd0:
+		var n int
+		var ok bool
+		body, count, n, ok = compound(b[i:])
+		if !ok {
+			return t, false
+		}
+		t.perfLen = i + n
+	default: // list0 cannot hold a transfer (handle is mandatory)
+		return t, false
+	}
+	for f := 0; f < count && f <= 9; f++ {
+		n, ok := skip(body)
+		if !ok {
+			return t, false
+		}
+		v := body[:n]
+		switch f {
+		case 0:
+			h, ok := readUint(v)
+			if !ok {
+				return t, false
+			}
+			t.handle = h
+		case 5:
+			t.more = readBool(v)
+		case 9:
+			t.aborted = readBool(v)
+		}
+		body = body[n:]
+	}
+	return t, true
+}
+
+func readUint(v []byte) (uint32, bool) {
+	switch v[0] {
+	case 0x43:
+		return 0, true
+	case 0x52:
+		return uint32(v[1]), true
+	case 0x70:
+		return binary.BigEndian.Uint32(v[1:5]), true
+	}
+	return 0, false
+}
+
+func readBool(v []byte) bool {
+	switch v[0] {
+	case 0x41:
+		return true
+	case 0x56:
+		return v[1] != 0
+	}
+	return false
+}

@@ -1,0 +1,193 @@
+package amqp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// stream runs a producer (sink, paced at ~400 msg/s, retrying every failed
+// message) and a consumer (source, acking) over n messages; fault() runs
+// concurrently once the consumer has seen faultAt messages. It returns how many deliveries were
+// duplicates; it fails the test if any message is missing.
+func stream(t *testing.T, snk *sink, src *source, n, faultAt int, fault func()) int {
+	t.Helper()
+	ctx := ctxT(t, 80*time.Second)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // producer
+		defer wg.Done()
+		pending := make([]*mapping.Message, n)
+		for i := range pending {
+			pending[i] = textMsg(fmt.Sprintf("s%05d", i))
+		}
+		for len(pending) > 0 && ctx.Err() == nil {
+			batch := pending[:min(20, len(pending))]
+			errs := snk.Send(ctx, batch)
+			var retry []*mapping.Message
+			for i, err := range errs {
+				if err != nil {
+					retry = append(retry, batch[i])
+				}
+			}
+			pending = append(retry, pending[len(batch):]...)
+			// paced so that the fault hits the producer too
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	seen := map[string]int{}
+	faulted := false
+	dups := 0
+	for len(seen) < n {
+		ds, err := src.Receive(ctx, 50)
+		if err != nil {
+			t.Fatalf("Receive after %d of %d: %v", len(seen), n, err)
+		}
+		for _, d := range ds {
+			id := d.Message().ID
+			seen[id]++
+			if seen[id] > 1 {
+				dups++
+			}
+			_ = d.Ack(ctx) // a failed ack is redelivered: a duplicate, never a loss
+		}
+		if !faulted && len(seen) >= faultAt {
+			faulted = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fault()
+			}()
+		}
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		if seen[fmt.Sprintf("s%05d", i)] == 0 {
+			t.Fatalf("message s%05d lost", i)
+		}
+	}
+	return dups
+}
+
+// The broker restarted in the middle of a stream (rabbitmqctl stop_app /
+// start_app on the test's own node: connections are closed, the listener
+// goes away, durable queues and persistent messages survive).
+func TestBrokerRestartMidStream(t *testing.T) {
+	url := brokerURL(t)
+	name := strings.TrimPrefix(queue(t), "/queue/")
+	if !rabbitctl(t, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"guest">>).`, name)) {
+		t.FailNow()
+	}
+	addr := "/amq/queue/" + name // the existing durable queue
+	cfg := SourceConfig{URL: url, Address: addr, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}
+	src, slog := newTestSource(t, cfg)
+	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: addr, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"})
+	t0 := time.Now()
+	var down time.Duration
+	dups := stream(t, snk, src, 1000, 100, func() {
+		t1 := time.Now()
+		if rabbitctl(t, "stop_app") {
+			time.Sleep(500 * time.Millisecond)
+		}
+		rabbitctl(t, "start_app")
+		down = time.Since(t1)
+	})
+	t.Logf("1000 messages across a broker restart (down %v) in %v, %d duplicates, %d source reconnects, %d sink connections",
+		down.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), dups, src.reconnects.Load(), snk.connects.Load())
+	if src.reconnects.Load() == 0 || snk.connects.Load() < 2 {
+		t.Fatalf("the source never reconnected:\n%s", slog)
+	}
+	if err := src.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := snk.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Network faults: every connection cut twice and new connections refused
+// for a while; the first URL is dead, so every (re)connect fails over to
+// the second.
+func TestNetworkFaultsAndFailover(t *testing.T) {
+	url := brokerURL(t)
+	q := queue(t)
+	p := newProxy(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
+	dead := "amqp://guest:guest@127.0.0.1:1"
+	urls := []string{dead, p.url(t, url)}
+	src, _ := newTestSource(t, SourceConfig{URLs: urls, Address: q, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"})
+	snk, _ := newTestSink(t, SinkConfig{URLs: urls, Address: q, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"})
+	t0 := time.Now()
+	dups := stream(t, snk, src, 500, 150, func() {
+		p.cut()
+		time.Sleep(100 * time.Millisecond)
+		p.setDown(true)
+		p.cut()
+		time.Sleep(400 * time.Millisecond)
+		p.setDown(false)
+	})
+	t.Logf("500 messages across network faults in %v, %d duplicates, %d source reconnects, %d sink connections",
+		time.Since(t0).Round(time.Millisecond), dups, src.reconnects.Load(), snk.connects.Load())
+	if src.reconnects.Load() == 0 || snk.connects.Load() < 2 {
+		t.Fatal("the source never reconnected")
+	}
+}
+
+// Close returns promptly on RabbitMQ 3.x (no link detach that would hang
+// until its deadline) and unsettled deliveries come back.
+func TestCloseIsPromptAndReturnsUnsettled(t *testing.T) {
+	url := brokerURL(t)
+	q := queue(t)
+	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
+	sendAll(t, snk, []*mapping.Message{textMsg("held")})
+	src, _ := newTestSource(t, SourceConfig{URL: url, Address: q})
+	d := receiveN(t, src, 1, 10*time.Second)[0]
+	t0 := time.Now()
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(t0); el > 500*time.Millisecond {
+		t.Fatalf("Close took %v", el)
+	}
+	if err := d.Ack(context.Background()); err == nil {
+		t.Fatal("ack after close succeeded")
+	}
+	if _, err := src.Receive(context.Background(), 1); err == nil {
+		t.Fatal("Receive after Close succeeded")
+	}
+	if err := src.Ready(context.Background()); err == nil {
+		t.Fatal("ready after close")
+	}
+	t0 = time.Now()
+	if err := snk.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(t0); el > 500*time.Millisecond {
+		t.Fatalf("sink Close took %v", el)
+	}
+	if m := rawReceive(t, url, q, 5*time.Second); m == nil || m.Properties.MessageID != "held" {
+		t.Fatal("the unsettled message did not come back")
+	}
+}
+
+// A black-holed connection (open, silent: a network partition or a frozen
+// broker) is detected by the idle timeout and replaced.
+func TestSilentConnectionIdleTimeout(t *testing.T) {
+	url := brokerURL(t)
+	q := queue(t)
+	p := newProxy(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
+	purl := p.url(t, url)
+	src, _ := newTestSource(t, SourceConfig{URL: purl, Address: q, IdleTimeout: "1s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"})
+	snk, _ := newTestSink(t, SinkConfig{URL: purl, Address: q, IdleTimeout: "1s", SendTimeout: "10s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"})
+	t0 := time.Now()
+	dups := stream(t, snk, src, 400, 100, p.freeze)
+	t.Logf("400 messages across a silent connection in %v, %d duplicates, %d source reconnects, %d sink connections",
+		time.Since(t0).Round(time.Millisecond), dups, src.reconnects.Load(), snk.connects.Load())
+	if src.reconnects.Load() == 0 || snk.connects.Load() < 2 {
+		t.Fatal("the silent connection was not replaced")
+	}
+}

@@ -1,0 +1,402 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/amqpmap"
+)
+
+// sconn is the sink's connection, session and sender links by address.
+type sconn struct {
+	*dialed
+	sess *amqp.Session
+
+	mu    sync.Mutex
+	links map[string]*sendLink
+	tick  uint64
+}
+
+type sendLink struct {
+	addr string
+	snd  *amqp.Sender
+	used uint64 // sconn.tick at last use (LRU)
+}
+
+type sink struct {
+	set  sinkSettings
+	log  *slog.Logger
+	stop chan struct{}
+
+	connMu sync.Mutex // one connect at a time
+
+	mu      sync.Mutex
+	conn    *sconn
+	lastErr error
+	closed  bool
+	next    int
+	bo      backoff
+	retryAt time.Time
+
+	connects atomic.Int64 // connections made (for logs and tests)
+}
+
+func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, error) {
+	s := &sink{set: set, log: log, stop: make(chan struct{}), bo: backoff{base: set.conn.backoff, max: set.conn.backoffMax}}
+	c, err := s.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if set.isStatic {
+		// attach now: a refused address fails the start, not every message
+		if _, err := c.sender(ctx, set.static, set.maxLinks, set.targetDur, set.conn.closeTimeout); err != nil {
+			s.Close(ctx)
+			return nil, fmt.Errorf("amqp sink: %s: attach %q: %w", c.endpoint, set.static, err)
+		}
+	}
+	return s, nil
+}
+
+// Send pipelines msgs (a transfer each, then waits for every outcome) and
+// returns one error per message: nil once the broker accepted it.
+func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.set.sendTimeout)
+	defer cancel()
+	c, err := s.connection(ctx)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	type inFlight struct {
+		i       int
+		link    *sendLink
+		receipt amqp.SendReceipt
+	}
+	pending := make([]inFlight, 0, len(msgs))
+	for i, m := range msgs {
+		addr, err := s.address(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		sl, err := c.sender(ctx, addr, s.set.maxLinks, s.set.targetDur, s.set.conn.closeTimeout)
+		if err != nil {
+			errs[i] = s.failed(c, nil, addr, fmt.Errorf("attach: %w", err))
+			continue
+		}
+		msg, err := s.encode(m, sl.snd)
+		if err != nil {
+			errs[i] = driver.Permanent(err)
+			continue
+		}
+		r, err := sl.snd.SendWithReceipt(ctx, msg, nil)
+		if err != nil {
+			errs[i] = s.sendErr(ctx, c, sl, err)
+			continue
+		}
+		pending = append(pending, inFlight{i: i, link: sl, receipt: r})
+	}
+	for _, p := range pending {
+		state, err := p.receipt.Wait(ctx)
+		if err != nil {
+			errs[p.i] = s.sendErr(ctx, c, p.link, err)
+			continue
+		}
+		errs[p.i] = outcome(p.link.addr, state)
+	}
+	s.mu.Lock()
+	s.bo.reset()
+	s.mu.Unlock()
+	return errs
+}
+
+func (s *sink) address(m *mapping.Message) (string, error) {
+	if s.set.isStatic {
+		return s.set.static, nil
+	}
+	addr, err := s.set.address.Execute(m)
+	if err != nil {
+		return "", err // a *mapping.RejectError: permanent
+	}
+	if addr == "" {
+		return "", driver.Permanent(fmt.Errorf("amqp sink: address template %q renders an empty address for this message", s.set.address))
+	}
+	return addr, nil
+}
+
+// encode maps m with the sink's options; the sender link's max-message-size
+// applies unless max_message_size is set.
+func (s *sink) encode(m *mapping.Message, snd *amqp.Sender) (*amqp.Message, error) {
+	opt := s.set.opt
+	if opt.MaxMessageSize == 0 {
+		if n := snd.MaxMessageSize(); n > 0 && n <= math.MaxInt32 {
+			opt.MaxMessageSize = int(n)
+		}
+	}
+	if s.set.durable && !m.Durable {
+		c := *m // shallow: Encode only reads
+		c.Durable = true
+		m = &c
+	}
+	return amqpmap.Encode(m, opt)
+}
+
+// outcome maps the broker's settlement of a transfer.
+func outcome(addr string, state amqp.DeliveryState) error {
+	switch st := state.(type) {
+	case *amqp.StateAccepted:
+		return nil
+	case *amqp.StateRejected:
+		if st.Error != nil {
+			return driver.Permanent(fmt.Errorf("amqp sink: %s rejected the message: %w", addr, st.Error))
+		}
+		return driver.Permanent(fmt.Errorf("amqp sink: %s rejected the message (no error given)", addr))
+	case *amqp.StateReleased:
+		return fmt.Errorf("amqp sink: %s released the message (not taken; retry)", addr)
+	case *amqp.StateModified:
+		return fmt.Errorf("amqp sink: %s settled the message as modified (delivery-failed %v, undeliverable-here %v; retry)",
+			addr, st.DeliveryFailed, st.UndeliverableHere)
+	case nil:
+		// settled without an outcome: not a confirmation, so at-least-once
+		// says retry
+		return fmt.Errorf("amqp sink: %s settled the message without an outcome; retrying", addr)
+	}
+	return fmt.Errorf("amqp sink: %s answered with non-terminal state %T; retrying", addr, state)
+}
+
+// sendErr classifies a failed transfer or wait.
+func (s *sink) sendErr(ctx context.Context, c *sconn, sl *sendLink, err error) error {
+	var ae *amqp.Error
+	var le *amqp.LinkError
+	var se *amqp.SessionError
+	var ce *amqp.ConnError
+	switch {
+	case errors.As(err, &le), errors.As(err, &se), errors.As(err, &ce):
+		return s.failed(c, sl, sl.addr, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("amqp sink: %s: no outcome within send_timeout %s (the message may have arrived): %w", sl.addr, s.set.sendTimeout, err)
+	case errors.As(err, &ae) && ae.Condition == amqp.ErrCondMessageSizeExceeded:
+		return driver.Permanent(fmt.Errorf("amqp sink: %s: %w", sl.addr, err))
+	case errors.As(err, &ae) && ae.Condition == amqp.ErrCondTransferLimitExceeded:
+		return fmt.Errorf("amqp sink: %s: no link credit: %w", sl.addr, err)
+	}
+	// go-amqp's marshaller refusing a value: retrying cannot help
+	return driver.Permanent(fmt.Errorf("amqp sink: %s: %w", sl.addr, err))
+}
+
+// failed drops the broken link (or the whole connection when the session or
+// connection ended) and returns a transient error.
+func (s *sink) failed(c *sconn, sl *sendLink, addr string, err error) error {
+	var le *amqp.LinkError
+	if sl != nil && errors.As(err, &le) {
+		c.drop(sl)
+	} else if connGone(c, err) {
+		s.mu.Lock()
+		if s.conn == c {
+			s.conn = nil
+			s.lastErr = err
+			s.retryAt = time.Now().Add(s.bo.next())
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
+				defer cancel()
+				closeConn(ctx, c.conn)
+			}()
+			s.log.Warn("amqp sink: connection lost; reconnecting on the next send", "endpoint", c.endpoint, "error", err)
+		}
+		s.mu.Unlock()
+	}
+	return fmt.Errorf("amqp sink: %s: %w", addr, err)
+}
+
+// connGone: the session or connection ended (a link error alone leaves
+// the connection usable).
+func connGone(c *sconn, err error) bool {
+	var se *amqp.SessionError
+	var ce *amqp.ConnError
+	if errors.As(err, &se) || errors.As(err, &ce) {
+		return true
+	}
+	select {
+	case <-c.conn.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// connection returns the live connection or dials (one pass over the URLs,
+// after the backoff of earlier failures).
+func (s *sink) connection(ctx context.Context) (*sconn, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errClosed
+	}
+	if c := s.conn; c != nil && alive(c.conn) {
+		s.mu.Unlock()
+		return c, nil
+	}
+	wait := time.Until(s.retryAt)
+	s.mu.Unlock()
+	if err := sleepCtx(ctx, s.stop, wait); err != nil {
+		return nil, fmt.Errorf("amqp sink: waiting to reconnect: %w", err)
+	}
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	s.mu.Lock()
+	if c := s.conn; c != nil && alive(c.conn) {
+		s.mu.Unlock()
+		return c, nil
+	}
+	next := s.next
+	s.mu.Unlock()
+	d, err := dialAny(ctx, &s.set.conn, &next, nil)
+	var sess *amqp.Session
+	if err == nil {
+		sctx, cancel := context.WithTimeout(ctx, s.set.conn.connectTimeout)
+		sess, err = d.conn.NewSession(sctx, nil)
+		cancel()
+		if err != nil {
+			closeConn(ctx, d.conn)
+			err = fmt.Errorf("%s: begin session: %w", d.endpoint, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next = next
+	if err != nil {
+		s.lastErr = err
+		s.retryAt = time.Now().Add(s.bo.next())
+		return nil, fmt.Errorf("amqp sink: connect: %w", err)
+	}
+	if s.closed {
+		go closeConn(context.Background(), d.conn)
+		return nil, errClosed
+	}
+	s.conn = &sconn{dialed: d, sess: sess, links: map[string]*sendLink{}}
+	s.log.Info("amqp sink: connected", "endpoint", d.endpoint, "broker", d.product, "connections", s.connects.Add(1))
+	return s.conn, nil
+}
+
+func alive(c *amqp.Conn) bool {
+	select {
+	case <-c.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// sender returns the link to addr, attaching it (and evicting the least
+// recently used one beyond maxLinks).
+func (c *sconn) sender(ctx context.Context, addr string, maxLinks int, targetDurable bool, closeTimeout time.Duration) (*sendLink, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tick++
+	if sl, ok := c.links[addr]; ok {
+		sl.used = c.tick
+		return sl, nil
+	}
+	var opts *amqp.SenderOptions
+	if targetDurable {
+		opts = &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState}
+	}
+	snd, err := c.sess.NewSender(ctx, addr, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.links) >= maxLinks {
+		var lru *sendLink
+		for _, sl := range c.links {
+			if lru == nil || sl.used < lru.used {
+				lru = sl
+			}
+		}
+		delete(c.links, lru.addr)
+		// detach in the background, RabbitMQ 3.x included: it does detach
+		// the link, only its reply is wrong (Close then waits out its deadline)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			defer cancel()
+			_ = lru.snd.Close(ctx)
+		}()
+	}
+	sl := &sendLink{addr: addr, snd: snd, used: c.tick}
+	c.links[addr] = sl
+	return sl, nil
+}
+
+func (c *sconn) drop(sl *sendLink) {
+	c.mu.Lock()
+	if c.links[sl.addr] == sl {
+		delete(c.links, sl.addr)
+	}
+	c.mu.Unlock()
+}
+
+// closeLink detaches a sender with a short deadline; skipped on RabbitMQ
+// 3.x, which never answers (the connection close cleans up).
+func (c *sconn) closeLink(snd *amqp.Sender, timeout time.Duration) {
+	if c.rabbit3 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = snd.Close(ctx)
+}
+
+// Ready reports whether the sink is connected, dialing if it is not.
+func (s *sink) Ready(ctx context.Context) error {
+	_, err := s.connection(ctx)
+	return err
+}
+
+// Close detaches the senders with a short deadline and closes the
+// connection. Every Send has returned its outcomes, so nothing is pending.
+func (s *sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.stop)
+	c := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	var wg sync.WaitGroup
+	for _, sl := range c.links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.closeLink(sl.snd, s.set.conn.closeTimeout)
+		}()
+	}
+	c.links = map[string]*sendLink{}
+	c.mu.Unlock()
+	wg.Wait()
+	cctx, cancel := context.WithTimeout(ctx, s.set.conn.closeTimeout+time.Second)
+	defer cancel()
+	closeConn(cctx, c.conn)
+	return nil
+}

@@ -1,0 +1,414 @@
+package amqp
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping/amqpmap"
+)
+
+// rlink is one connection with its session and receiver link. The source
+// never repairs a link in place: any failure drops the whole connection
+// (which returns its unsettled deliveries to the broker) and dials again.
+type rlink struct {
+	*dialed
+	sess    *amqp.Session
+	rcv     *amqp.Receiver
+	credit  int
+	since   time.Time
+	modSent atomic.Bool // a Modify went out on this link
+}
+
+type source struct {
+	set    sourceSettings
+	log    *slog.Logger
+	poison *poisonLog
+	pol    *settlePolicy
+	stop   chan struct{} // closed by Close
+
+	connMu sync.Mutex // one connect at a time
+
+	mu           sync.Mutex
+	cur          *rlink
+	lastErr      error
+	closed       bool
+	next         int // endpoint to dial first
+	bo           backoff
+	retryAt      time.Time
+	headFailures int // consecutive go-amqp decode failures (decode_guard = off)
+
+	guardFull    atomic.Bool // escalated from scan to full
+	creditWarned atomic.Bool
+	undecodable  atomic.Int64 // messages rejected because they cannot be decoded
+	reconnects   atomic.Int64
+}
+
+func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*source, error) {
+	s := &source{
+		set:    set,
+		log:    log,
+		poison: newPoisonLog(),
+		pol:    &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
+		stop:   make(chan struct{}),
+		bo:     backoff{base: set.conn.backoff, max: set.conn.backoffMax},
+	}
+	if _, err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Receive returns the next deliveries, reconnecting (with backoff) as long
+// as ctx lasts.
+func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	if max <= 0 {
+		max = 1
+	}
+	for {
+		l, err := s.current(ctx)
+		if err != nil {
+			return nil, err
+		}
+		msg, err := l.rcv.Receive(ctx, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			s.linkFailed(l, err)
+			continue
+		}
+		out := make([]driver.Delivery, 0, min(max, l.credit))
+		if d := s.deliver(l, msg); d != nil {
+			out = append(out, d)
+		}
+		for len(out) < max {
+			msg := l.rcv.Prefetched()
+			if msg == nil {
+				break
+			}
+			if d := s.deliver(l, msg); d != nil {
+				out = append(out, d)
+			}
+		}
+		if len(out) > 0 {
+			s.mu.Lock()
+			s.bo.reset()
+			s.headFailures = 0
+			s.mu.Unlock()
+			return out, nil
+		}
+	}
+}
+
+// deliver decodes msg; a message that cannot be decoded is rejected here and
+// nil returned.
+func (s *source) deliver(l *rlink, msg *amqp.Message) driver.Delivery {
+	if info, ok := s.poison.match(msg); ok {
+		s.rejectUndecodable(l, msg, "the AMQP client (go-amqp) cannot decode it: "+info.Reason, info.Size)
+		return nil
+	}
+	m, err := amqpmap.Decode(msg)
+	if err != nil {
+		s.rejectUndecodable(l, msg, err.Error(), 0)
+		return nil
+	}
+	m.Source.Address = s.set.address
+	return &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent}
+}
+
+func (s *source) rejectUndecodable(l *rlink, msg *amqp.Message, reason string, size int) {
+	n := s.undecodable.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.connectTimeout)
+	defer cancel()
+	err := l.rcv.RejectMessage(ctx, msg, &amqp.Error{Condition: DecodeErrorCondition, Description: truncate("qbridge: "+reason, 4096)})
+	args := []any{"address", s.set.address, "reason", reason, "delivery_tag", hex.EncodeToString(msg.DeliveryTag),
+		"undecodable_total", n}
+	if msg.Properties != nil && msg.Properties.MessageID != nil {
+		args = append(args, "message_id", fmt.Sprint(msg.Properties.MessageID))
+	}
+	if msg.Header != nil {
+		args = append(args, "delivery_count", msg.Header.DeliveryCount+1)
+	}
+	if size > 0 {
+		args = append(args, "size", size)
+	}
+	if err != nil {
+		s.log.Error("amqp source: cannot decode a message and could not reject it (the broker gets it back)", append(args, "error", err)...)
+		return
+	}
+	s.log.Error("amqp source: rejected a message that cannot be decoded ("+DecodeErrorCondition+")", args...)
+}
+
+// current returns the live link, connecting with backoff while ctx lasts.
+func (s *source) current(ctx context.Context) (*rlink, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, errClosed
+		}
+		if l := s.cur; l != nil {
+			s.mu.Unlock()
+			return l, nil
+		}
+		wait := time.Until(s.retryAt)
+		s.mu.Unlock()
+		if err := sleepCtx(ctx, s.stop, wait); err != nil {
+			return nil, err
+		}
+		l, err := s.connect(ctx)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, errClosed) {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.lastErr = err
+		d := s.bo.next()
+		s.retryAt = time.Now().Add(d)
+		s.mu.Unlock()
+		s.log.Warn("amqp source: connect failed; retrying", "error", err, "retry_in", d.Round(time.Millisecond))
+	}
+}
+
+func (s *source) connect(ctx context.Context) (*rlink, error) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errClosed
+	}
+	if s.cur != nil {
+		l := s.cur
+		s.mu.Unlock()
+		return l, nil
+	}
+	next := s.next
+	s.mu.Unlock()
+
+	var wrap func(net.Conn) net.Conn
+	mode := s.set.guard
+	if mode == guardScan && s.guardFull.Load() {
+		mode = guardFull
+	}
+	if mode != guardOff {
+		wrap = func(c net.Conn) net.Conn {
+			return newGuard(c, mode == guardFull, s.poison, nil)
+		}
+	}
+	d, err := dialAny(ctx, &s.set.conn, &next, wrap)
+	s.mu.Lock()
+	s.next = next
+	s.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("amqp source: connect: %w", err)
+	}
+	l, err := s.attach(ctx, d)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
+		closeConn(cctx, d.conn)
+		cancel()
+		return nil, fmt.Errorf("amqp source: %s: attach %q: %w", d.endpoint, s.set.address, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.shutdown(context.Background(), l)
+		return nil, errClosed
+	}
+	s.cur = l
+	s.mu.Unlock()
+	s.log.Info("amqp source: connected", "endpoint", d.endpoint, "broker", d.product, "address", s.set.address,
+		"credit", l.credit, "nack", s.nackDesc(), "decode_guard", mode.String(), "filters", strings.Join(s.set.filterDesc, ", "))
+	return l, nil
+}
+
+func (s *source) nackDesc() string {
+	if s.pol.mode == nackAuto {
+		if s.pol.useModify() {
+			return "auto (modify)"
+		}
+		return "auto (release)"
+	}
+	return s.pol.mode.String()
+}
+
+func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.set.conn.connectTimeout)
+	defer cancel()
+	sess, err := d.conn.NewSession(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin session: %w", err)
+	}
+	credit := s.set.credit
+	if d.rabbit3 {
+		if credit == 0 {
+			credit = RabbitMQ3Credit
+		} else if credit > 1 && s.creditWarned.CompareAndSwap(false, true) {
+			s.log.Warn("amqp source: RabbitMQ 3.x stalls a receiver with credit > 1 on a backlog; consider credit = 1",
+				"broker", d.product, "credit", credit)
+		}
+		s.pol.refuse("RabbitMQ 3.x ends the session on Modify", "broker", d.product)
+	}
+	if credit == 0 {
+		credit = DefaultCredit
+	}
+	opts := &amqp.ReceiverOptions{
+		Credit:              int32(credit),
+		Name:                s.set.linkName,
+		Filters:             s.set.filters,
+		SourceCapabilities:  s.set.capabilities,
+		SourceExpiryPolicy:  s.set.expiry,
+		SourceExpiryTimeout: s.set.expiryTO,
+	}
+	if s.set.durable {
+		opts.SourceDurability = amqp.DurabilityUnsettledState
+	}
+	rcv, err := sess.NewReceiver(ctx, s.set.address, opts)
+	if err != nil {
+		return nil, err
+	}
+	// A broker leaves out of its attach reply the filters it does not
+	// apply (AMQP 1.0 §3.5.8); receiving would then bypass the filter.
+	for _, key := range s.set.filterKeys {
+		if rcv.LinkSourceFilterValue(key) == nil {
+			return nil, fmt.Errorf("the broker does not apply filter %q (missing from its attach reply): refusing to receive unfiltered messages", key)
+		}
+	}
+	return &rlink{dialed: d, sess: sess, rcv: rcv, credit: credit, since: time.Now()}, nil
+}
+
+// linkFailed drops l (if still current), explains why, and schedules the
+// reconnect.
+func (s *source) linkFailed(l *rlink, err error) {
+	s.mu.Lock()
+	if s.cur != l {
+		s.mu.Unlock()
+		return
+	}
+	s.cur = nil
+	s.lastErr = err
+	if time.Since(l.since) > s.set.conn.backoffMax {
+		s.bo.reset() // a long-lived link: reconnect at once
+	}
+	wait := s.bo.next()
+	s.retryAt = time.Now().Add(wait)
+	closed := s.closed
+	undecodable, isUndecodable := localDecodeFailure(err)
+	if isUndecodable {
+		s.headFailures++
+	}
+	head := s.headFailures
+	s.mu.Unlock()
+	if closed {
+		return
+	}
+	n := s.reconnects.Add(1)
+	switch {
+	case s.pol.linkEnded(l.modSent.Load(), err):
+	case isUndecodable && s.set.guard == guardScan:
+		if !s.guardFull.Swap(true) {
+			s.log.Warn("amqp source: go-amqp failed to decode a message the decode guard's scan let through; the guard now runs the full decoder on every message, so the next delivery of it is rejected",
+				"address", s.set.address, "type", undecodable, "error", err)
+		}
+	case isUndecodable:
+		s.log.Error("amqp source: go-amqp cannot decode the message at the head of the link and closed the link; the broker redelivers it (decode_guard = off: only the broker's delivery limit or dead-lettering removes it)",
+			"address", s.set.address, "type", undecodable, "consecutive", head, "error", err, "retry_in", wait.Round(time.Millisecond))
+	default:
+		s.log.Warn("amqp source: link lost; reconnecting", "endpoint", l.endpoint, "address", s.set.address,
+			"error", err, "retry_in", wait.Round(time.Millisecond), "reconnects", n)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
+		defer cancel()
+		closeConn(ctx, l.conn)
+	}()
+}
+
+// localDecodeFailure reports whether err is go-amqp closing the receiver
+// because it could not decode a message (amqp:internal-error raised
+// locally, not sent by the peer), and the undecodable type when known.
+func localDecodeFailure(err error) (string, bool) {
+	var le *amqp.LinkError
+	if !errors.As(err, &le) || le.RemoteErr != nil {
+		return "", false
+	}
+	if t, ok := amqpmap.UndecodableType(err); ok {
+		return t, true
+	}
+	if strings.HasPrefix(err.Error(), string(amqp.ErrCondInternalError)+": ") {
+		return "", true
+	}
+	return "", false
+}
+
+// Ready reports whether the source holds a live connection.
+func (s *source) Ready(context.Context) error {
+	s.mu.Lock()
+	l, lastErr, closed := s.cur, s.lastErr, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return errClosed
+	case l == nil && lastErr != nil:
+		return fmt.Errorf("amqp source: not connected: %w", lastErr)
+	case l == nil:
+		return errors.New("amqp source: not connected")
+	}
+	select {
+	case <-l.conn.Done():
+		return fmt.Errorf("amqp source: connection lost: %w", l.conn.Err())
+	default:
+		return nil
+	}
+}
+
+// Close stops receiving. Unsettled deliveries go back to the broker with
+// the connection.
+func (s *source) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.stop)
+	l := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	if l != nil {
+		s.shutdown(ctx, l)
+	}
+	return nil
+}
+
+// shutdown detaches the link with a short deadline and closes the
+// connection. The detach is skipped on RabbitMQ 3.x, which never answers it
+// (rabbitmq-server#2594, go-amqp#310), and for durable links, whose closing
+// detach would delete the durable subscription.
+func (s *source) shutdown(ctx context.Context, l *rlink) {
+	if !l.rabbit3 && !s.set.durable {
+		cctx, cancel := context.WithTimeout(ctx, s.set.conn.closeTimeout)
+		_ = l.rcv.Close(cctx)
+		cancel()
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.set.conn.closeTimeout+time.Second)
+	defer cancel()
+	closeConn(cctx, l.conn)
+}
