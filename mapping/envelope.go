@@ -293,7 +293,7 @@ func (e *Envelope) SetType(name, dt string) {
 // Marshal renders the envelope as compact JSON. JSON would replace invalid
 // UTF-8 with U+FFFD, silently; such a message is refused instead.
 func (e *Envelope) Marshal() (string, error) {
-	if path := invalidUTF8(reflect.ValueOf(e), "envelope"); path != "" {
+	if path := e.invalidUTF8(); path != "" {
 		return "", fmt.Errorf("carry envelope: %s is not valid UTF-8", path)
 	}
 	b, err := json.Marshal(e)
@@ -303,61 +303,74 @@ func (e *Envelope) Marshal() (string, error) {
 	return string(b), nil
 }
 
-// invalidUTF8 returns the path of the first string under v that is not
-// valid UTF-8, or "". Value payloads are checked through their text.
-func invalidUTF8(v reflect.Value, path string) string {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return ""
+// invalidUTF8 names the first string of the envelope that is not valid
+// UTF-8, or returns "". Written out field by field: it runs on every
+// encode that carries something.
+func (e *Envelope) invalidUTF8() string {
+	for name, dt := range e.Types {
+		if !utf8.ValidString(name) || !utf8.ValidString(dt) {
+			return "types[" + name + "]"
 		}
-		return invalidUTF8(v.Elem(), path)
-	case reflect.String:
-		if !utf8.ValidString(v.String()) {
-			return path
+	}
+	if p := invalidAttrs("attrs", e.Attrs); p != "" {
+		return p
+	}
+	c := e.Fields
+	if c == nil {
+		return ""
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"id", c.ID}, {"correlationId", c.CorrelationID}, {"contentType", c.ContentType},
+		{"contentEncoding", c.ContentEncoding}, {"subject", c.Subject}, {"to", c.To},
+		{"replyTo", c.ReplyTo}, {"replyToGroup", c.ReplyToGroup}, {"partitionKey", c.PartitionKey},
+		{"viaPartitionKey", c.ViaPartitionKey}, {"dedupId", c.DedupID},
+	} {
+		if !utf8.ValidString(f.v) {
+			return f.name
 		}
-	case reflect.Struct:
-		if val, ok := v.Interface().(Value); ok {
-			if val.Kind == KindBinary {
-				return ""
-			}
-			t, err := val.Text()
-			if err != nil || !utf8.ValidString(t) || !utf8.ValidString(val.Label) {
-				return path
-			}
-			return ""
-		}
-		if _, ok := v.Interface().(time.Time); ok {
-			return ""
-		}
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				if p := invalidUTF8(v.Field(i), path+"."+v.Type().Field(i).Name); p != "" {
-					return p
-				}
-			}
-		}
-	case reflect.Slice:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return "" // []byte is base64 in JSON
-		}
-		for i := 0; i < v.Len(); i++ {
-			if p := invalidUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); p != "" {
-				return p
-			}
-		}
-	case reflect.Map:
-		it := v.MapRange()
-		for it.Next() {
-			if p := invalidUTF8(it.Key(), path+" key"); p != "" {
-				return p
-			}
-			if p := invalidUTF8(it.Value(), path+"["+it.Key().String()+"]"); p != "" {
-				return p
+	}
+	if c.GroupKey != nil && !utf8.ValidString(*c.GroupKey) {
+		return "groupKey"
+	}
+	if t := c.Trace; t != nil && (!utf8.ValidString(t.State) || !utf8.ValidString(t.XE)) {
+		return "trace"
+	}
+	if s := c.Source; s != nil {
+		for _, v := range [...]string{s.MessageID, s.SequenceNumber, s.DeadLetterSource, s.DeadLetterReason, s.DeadLetterDesc, s.Address} {
+			if !utf8.ValidString(v) {
+				return "source"
 			}
 		}
 	}
+	return invalidAttrs("annotations", c.Annotations)
+}
+
+func invalidAttrs(field string, attrs []Attribute) string {
+	for i, a := range attrs {
+		if !utf8.ValidString(a.Name) || !validUTF8Value(a.Value) {
+			return fmt.Sprintf("%s[%d] %q", field, i, a.Name)
+		}
+	}
 	return ""
+}
+
+// validUTF8Value checks the strings of a value; binary payloads are
+// base64 in JSON and always fine.
+func validUTF8Value(v Value) bool {
+	if !utf8.ValidString(v.Label) || !utf8.ValidString(v.s) {
+		return false
+	}
+	for _, s := range v.ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	for _, e := range v.vs {
+		if !validUTF8Value(e) {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseEnvelope parses the JSON of an envelope attribute.

@@ -109,3 +109,19 @@ func FuzzEnvelope(f *testing.F) {
 		_ = e.Apply(&Message{})
 	})
 }
+
+func TestEnvelopeRefusesInvalidUTF8(t *testing.T) {
+	for _, m := range []*Message{
+		{Subject: "a\xffb"},
+		{Annotations: []Attribute{{"x-opt-a", String("\xfe")}}},
+		{Annotations: []Attribute{{"x-opt-a", List(Strings("ok", "\xc0"))}}},
+	} {
+		if _, err := NewEnvelope(m, 0, nil).Marshal(); err == nil {
+			t.Errorf("%+v: want an error, not a silent U+FFFD", m)
+		}
+	}
+	e := NewEnvelope(&Message{Subject: "ok", Annotations: []Attribute{{"x-opt-b", Binary([]byte{0xff})}}}, 0, nil)
+	if _, err := e.Marshal(); err != nil {
+		t.Errorf("binary is base64: %v", err)
+	}
+}

@@ -1,0 +1,76 @@
+package nats
+
+import (
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/natsmap"
+)
+
+// codec is the adapter's only contact with natsmap.
+type codec struct {
+	enc natsmap.EncodeOptions
+	dec natsmap.DecodeOptions
+}
+
+func newCodec(groupHeader string, opt mapping.Options) codec {
+	return codec{
+		enc: natsmap.EncodeOptions{Options: opt, GroupHeader: groupHeader},
+		dec: natsmap.DecodeOptions{GroupHeader: groupHeader},
+	}
+}
+
+func (c *codec) encode(m *mapping.Message, subject string) (*nats.Msg, error) {
+	return natsmap.Encode(m, subject, c.enc)
+}
+
+func (c *codec) decode(msg *nats.Msg) (*mapping.Message, error) {
+	return natsmap.Decode(msg, c.dec)
+}
+
+// decodeJS decodes a JetStream delivery with the metadata the jetstream
+// package already parsed (natsmap fills the source facts from it).
+func (c *codec) decodeJS(msg *nats.Msg, meta *jetstream.MsgMetadata) (*mapping.Message, error) {
+	opt := c.dec
+	opt.JetStream = jsMeta(meta)
+	return natsmap.Decode(msg, opt)
+}
+
+func jsMeta(meta *jetstream.MsgMetadata) *natsmap.JetStreamMeta {
+	if meta == nil {
+		return nil
+	}
+	return &natsmap.JetStreamMeta{
+		Stream: meta.Stream, Consumer: meta.Consumer, Domain: meta.Domain,
+		StreamSeq: meta.Sequence.Stream, ConsumerSeq: meta.Sequence.Consumer,
+		NumDelivered: meta.NumDelivered, NumPending: meta.NumPending,
+		Timestamp: meta.Timestamp,
+	}
+}
+
+// decodeRaw is what a message natsmap refused still yields, for the
+// dead-letter copy (driver.DecodeErrorer): decoded without the carry
+// envelope (the usual culprit), or else just its body and source facts.
+func (c *codec) decodeRaw(msg *nats.Msg, meta *jetstream.MsgMetadata) *mapping.Message {
+	bare := &nats.Msg{Subject: msg.Subject, Reply: msg.Reply, Data: msg.Data, Header: nats.Header{}}
+	for k, v := range msg.Header {
+		if !strings.EqualFold(k, mapping.EnvelopeName) {
+			bare.Header[k] = v
+		}
+	}
+	opt := c.dec
+	opt.JetStream = jsMeta(meta)
+	if m, err := natsmap.Decode(bare, opt); err == nil {
+		return m
+	}
+	m := &mapping.Message{Body: msg.Data, Source: mapping.Source{
+		Protocol: natsmap.Wire, Address: msg.Subject, DeliveryCount: 1, PartitionID: -1,
+	}}
+	if opt.JetStream != nil {
+		natsmap.ApplyJetStreamMeta(m, *opt.JetStream)
+	}
+	return m
+}

@@ -1,0 +1,545 @@
+package nats
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// Defaults applied by NewSource/NewSink to fields left at their zero value.
+const (
+	DefaultGroupHeader       = "Qbridge-Group"
+	DefaultGroupToken        = "_"
+	DefaultBufferSize        = 4096
+	DefaultConnectTimeout    = 5 * time.Second
+	DefaultReconnectWait     = 2 * time.Second
+	DefaultAckWait           = 30 * time.Second
+	DefaultMaxAckPending     = 1000
+	DefaultFetchBatch        = 64
+	DefaultFetchWait         = 5 * time.Second
+	DefaultPublishMaxPending = 4000
+	DefaultAckTimeout        = 10 * time.Second
+	DefaultDuplicateWindow   = 2 * time.Minute
+)
+
+// TLSConfig is the `tls { ... }` block.
+type TLSConfig struct {
+	CAFile             string `hcl:"ca_file,optional"`
+	CertFile           string `hcl:"cert_file,optional"`
+	KeyFile            string `hcl:"key_file,optional"`
+	ServerName         string `hcl:"server_name,optional"`
+	InsecureSkipVerify bool   `hcl:"insecure_skip_verify,optional"`
+}
+
+// JetStreamSourceConfig is the source's `jetstream { ... }` block. Its
+// presence switches the source from core NATS to a durable pull consumer.
+type JetStreamSourceConfig struct {
+	Stream string `hcl:"stream,optional"`
+	// Durable is the durable consumer name; Consumer is an alias for it.
+	Durable  string `hcl:"durable,optional"`
+	Consumer string `hcl:"consumer,optional"`
+	// Bind only binds to an existing consumer and never creates one.
+	Bind           bool     `hcl:"bind,optional"`
+	FilterSubjects []string `hcl:"filter_subjects,optional"`
+	AckWait        string   `hcl:"ack_wait,optional"`
+	MaxDeliver     int      `hcl:"max_deliver,optional"`
+	MaxAckPending  int      `hcl:"max_ack_pending,optional"`
+	FetchBatch     int      `hcl:"fetch_batch,optional"`
+	FetchWait      string   `hcl:"fetch_wait,optional"`
+	CreateStream   bool     `hcl:"create_stream,optional"`
+	StreamSubjects []string `hcl:"stream_subjects,optional"`
+}
+
+// JetStreamSinkConfig is the sink's `jetstream { ... }` block. Its presence
+// switches the sink from core publish+flush to JetStream publish with ack.
+type JetStreamSinkConfig struct {
+	// Stream, when set, must exist at start (or is created with
+	// create_stream). Publishes are not pinned to it: Nats-Expected-Stream
+	// would be stored with every message and travel on as an annotation.
+	Stream          string   `hcl:"stream,optional"`
+	CreateStream    bool     `hcl:"create_stream,optional"`
+	StreamSubjects  []string `hcl:"stream_subjects,optional"`
+	DuplicateWindow string   `hcl:"duplicate_window,optional"`
+	MaxPending      int      `hcl:"max_pending,optional"`
+	AckTimeout      string   `hcl:"ack_timeout,optional"`
+}
+
+// SourceConfig is the body of `source "nats" { ... }`.
+type SourceConfig struct {
+	URL        string `hcl:"url,optional"`
+	Subject    string `hcl:"subject,optional"`
+	QueueGroup string `hcl:"queue_group,optional"`
+	BufferSize int    `hcl:"buffer_size,optional"`
+
+	JetStream *JetStreamSourceConfig `hcl:"jetstream,block"`
+
+	GroupHeader           string `hcl:"group_header,optional"`
+	GroupFromSubjectToken int    `hcl:"group_from_subject_token,optional"`
+
+	User           string     `hcl:"user,optional"`
+	Password       string     `hcl:"password,optional"`
+	Token          string     `hcl:"token,optional"`
+	NKeySeedFile   string     `hcl:"nkey_seed_file,optional"`
+	CredsFile      string     `hcl:"creds_file,optional"`
+	TLS            *TLSConfig `hcl:"tls,block"`
+	ConnectTimeout string     `hcl:"connect_timeout,optional"`
+	ReconnectWait  string     `hcl:"reconnect_wait,optional"`
+	Name           string     `hcl:"name,optional"`
+
+	Embedded bool   `hcl:"embedded,optional"`
+	StoreDir string `hcl:"store_dir,optional"`
+	Port     int    `hcl:"port,optional"`
+}
+
+// SinkConfig is the body of `sink "nats" { ... }`.
+type SinkConfig struct {
+	URL string `hcl:"url,optional"`
+	// Subject is a template: literal text with {group}, {id}, {subject}
+	// and {attr.NAME} placeholders.
+	Subject           string `hcl:"subject,optional"`
+	DefaultGroupToken string `hcl:"default_group_token,optional"`
+	GroupHeader       string `hcl:"group_header,optional"`
+
+	JetStream *JetStreamSinkConfig `hcl:"jetstream,block"`
+
+	User           string     `hcl:"user,optional"`
+	Password       string     `hcl:"password,optional"`
+	Token          string     `hcl:"token,optional"`
+	NKeySeedFile   string     `hcl:"nkey_seed_file,optional"`
+	CredsFile      string     `hcl:"creds_file,optional"`
+	TLS            *TLSConfig `hcl:"tls,block"`
+	ConnectTimeout string     `hcl:"connect_timeout,optional"`
+	ReconnectWait  string     `hcl:"reconnect_wait,optional"`
+	Name           string     `hcl:"name,optional"`
+
+	Embedded bool   `hcl:"embedded,optional"`
+	StoreDir string `hcl:"store_dir,optional"`
+	Port     int    `hcl:"port,optional"`
+
+	// Set by the caller from the pipeline's mapping block, not from HCL.
+	// They carry no hcl tag because gohcl reads `hcl:"-"` as a required
+	// attribute named "-"; untagged fields are skipped.
+	Policy         mapping.Policy
+	MaxMessageSize int
+	CarrySource    bool
+	OnDrop         func(field, reason string)
+}
+
+// connConfig is the resolved connection part shared by source and sink.
+type connConfig struct {
+	URL, User, Password, Token, NKeySeedFile, CredsFile string
+	TLS                                                 *TLSConfig
+	ConnectTimeout, ReconnectWait                       time.Duration
+	Name                                                string
+	Embedded                                            bool
+	StoreDir                                            string
+	Port                                                int
+}
+
+func resolveConn(url, user, password, token, nkey, creds string, tls *TLSConfig,
+	connectTimeout, reconnectWait, name string, embedded bool, storeDir string, port int) (connConfig, error) {
+	cc := connConfig{
+		URL: url, User: user, Password: password, Token: token, NKeySeedFile: nkey, CredsFile: creds,
+		TLS: tls, Name: name, Embedded: embedded, StoreDir: storeDir, Port: port,
+	}
+	var err error
+	if cc.ConnectTimeout, err = parseDuration("connect_timeout", connectTimeout, DefaultConnectTimeout); err != nil {
+		return cc, err
+	}
+	if cc.ReconnectWait, err = parseDuration("reconnect_wait", reconnectWait, DefaultReconnectWait); err != nil {
+		return cc, err
+	}
+	if cc.Name == "" {
+		cc.Name = "qbridge"
+	}
+	if user == "" && password != "" {
+		return cc, errors.New("password: set without user")
+	}
+	if user != "" && password == "" {
+		return cc, errors.New("user: set without password")
+	}
+	methods := 0
+	for _, set := range []bool{user != "", token != "", nkey != "", creds != ""} {
+		if set {
+			methods++
+		}
+	}
+	if methods > 1 {
+		return cc, errors.New("user/password, token, nkey_seed_file and creds_file: set at most one")
+	}
+	if port < 0 || port > 65535 {
+		return cc, fmt.Errorf("port: %d out of range", port)
+	}
+	if embedded {
+		switch {
+		case url != "":
+			return cc, errors.New("url: must be empty when embedded = true (the client connects to the embedded server)")
+		case nkey != "" || creds != "":
+			return cc, errors.New("nkey_seed_file/creds_file: not supported with embedded = true (use user/password or token)")
+		case tls != nil:
+			return cc, errors.New("tls: not supported with embedded = true (it listens on 127.0.0.1 only)")
+		}
+		if cc.StoreDir == "" {
+			cc.StoreDir = filepath.Join(os.TempDir(), "qbridge-nats")
+		}
+		abs, err := filepath.Abs(cc.StoreDir)
+		if err != nil {
+			return cc, fmt.Errorf("store_dir: %w", err)
+		}
+		cc.StoreDir = abs
+		return cc, nil
+	}
+	if storeDir != "" {
+		return cc, errors.New("store_dir: only valid with embedded = true")
+	}
+	if port != 0 {
+		return cc, errors.New("port: only valid with embedded = true (put the port in url)")
+	}
+	if url == "" {
+		return cc, errors.New("url: required (or set embedded = true)")
+	}
+	if tls != nil {
+		if (tls.CertFile == "") != (tls.KeyFile == "") {
+			return cc, errors.New("tls.cert_file and tls.key_file: set both or neither")
+		}
+	}
+	return cc, nil
+}
+
+// sourceSettings is SourceConfig with defaults applied and durations parsed.
+type sourceSettings struct {
+	conn        connConfig
+	subject     string
+	queue       string
+	bufferSize  int
+	groupHeader string
+	groupToken  int
+	js          *jsSourceSettings
+}
+
+type jsSourceSettings struct {
+	stream         string
+	durable        string
+	bind           bool
+	filterSubjects []string
+	ackWait        time.Duration
+	maxDeliver     int
+	maxAckPending  int
+	fetchBatch     int
+	fetchWait      time.Duration
+	createStream   bool
+	streamSubjects []string
+}
+
+// Validate checks the configuration; messages name the offending field.
+func (c *SourceConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+func (c *SourceConfig) resolve() (*sourceSettings, error) {
+	cc, err := resolveConn(c.URL, c.User, c.Password, c.Token, c.NKeySeedFile, c.CredsFile, c.TLS,
+		c.ConnectTimeout, c.ReconnectWait, c.Name, c.Embedded, c.StoreDir, c.Port)
+	if err != nil {
+		return nil, err
+	}
+	s := &sourceSettings{
+		conn: cc, subject: c.Subject, queue: c.QueueGroup, bufferSize: c.BufferSize,
+		groupHeader: c.GroupHeader, groupToken: c.GroupFromSubjectToken,
+	}
+	if s.groupHeader == "" {
+		s.groupHeader = DefaultGroupHeader
+	}
+	if err := checkHeaderName("group_header", s.groupHeader); err != nil {
+		return nil, err
+	}
+	if s.groupToken < 0 {
+		return nil, fmt.Errorf("group_from_subject_token: %d must be >= 1 (1 is the first token) or 0 (off)", s.groupToken)
+	}
+	if s.bufferSize < 0 {
+		return nil, fmt.Errorf("buffer_size: %d must be positive", s.bufferSize)
+	}
+	if s.bufferSize == 0 {
+		s.bufferSize = DefaultBufferSize
+	}
+	if s.subject != "" {
+		if err := checkSubject("subject", s.subject, true); err != nil {
+			return nil, err
+		}
+	}
+	if c.JetStream == nil {
+		if s.subject == "" {
+			return nil, errors.New("subject: required for a core NATS source")
+		}
+		if s.groupToken > 0 {
+			if err := checkGroupToken(s.subject, s.groupToken); err != nil {
+				return nil, err
+			}
+		}
+		return s, nil
+	}
+	if s.queue != "" {
+		return nil, errors.New("queue_group: not used with jetstream (consumers of one durable share its messages already)")
+	}
+	j := c.JetStream
+	js := &jsSourceSettings{
+		stream: j.Stream, durable: j.Durable, bind: j.Bind, maxDeliver: j.MaxDeliver,
+		maxAckPending: j.MaxAckPending, fetchBatch: j.FetchBatch, createStream: j.CreateStream,
+	}
+	if js.stream == "" {
+		return nil, errors.New("jetstream.stream: required")
+	}
+	if err := checkName("jetstream.stream", js.stream); err != nil {
+		return nil, err
+	}
+	switch {
+	case j.Durable != "" && j.Consumer != "" && j.Durable != j.Consumer:
+		return nil, errors.New("jetstream.durable and jetstream.consumer: set one (consumer is an alias of durable)")
+	case j.Durable == "":
+		js.durable = j.Consumer
+	}
+	if js.durable == "" {
+		return nil, errors.New("jetstream.durable: required (the durable consumer name)")
+	}
+	if err := checkName("jetstream.durable", js.durable); err != nil {
+		return nil, err
+	}
+	js.filterSubjects = append([]string(nil), j.FilterSubjects...)
+	if len(js.filterSubjects) == 0 && s.subject != "" {
+		js.filterSubjects = []string{s.subject}
+	}
+	for i, f := range js.filterSubjects {
+		if err := checkSubject(fmt.Sprintf("jetstream.filter_subjects[%d]", i), f, true); err != nil {
+			return nil, err
+		}
+	}
+	if js.ackWait, err = parseDuration("jetstream.ack_wait", j.AckWait, DefaultAckWait); err != nil {
+		return nil, err
+	}
+	if js.fetchWait, err = parseDuration("jetstream.fetch_wait", j.FetchWait, DefaultFetchWait); err != nil {
+		return nil, err
+	}
+	if js.maxDeliver < -1 {
+		return nil, fmt.Errorf("jetstream.max_deliver: %d must be -1 (unlimited), 0 (default: unlimited) or positive", js.maxDeliver)
+	}
+	if js.maxAckPending < -1 {
+		return nil, fmt.Errorf("jetstream.max_ack_pending: %d must be -1 (unlimited) or positive", js.maxAckPending)
+	}
+	if js.maxAckPending == 0 {
+		js.maxAckPending = DefaultMaxAckPending
+	}
+	if js.fetchBatch < 0 {
+		return nil, fmt.Errorf("jetstream.fetch_batch: %d must be positive", js.fetchBatch)
+	}
+	if js.fetchBatch == 0 {
+		js.fetchBatch = DefaultFetchBatch
+	}
+	if js.createStream {
+		if js.bind {
+			return nil, errors.New("jetstream.create_stream: conflicts with jetstream.bind = true")
+		}
+		js.streamSubjects = append([]string(nil), j.StreamSubjects...)
+		if len(js.streamSubjects) == 0 {
+			js.streamSubjects = js.filterSubjects
+		}
+		if len(js.streamSubjects) == 0 {
+			return nil, errors.New("jetstream.stream_subjects: required with create_stream (or set subject / filter_subjects)")
+		}
+		for i, f := range js.streamSubjects {
+			if err := checkSubject(fmt.Sprintf("jetstream.stream_subjects[%d]", i), f, true); err != nil {
+				return nil, err
+			}
+		}
+	} else if len(j.StreamSubjects) > 0 {
+		return nil, errors.New("jetstream.stream_subjects: only used with create_stream = true")
+	}
+	if s.groupToken > 0 {
+		for _, f := range js.filterSubjects {
+			if err := checkGroupToken(f, s.groupToken); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.js = js
+	return s, nil
+}
+
+// sinkSettings is SinkConfig with defaults applied and durations parsed.
+type sinkSettings struct {
+	conn        connConfig
+	subject     *subjectTemplate
+	groupToken  string
+	groupHeader string
+	js          *jsSinkSettings
+}
+
+type jsSinkSettings struct {
+	stream          string
+	createStream    bool
+	streamSubjects  []string
+	duplicateWindow time.Duration
+	maxPending      int
+	ackTimeout      time.Duration
+}
+
+// Validate checks the configuration; messages name the offending field.
+func (c *SinkConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+func (c *SinkConfig) resolve() (*sinkSettings, error) {
+	cc, err := resolveConn(c.URL, c.User, c.Password, c.Token, c.NKeySeedFile, c.CredsFile, c.TLS,
+		c.ConnectTimeout, c.ReconnectWait, c.Name, c.Embedded, c.StoreDir, c.Port)
+	if err != nil {
+		return nil, err
+	}
+	s := &sinkSettings{conn: cc, groupToken: c.DefaultGroupToken, groupHeader: c.GroupHeader}
+	if s.groupHeader == "" {
+		s.groupHeader = DefaultGroupHeader
+	}
+	if err := checkHeaderName("group_header", s.groupHeader); err != nil {
+		return nil, err
+	}
+	if s.groupToken == "" {
+		s.groupToken = DefaultGroupToken
+	}
+	if !validToken(s.groupToken) {
+		return nil, fmt.Errorf("default_group_token: %q is not a valid subject token (no '.', '*', '>' or white space)", s.groupToken)
+	}
+	if c.Subject == "" {
+		return nil, errors.New("subject: required")
+	}
+	if s.subject, err = compileSubject(c.Subject); err != nil {
+		return nil, fmt.Errorf("subject: %w", err)
+	}
+	if c.Policy > mapping.Encode {
+		return nil, fmt.Errorf("policy: invalid value %d", c.Policy)
+	}
+	if c.MaxMessageSize < 0 {
+		return nil, fmt.Errorf("max_message_size: %d must be positive", c.MaxMessageSize)
+	}
+	if c.JetStream == nil {
+		return s, nil
+	}
+	j := c.JetStream
+	js := &jsSinkSettings{stream: j.Stream, createStream: j.CreateStream, maxPending: j.MaxPending}
+	if js.stream != "" {
+		if err := checkName("jetstream.stream", js.stream); err != nil {
+			return nil, err
+		}
+	}
+	if js.duplicateWindow, err = parseDuration("jetstream.duplicate_window", j.DuplicateWindow, DefaultDuplicateWindow); err != nil {
+		return nil, err
+	}
+	if js.ackTimeout, err = parseDuration("jetstream.ack_timeout", j.AckTimeout, DefaultAckTimeout); err != nil {
+		return nil, err
+	}
+	if js.maxPending < 0 {
+		return nil, fmt.Errorf("jetstream.max_pending: %d must be positive", js.maxPending)
+	}
+	if js.maxPending == 0 {
+		js.maxPending = DefaultPublishMaxPending
+	}
+	if js.createStream {
+		if js.stream == "" {
+			return nil, errors.New("jetstream.stream: required with create_stream = true")
+		}
+		js.streamSubjects = append([]string(nil), j.StreamSubjects...)
+		if len(js.streamSubjects) == 0 {
+			subj, ok := s.subject.streamSubject()
+			if !ok {
+				return nil, errors.New("jetstream.stream_subjects: required with create_stream when subject has {subject} before its last token")
+			}
+			js.streamSubjects = []string{subj}
+		}
+		for i, f := range js.streamSubjects {
+			if err := checkSubject(fmt.Sprintf("jetstream.stream_subjects[%d]", i), f, true); err != nil {
+				return nil, err
+			}
+		}
+	} else if len(j.StreamSubjects) > 0 || j.DuplicateWindow != "" {
+		return nil, errors.New("jetstream.stream_subjects/duplicate_window: only used with create_stream = true")
+	}
+	s.js = js
+	return s, nil
+}
+
+func parseDuration(field, s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: invalid duration %q (want e.g. \"30s\")", field, s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%s: %q must be positive", field, s)
+	}
+	return d, nil
+}
+
+// checkSubject validates a NATS subject; wildcards only when allowed.
+func checkSubject(field, s string, wildcards bool) error {
+	if s == "" {
+		return fmt.Errorf("%s: empty subject", field)
+	}
+	tokens := strings.Split(s, ".")
+	for i, t := range tokens {
+		if t == "" {
+			return fmt.Errorf("%s: %q has an empty token", field, s)
+		}
+		if strings.ContainsAny(t, " \t\r\n") {
+			return fmt.Errorf("%s: %q contains white space", field, s)
+		}
+		if t == "*" || t == ">" {
+			if !wildcards {
+				return fmt.Errorf("%s: %q: wildcards are not allowed here", field, s)
+			}
+			if t == ">" && i != len(tokens)-1 {
+				return fmt.Errorf("%s: %q: '>' must be the last token", field, s)
+			}
+			continue
+		}
+		if strings.ContainsAny(t, "*>") {
+			return fmt.Errorf("%s: %q: '*' and '>' must be whole tokens", field, s)
+		}
+	}
+	return nil
+}
+
+// checkGroupToken refuses a group token position that a subject cannot have.
+func checkGroupToken(subject string, n int) error {
+	tokens := strings.Split(subject, ".")
+	if tokens[len(tokens)-1] == ">" {
+		return nil
+	}
+	if n > len(tokens) {
+		return fmt.Errorf("group_from_subject_token: %d but subject %q has %d tokens", n, subject, len(tokens))
+	}
+	return nil
+}
+
+// checkName validates a stream or consumer name.
+func checkName(field, s string) error {
+	if strings.ContainsAny(s, ".*> \t\r\n/\\") {
+		return fmt.Errorf("%s: %q must not contain '.', '*', '>', '/', '\\' or white space", field, s)
+	}
+	return nil
+}
+
+// checkHeaderName applies natsmap's rule: printable ASCII without ':' and
+// the separators "()/,;<=>?@[\]{}.
+func checkHeaderName(field, s string) error {
+	for _, r := range s {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"()/,:;<=>?@[\]{}`, r) {
+			return fmt.Errorf("%s: %q is not a valid header name", field, s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package nats
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+func TestSourceConfigValidate(t *testing.T) {
+	js := func(mod func(*JetStreamSourceConfig)) *JetStreamSourceConfig {
+		j := &JetStreamSourceConfig{Stream: "S", Durable: "d"}
+		if mod != nil {
+			mod(j)
+		}
+		return j
+	}
+	tests := []struct {
+		name string
+		cfg  SourceConfig
+		err  string // "" valid; else a substring (the field name)
+	}{
+		{"core", SourceConfig{URL: "nats://h:4222", Subject: "a.*"}, ""},
+		{"core queue", SourceConfig{URL: "nats://h", Subject: "a.>", QueueGroup: "q"}, ""},
+		{"no url", SourceConfig{Subject: "a"}, "url: required"},
+		{"core no subject", SourceConfig{URL: "nats://h"}, "subject: required"},
+		{"bad subject", SourceConfig{URL: "nats://h", Subject: "a..b"}, "subject:"},
+		{"bad wildcard", SourceConfig{URL: "nats://h", Subject: "a.>.b"}, "subject:"},
+		{"negative buffer", SourceConfig{URL: "nats://h", Subject: "a", BufferSize: -1}, "buffer_size"},
+		{"group token too far", SourceConfig{URL: "nats://h", Subject: "a.*", GroupFromSubjectToken: 3}, "group_from_subject_token"},
+		{"group token negative", SourceConfig{URL: "nats://h", Subject: "a.*", GroupFromSubjectToken: -1}, "group_from_subject_token"},
+		{"group token with >", SourceConfig{URL: "nats://h", Subject: "a.>", GroupFromSubjectToken: 5}, ""},
+		{"bad group header", SourceConfig{URL: "nats://h", Subject: "a", GroupHeader: "a b"}, "group_header"},
+		{"user without password", SourceConfig{URL: "nats://h", Subject: "a", User: "u"}, "user:"},
+		{"two auth methods", SourceConfig{URL: "nats://h", Subject: "a", Token: "t", CredsFile: "c"}, "at most one"},
+		{"bad duration", SourceConfig{URL: "nats://h", Subject: "a", ReconnectWait: "soon"}, "reconnect_wait"},
+		{"tls half cert", SourceConfig{URL: "nats://h", Subject: "a", TLS: &TLSConfig{CertFile: "c"}}, "tls.cert_file"},
+		{"port without embedded", SourceConfig{URL: "nats://h", Subject: "a", Port: 4222}, "port:"},
+		{"store_dir without embedded", SourceConfig{URL: "nats://h", Subject: "a", StoreDir: "/x"}, "store_dir:"},
+		{"embedded", SourceConfig{Embedded: true, Subject: "a", StoreDir: "/tmp/x", Port: 4222}, ""},
+		{"embedded with url", SourceConfig{Embedded: true, URL: "nats://h", Subject: "a"}, "url: must be empty"},
+		{"embedded with tls", SourceConfig{Embedded: true, Subject: "a", TLS: &TLSConfig{}}, "tls:"},
+		{"embedded with creds", SourceConfig{Embedded: true, Subject: "a", CredsFile: "x"}, "creds_file"},
+		{"embedded bad port", SourceConfig{Embedded: true, Subject: "a", Port: 70000}, "port:"},
+		{"js", SourceConfig{URL: "nats://h", JetStream: js(nil)}, ""},
+		{"js consumer alias", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.Durable, j.Consumer = "", "c" })}, ""},
+		{"js durable and consumer", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.Consumer = "c" })}, "jetstream.durable and jetstream.consumer"},
+		{"js no stream", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.Stream = "" })}, "jetstream.stream: required"},
+		{"js bad stream", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.Stream = "a.b" })}, "jetstream.stream"},
+		{"js no durable", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.Durable = "" })}, "jetstream.durable: required"},
+		{"js ack_wait", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.AckWait = "-1s" })}, "jetstream.ack_wait"},
+		{"js fetch_wait", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.FetchWait = "x" })}, "jetstream.fetch_wait"},
+		{"js max_deliver", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.MaxDeliver = -2 })}, "jetstream.max_deliver"},
+		{"js max_ack_pending", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.MaxAckPending = -5 })}, "jetstream.max_ack_pending"},
+		{"js fetch_batch", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.FetchBatch = -1 })}, "jetstream.fetch_batch"},
+		{"js bad filter", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.FilterSubjects = []string{"a", ""} })}, "jetstream.filter_subjects[1]"},
+		{"js queue", SourceConfig{URL: "nats://h", QueueGroup: "q", JetStream: js(nil)}, "queue_group"},
+		{"js create without subjects", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.CreateStream = true })}, "jetstream.stream_subjects"},
+		{"js create from subject", SourceConfig{URL: "nats://h", Subject: "a.>", JetStream: js(func(j *JetStreamSourceConfig) { j.CreateStream = true })}, ""},
+		{"js stream_subjects without create", SourceConfig{URL: "nats://h", JetStream: js(func(j *JetStreamSourceConfig) { j.StreamSubjects = []string{"a"} })}, "jetstream.stream_subjects"},
+		{"js create and bind", SourceConfig{URL: "nats://h", Subject: "a", JetStream: js(func(j *JetStreamSourceConfig) { j.CreateStream, j.Bind = true, true })}, "jetstream.create_stream"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("Validate = %v", err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("Validate = %v, want an error containing %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestSinkConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  SinkConfig
+		err  string
+	}{
+		{"core", SinkConfig{URL: "nats://h", Subject: "a.{group}"}, ""},
+		{"no subject", SinkConfig{URL: "nats://h"}, "subject: required"},
+		{"bad template", SinkConfig{URL: "nats://h", Subject: "a.{nope}"}, "subject:"},
+		{"wildcard", SinkConfig{URL: "nats://h", Subject: "a.*"}, "subject:"},
+		{"bad default token", SinkConfig{URL: "nats://h", Subject: "a", DefaultGroupToken: "a.b"}, "default_group_token"},
+		{"bad policy", SinkConfig{URL: "nats://h", Subject: "a", Policy: 9}, "policy"},
+		{"js", SinkConfig{URL: "nats://h", Subject: "a", JetStream: &JetStreamSinkConfig{}}, ""},
+		{"js create needs stream", SinkConfig{URL: "nats://h", Subject: "a", JetStream: &JetStreamSinkConfig{CreateStream: true}}, "jetstream.stream: required"},
+		{"js create derives subjects", SinkConfig{URL: "nats://h", Subject: "a.{group}", JetStream: &JetStreamSinkConfig{Stream: "S", CreateStream: true}}, ""},
+		{"js create cannot derive", SinkConfig{URL: "nats://h", Subject: "{subject}.x", JetStream: &JetStreamSinkConfig{Stream: "S", CreateStream: true}}, "jetstream.stream_subjects"},
+		{"js window without create", SinkConfig{URL: "nats://h", Subject: "a", JetStream: &JetStreamSinkConfig{DuplicateWindow: "1m"}}, "duplicate_window"},
+		{"js ack_timeout", SinkConfig{URL: "nats://h", Subject: "a", JetStream: &JetStreamSinkConfig{AckTimeout: "0s"}}, "jetstream.ack_timeout"},
+		{"js max_pending", SinkConfig{URL: "nats://h", Subject: "a", JetStream: &JetStreamSinkConfig{MaxPending: -1}}, "jetstream.max_pending"},
+		{"embedded", SinkConfig{Embedded: true, Subject: "a"}, ""},
+		{"token and user", SinkConfig{URL: "nats://h", Subject: "a", Token: "t", User: "u", Password: "p"}, "at most one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("Validate = %v", err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("Validate = %v, want an error containing %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// The structs decode with gohcl as the config layer uses them.
+func TestConfigDecodesFromHCL(t *testing.T) {
+	const src = `
+source {
+  url                      = "nats://127.0.0.1:4222"
+  subject                  = "orders.*"
+  group_from_subject_token = 2
+  user                     = "u"
+  password                 = "p"
+  tls {
+    ca_file     = "/ca.pem"
+    server_name = "nats.local"
+  }
+  jetstream {
+    stream          = "ORDERS"
+    durable         = "bridge"
+    filter_subjects = ["orders.*"]
+    ack_wait        = "45s"
+    max_deliver     = 5
+    fetch_batch     = 10
+  }
+}
+sink {
+  embedded            = true
+  store_dir           = "/var/lib/qbridge/nats"
+  port                = 4222
+  subject             = "out.{group}"
+  default_group_token = "none"
+  jetstream {
+    stream        = "OUT"
+    create_stream = true
+  }
+}
+`
+	f, diags := hclsyntax.ParseConfig([]byte(src), "t.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var root struct {
+		Source SourceConfig `hcl:"source,block"`
+		Sink   SinkConfig   `hcl:"sink,block"`
+	}
+	if diags := gohcl.DecodeBody(f.Body, nil, &root); diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	s, k := root.Source, root.Sink
+	if s.Subject != "orders.*" || s.GroupFromSubjectToken != 2 || s.TLS == nil || s.TLS.ServerName != "nats.local" ||
+		s.JetStream == nil || s.JetStream.AckWait != "45s" || s.JetStream.MaxDeliver != 5 || len(s.JetStream.FilterSubjects) != 1 {
+		t.Errorf("source = %+v (js %+v)", s, s.JetStream)
+	}
+	if !k.Embedded || k.Port != 4222 || k.Subject != "out.{group}" || k.JetStream == nil || !k.JetStream.CreateStream {
+		t.Errorf("sink = %+v", k)
+	}
+	if err := s.Validate(); err != nil {
+		t.Error(err)
+	}
+	if err := k.Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,201 @@
+package nats
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	neturl "net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+)
+
+// conn is one client connection (and, when embedded, a reference to the
+// in-process server it talks to).
+type conn struct {
+	nc  *nats.Conn
+	srv *embeddedServer
+	log *slog.Logger
+
+	mu      sync.Mutex
+	lastErr error // the last disconnect or async error, for Ready
+}
+
+// dial connects to cc.URL or, when embedded, starts or joins the
+// in-process server first.
+func dial(ctx context.Context, cc connConfig, log *slog.Logger) (*conn, error) {
+	c := &conn{log: log}
+	url := cc.URL
+	if cc.Embedded {
+		srv, err := acquireEmbedded(cc, log)
+		if err != nil {
+			return nil, err
+		}
+		c.srv = srv
+		url = srv.url()
+	}
+	opts, err := c.options(cc)
+	if err != nil {
+		c.releaseServer()
+		return nil, err
+	}
+	// nats.Connect has no context: honour ctx's deadline by the timeout
+	// option and refuse a context that is already over.
+	if err := ctx.Err(); err != nil {
+		c.releaseServer()
+		return nil, err
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		c.releaseServer()
+		return nil, fmt.Errorf("nats: connect %s: %w", redactURL(url), err)
+	}
+	c.nc = nc
+	log.Info("nats connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
+	return c, nil
+}
+
+func (c *conn) options(cc connConfig) ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name(cc.Name),
+		nats.Timeout(cc.ConnectTimeout),
+		nats.MaxReconnects(-1), // a daemon never gives up; Ready reports the outage
+		nats.ReconnectWait(cc.ReconnectWait),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // our own Close
+			}
+			c.setErr(err)
+			c.log.Warn("nats disconnected; reconnecting", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.setErr(nil)
+			c.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil {
+				c.log.Warn("nats connection closed", "error", err)
+			}
+		}),
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) && sub != nil {
+				dropped, _ := sub.Dropped()
+				c.log.Warn("nats slow consumer: the source buffer is full and the client drops messages (core NATS is at-most-once); raise buffer_size or speed up the sink",
+					"subject", sub.Subject, "dropped_total", dropped)
+				return
+			}
+			c.log.Warn("nats async error", "error", err)
+		}),
+	}
+	switch {
+	case cc.User != "":
+		opts = append(opts, nats.UserInfo(cc.User, cc.Password))
+	case cc.Token != "":
+		opts = append(opts, nats.Token(cc.Token))
+	case cc.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(cc.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nkey_seed_file: %w", err)
+		}
+		opts = append(opts, o)
+	case cc.CredsFile != "":
+		if _, err := os.Stat(cc.CredsFile); err != nil {
+			return nil, fmt.Errorf("creds_file: %w", err)
+		}
+		opts = append(opts, nats.UserCredentials(cc.CredsFile))
+	}
+	if cc.TLS != nil {
+		tc, err := tlsConfig(cc.TLS)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	return opts, nil
+}
+
+func tlsConfig(t *TLSConfig) (*tls.Config, error) {
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, off by default
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file: %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.cert_file/tls.key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func (c *conn) setErr(err error) {
+	c.mu.Lock()
+	c.lastErr = err
+	c.mu.Unlock()
+}
+
+// ready reports whether the connection is up.
+func (c *conn) ready() error {
+	st := c.nc.Status()
+	if st == nats.CONNECTED {
+		return nil
+	}
+	c.mu.Lock()
+	err := c.lastErr
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("nats: connection %s: %w", st, err)
+	}
+	return fmt.Errorf("nats: connection %s", st)
+}
+
+// close closes the connection, then releases the embedded server.
+func (c *conn) close() {
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	c.releaseServer()
+}
+
+func (c *conn) releaseServer() {
+	if c.srv != nil {
+		c.srv.release()
+		c.srv = nil
+	}
+}
+
+// redactURL hides passwords and tokens in a (comma-separated) server URL for logs.
+func redactURL(u string) string {
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		pu, err := neturl.Parse(strings.TrimSpace(p))
+		if err != nil || pu.User == nil {
+			continue
+		}
+		if _, ok := pu.User.Password(); ok {
+			parts[i] = pu.Redacted()
+		} else {
+			pu.User = neturl.User("xxxxx") // a bare user part may be a token
+			parts[i] = pu.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,286 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+func TestCorePubSub(t *testing.T) {
+	srv := startServer(t)
+	src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "demo.>"})
+	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "demo.{group}"})
+
+	m1 := msg("one", "k", "v")
+	m1.GroupKey = "g1"
+	m1.SetAttr("n", mapping.Int32(42)) // typed: natsmap carries the type
+	m2 := msg("two")
+	sendOK(t, snk, m1, m2)
+
+	ds := receiveN(t, src, 2, 5*time.Second)
+	got := ds[0].Message()
+	if string(got.Body) != "one" || got.GroupKey != "g1" || got.Source.Address != "demo.g1" || got.Source.Protocol != "nats" {
+		t.Errorf("first = body %q group %q address %q protocol %q", got.Body, got.GroupKey, got.Source.Address, got.Source.Protocol)
+	}
+	if v, ok := got.Attr("k"); !ok || v.Str() != "v" {
+		t.Errorf("attribute k = %v, %v", v, ok)
+	}
+	if v, ok := got.Attr("n"); !ok || !v.Equal(mapping.Int32(42)) {
+		t.Errorf("attribute n = %v, %v; want Number.int 42", v, ok)
+	}
+	if a := ds[1].Message().Source.Address; a != "demo._" {
+		t.Errorf("no group: address %q, want the default token demo._", a)
+	}
+	// Core settlement is a no-op and never fails.
+	for _, d := range ds {
+		if err := d.Extend(context.Background(), time.Second); err != nil {
+			t.Error(err)
+		}
+		if _, ok := d.(driver.DeadLetterer); ok {
+			t.Error("a core delivery must not claim a native dead-letter")
+		}
+	}
+	if err := ds[0].Ack(context.Background()); err != nil {
+		t.Error(err)
+	}
+	if err := ds[1].Nack(context.Background(), time.Second); err != nil {
+		t.Error(err)
+	}
+	receiveNone(t, src, 200*time.Millisecond) // no redelivery on core
+}
+
+func TestCoreReceiveBatch(t *testing.T) {
+	srv := startServer(t)
+	src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "b"})
+	nc := connect(t, srv.ClientURL())
+	for i := range 10 {
+		if err := nc.Publish("b", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	ds, err := src.Receive(ctxT(t, 5*time.Second), 4)
+	if err != nil || len(ds) != 4 {
+		t.Fatalf("Receive(4) = %d, %v", len(ds), err)
+	}
+	rest := receiveN(t, src, 6, 5*time.Second)
+	for i, d := range append(ds, rest...) {
+		if string(d.Message().Body) != fmt.Sprint(i) {
+			t.Errorf("message %d = %q: order lost", i, d.Message().Body)
+		}
+	}
+}
+
+func TestCoreQueueGroup(t *testing.T) {
+	srv := startServer(t)
+	a, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "q", QueueGroup: "workers"})
+	b, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "q", QueueGroup: "workers"})
+	nc := connect(t, srv.ClientURL())
+	const n = 200
+	for i := range n {
+		_ = nc.Publish("q", []byte(fmt.Sprint(i)))
+	}
+	_ = nc.Flush()
+	seen := map[string]bool{}
+	ctx := ctxT(t, 5*time.Second)
+	for len(seen) < n {
+		for _, src := range []driver.Source{a, b} {
+			rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			ds, _ := src.Receive(rctx, n)
+			cancel()
+			for _, d := range ds {
+				body := string(d.Message().Body)
+				if seen[body] {
+					t.Fatalf("%s delivered twice in one queue group", body)
+				}
+				seen[body] = true
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("got %d of %d", len(seen), n)
+		}
+	}
+}
+
+func TestCoreSlowConsumerLogged(t *testing.T) {
+	srv := startServer(t)
+	src, logs := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "slow", BufferSize: 10})
+	nc := connect(t, srv.ClientURL())
+	for range 500 {
+		_ = nc.Publish("slow", []byte("x"))
+	}
+	_ = nc.Flush()
+	logs.waitFor(t, "slow consumer")
+	// The source keeps working: it has at most its buffer, then new messages.
+	ds, err := src.Receive(ctxT(t, 5*time.Second), 100)
+	if err != nil || len(ds) == 0 || len(ds) >= 500 {
+		t.Fatalf("after overflow Receive = %d deliveries, %v; want some, not all", len(ds), err)
+	}
+}
+
+func TestGroupFromSubjectToken(t *testing.T) {
+	srv := startServer(t)
+	nc := connect(t, srv.ClientURL())
+	tests := []struct {
+		name, filter, subject, header string
+		token                         int
+		want                          string
+	}{
+		{"token 2", "orders.*", "orders.g7", "", 2, "g7"},
+		{"token wins over header", "orders.*", "orders.g7", "h", 2, "g7"},
+		{"short subject keeps header", "orders.>", "orders.x", "h", 3, "h"},
+		{"header only", "orders.*", "orders.g7", "h", 0, "h"},
+		{"first token", "*.x", "abc.x", "", 1, "abc"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("t%d", i)
+			filter, subject := prefix+"."+tt.filter, prefix+"."+tt.subject
+			token := tt.token
+			if token > 0 {
+				token++ // the test prefix is one more token
+			}
+			src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: filter, GroupFromSubjectToken: token})
+			m := nats.NewMsg(subject)
+			if tt.header != "" {
+				m.Header.Set(DefaultGroupHeader, tt.header)
+			}
+			if err := nc.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+			ds := receiveN(t, src, 1, 5*time.Second)
+			if g := ds[0].Message().GroupKey; g != tt.want {
+				t.Errorf("group = %q, want %q", g, tt.want)
+			}
+		})
+	}
+}
+
+func TestCustomGroupHeader(t *testing.T) {
+	srv := startServer(t)
+	src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "gh", GroupHeader: "X-Tenant"})
+	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "gh", GroupHeader: "X-Tenant"})
+	nc := connect(t, srv.ClientURL())
+	sub, err := nc.SubscribeSync("gh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m := msg("x")
+	m.GroupKey = "acme"
+	sendOK(t, snk, m)
+	raw, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Header.Get("X-Tenant") != "acme" {
+		t.Errorf("wire headers %v: want X-Tenant: acme", raw.Header)
+	}
+	if g := receiveN(t, src, 1, 5*time.Second)[0].Message().GroupKey; g != "acme" {
+		t.Errorf("group = %q", g)
+	}
+}
+
+func TestCoreSinkMaxPayloadPermanent(t *testing.T) {
+	srv := startServer(t, func(o *server.Options) { o.MaxPayload = 1024 })
+	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "big"})
+	errs := snk.Send(ctxT(t, 5*time.Second), []*mapping.Message{msg("small"), msg(strings.Repeat("x", 4096)), msg("small")})
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("small messages failed: %v", errs)
+	}
+	if errs[1] == nil || !driver.IsPermanent(errs[1]) {
+		t.Errorf("oversized message: %v, want a permanent error", errs[1])
+	}
+}
+
+func TestReceiveStopsOnContextAndClose(t *testing.T) {
+	srv := startServer(t)
+	for _, tc := range []struct {
+		name string
+		cfg  SourceConfig
+	}{
+		{"core", SourceConfig{URL: srv.ClientURL(), Subject: "idle"}},
+		{"jetstream", SourceConfig{URL: srv.ClientURL(), Subject: "idle.js", JetStream: &JetStreamSourceConfig{
+			Stream: "IDLE", Durable: "d", CreateStream: true, FetchWait: "10s"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, _ := mustSource(t, tc.cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if _, err := src.Receive(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Receive = %v, want deadline exceeded", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("Receive took %s after its context ended", d)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := src.Receive(context.Background(), 1)
+				done <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			_ = src.Close(context.Background())
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Error("Receive after Close returned no error")
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("Receive did not return after Close")
+			}
+		})
+	}
+}
+
+func TestReady(t *testing.T) {
+	srv := startServer(t)
+	addr := srv.Addr().(*net.TCPAddr)
+	store := srv.StoreDir()
+	url := srv.ClientURL()
+	src, _ := mustSource(t, SourceConfig{URL: url, Subject: "r", ReconnectWait: "50ms"})
+	snk, _ := mustSink(t, SinkConfig{URL: url, Subject: "r", ReconnectWait: "50ms"})
+	for _, rc := range []driver.ReadyChecker{src.(driver.ReadyChecker), snk.(driver.ReadyChecker)} {
+		if err := rc.Ready(context.Background()); err != nil {
+			t.Fatalf("Ready while connected: %v", err)
+		}
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	waitReady(t, src.(driver.ReadyChecker), false)
+	waitReady(t, snk.(driver.ReadyChecker), false)
+
+	startServer(t, func(o *server.Options) { o.Port = addr.Port; o.StoreDir = store })
+	waitReady(t, src.(driver.ReadyChecker), true)
+	waitReady(t, snk.(driver.ReadyChecker), true)
+}
+
+func waitReady(t *testing.T, rc driver.ReadyChecker, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := rc.Ready(context.Background())
+		if (err == nil) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready = %v, want ready=%v", err, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,161 @@
+package nats
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+)
+
+func embeddedRefs(dir string) (int, string) {
+	embeddedServers.Lock()
+	defer embeddedServers.Unlock()
+	for k, e := range embeddedServers.m {
+		if strings.HasPrefix(k, dir) {
+			return e.refs, e.url()
+		}
+	}
+	return 0, ""
+}
+
+func TestEmbeddedServerShared(t *testing.T) {
+	dir := t.TempDir()
+	log, _ := testLog()
+	ctx := ctxT(t, 10*time.Second)
+	src, err := NewSource(ctx, SourceConfig{Embedded: true, StoreDir: dir, Subject: "demo.in", JetStream: &JetStreamSourceConfig{
+		Stream: "DEMO", Durable: "bridge", CreateStream: true, FetchWait: "300ms"}}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snk, err := NewSink(ctx, SinkConfig{Embedded: true, StoreDir: dir, Subject: "demo.in", JetStream: &JetStreamSinkConfig{}}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, url := embeddedRefs(dir)
+	if refs != 2 || !strings.HasPrefix(url, "nats://127.0.0.1:") {
+		t.Fatalf("refs %d url %q: want one shared server on 127.0.0.1", refs, url)
+	}
+	sendOK(t, snk, msg("hello"))
+	ds := receiveN(t, src, 1, 5*time.Second)
+	ackAll(t, ds)
+	if string(ds[0].Message().Body) != "hello" {
+		t.Errorf("body %q", ds[0].Message().Body)
+	}
+
+	// Closing one user keeps the server for the other.
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if refs, _ := embeddedRefs(dir); refs != 1 {
+		t.Fatalf("refs after one close = %d", refs)
+	}
+	sendOK(t, snk, msg("still up"))
+	if err := snk.(driver.ReadyChecker).Ready(context.Background()); err != nil {
+		t.Error(err)
+	}
+	// The last close shuts it down.
+	if err := snk.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if refs, _ := embeddedRefs(dir); refs != 0 {
+		t.Fatalf("server still registered after the last close")
+	}
+	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "nats://"), time.Second); err == nil {
+		c.Close()
+		t.Error("the embedded server still listens after the last close")
+	}
+
+	// A new start on the same store_dir finds the stored messages again.
+	src2, _ := mustSource(t, SourceConfig{Embedded: true, StoreDir: dir, Subject: "demo.in", JetStream: &JetStreamSourceConfig{
+		Stream: "DEMO", Durable: "bridge", FetchWait: "300ms"}})
+	ds = receiveN(t, src2, 1, 5*time.Second)
+	if string(ds[0].Message().Body) != "still up" {
+		t.Errorf("after restart: %q", ds[0].Message().Body)
+	}
+}
+
+func TestEmbeddedFixedPortAndConflicts(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	src, _ := mustSource(t, SourceConfig{Embedded: true, StoreDir: dir, Port: port, Subject: "x", User: "u", Password: "p"})
+	_ = src
+	// Another user with other credentials or port is refused.
+	for _, cfg := range []SinkConfig{
+		{Embedded: true, StoreDir: dir, Subject: "x", User: "u", Password: "other"},
+		{Embedded: true, StoreDir: dir, Subject: "x", User: "u", Password: "p", Port: port + 1},
+	} {
+		if _, err := NewSink(ctxT(t, 5*time.Second), cfg, nil); err == nil || !strings.Contains(err.Error(), "already running") {
+			t.Errorf("conflicting embedded settings: %v", err)
+		}
+	}
+	// Same settings (port unset means "whatever it runs on") share it.
+	snk, _ := mustSink(t, SinkConfig{Embedded: true, StoreDir: dir, Subject: "x", User: "u", Password: "p"})
+	_ = snk
+	if refs, url := embeddedRefs(dir); refs != 2 || !strings.HasSuffix(url, ":"+strconv.Itoa(port)) {
+		t.Errorf("refs %d url %s", refs, url)
+	}
+}
+
+func TestEmbeddedAuth(t *testing.T) {
+	tests := []struct {
+		name      string
+		src       SourceConfig
+		good, bad []nats.Option
+	}{
+		{"user/password", SourceConfig{User: "alice", Password: "s3cret"},
+			[]nats.Option{nats.UserInfo("alice", "s3cret")}, []nats.Option{nats.UserInfo("alice", "wrong")}},
+		{"token", SourceConfig{Token: "t0ken"},
+			[]nats.Option{nats.Token("t0ken")}, []nats.Option{nats.Token("nope")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := tt.src
+			cfg.Embedded, cfg.StoreDir, cfg.Subject = true, dir, "auth.>"
+			src, _ := mustSource(t, cfg)
+			_, url := embeddedRefs(dir)
+			// Anonymous and wrong credentials are refused by the server.
+			if nc, err := nats.Connect(url); err == nil {
+				nc.Close()
+				t.Error("anonymous connection accepted")
+			}
+			if nc, err := nats.Connect(url, tt.bad...); err == nil {
+				nc.Close()
+				t.Error("wrong credentials accepted")
+			}
+			// Through a URL-configured sink with the right credentials.
+			sinkCfg := SinkConfig{URL: url, Subject: "auth.x", User: cfg.User, Password: cfg.Password, Token: cfg.Token}
+			snk, _ := mustSink(t, sinkCfg)
+			sendOK(t, snk, msg("secret"))
+			if got := receiveN(t, src, 1, 5*time.Second); string(got[0].Message().Body) != "secret" {
+				t.Errorf("body %q", got[0].Message().Body)
+			}
+			// A sink with wrong credentials fails to start.
+			bad := sinkCfg
+			if bad.Token != "" {
+				bad.Token = "nope"
+			} else {
+				bad.Password = "wrong"
+			}
+			if _, err := NewSink(ctxT(t, 5*time.Second), bad, nil); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+				t.Errorf("wrong credentials: %v", err)
+			}
+			nc := connect(t, url, tt.good...)
+			if _, err := jetstream.New(nc); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

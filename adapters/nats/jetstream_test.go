@@ -1,0 +1,573 @@
+package nats
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// jsFixture is a server with stream ORDERS on orders.> and a publisher.
+type jsFixture struct {
+	srv *server.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newJSFixture(t *testing.T, streamCfg ...func(*jetstream.StreamConfig)) *jsFixture {
+	t.Helper()
+	srv := startServer(t)
+	nc := connect(t, srv.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}
+	for _, f := range streamCfg {
+		f(&cfg)
+	}
+	if _, err := js.CreateStream(ctxT(t, 5*time.Second), cfg); err != nil {
+		t.Fatal(err)
+	}
+	return &jsFixture{srv: srv, nc: nc, js: js}
+}
+
+func (f *jsFixture) publish(t *testing.T, subject, body string, hdr ...string) {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Data = []byte(body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		m.Header.Set(hdr[i], hdr[i+1])
+	}
+	if _, err := f.js.PublishMsg(ctxT(t, 5*time.Second), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *jsFixture) source(t *testing.T, mod ...func(*SourceConfig)) (driver.Source, *logBuf) {
+	t.Helper()
+	cfg := SourceConfig{URL: f.srv.ClientURL(), JetStream: &JetStreamSourceConfig{
+		Stream: "ORDERS", Durable: "bridge", FilterSubjects: []string{"orders.>"},
+		AckWait: "1s", FetchWait: "300ms",
+	}}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	return mustSource(t, cfg)
+}
+
+func (f *jsFixture) consumerInfo(t *testing.T, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := f.js.Consumer(ctxT(t, 5*time.Second), "ORDERS", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func TestJetStreamMetadataAndAck(t *testing.T) {
+	f := newJSFixture(t)
+	before := time.Now().Add(-time.Second)
+	f.publish(t, "orders.a", "first", DefaultGroupHeader, "g1", "Nats-Msg-Id", "id-1")
+	f.publish(t, "orders.b", "second")
+	src, _ := f.source(t)
+
+	ds := receiveN(t, src, 2, 5*time.Second)
+	m := ds[0].Message()
+	if m.Source.Protocol != "nats" || m.Source.Address != "orders.a" || m.Source.SequenceNumber != "1" ||
+		m.Source.DeliveryCount != 1 || m.Source.EnqueuedTime.Before(before) || m.Source.EnqueuedTime.After(time.Now()) {
+		t.Errorf("source facts = %+v", m.Source)
+	}
+	if m.GroupKey != "g1" || m.DedupID != "id-1" {
+		t.Errorf("group %q dedup %q", m.GroupKey, m.DedupID)
+	}
+	if ds[1].Message().Source.SequenceNumber != "2" {
+		t.Errorf("second sequence = %q", ds[1].Message().Source.SequenceNumber)
+	}
+	if _, ok := ds[0].(driver.DeadLetterer); !ok {
+		t.Error("a JetStream delivery must be a DeadLetterer")
+	}
+	ackAll(t, ds)
+	receiveNone(t, src, 1500*time.Millisecond) // longer than AckWait: acked means gone
+	if info := f.consumerInfo(t, "bridge"); info.AckFloor.Stream != 2 || info.NumAckPending != 0 {
+		t.Errorf("ack floor %d, pending %d", info.AckFloor.Stream, info.NumAckPending)
+	}
+}
+
+func TestJetStreamUnackedIsRedelivered(t *testing.T) {
+	f := newJSFixture(t)
+	f.publish(t, "orders.a", "x")
+	src, _ := f.source(t)
+	first := receiveN(t, src, 1, 5*time.Second)[0]
+	_ = first // neither acked nor nacked: AckWait (1s) brings it back
+	again := receiveN(t, src, 1, 5*time.Second)[0]
+	if c := again.Message().Source.DeliveryCount; c != 2 {
+		t.Errorf("delivery count = %d, want 2", c)
+	}
+	ackAll(t, []driver.Delivery{again})
+}
+
+func TestJetStreamNackWithDelay(t *testing.T) {
+	f := newJSFixture(t)
+	f.publish(t, "orders.a", "x")
+	src, _ := f.source(t, func(c *SourceConfig) { c.JetStream.AckWait = "30s" })
+	d := receiveN(t, src, 1, 5*time.Second)[0]
+	start := time.Now()
+	if err := d.Nack(context.Background(), 700*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	again := receiveN(t, src, 1, 5*time.Second)[0]
+	if el := time.Since(start); el < 600*time.Millisecond {
+		t.Errorf("redelivered after %s, want >= 700ms", el)
+	}
+	if c := again.Message().Source.DeliveryCount; c != 2 {
+		t.Errorf("delivery count = %d, want 2", c)
+	}
+	// Nack without delay: at once.
+	start = time.Now()
+	if err := again.Nack(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	third := receiveN(t, src, 1, 5*time.Second)[0]
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Errorf("immediate nack redelivered after %s", el)
+	}
+	ackAll(t, []driver.Delivery{third})
+}
+
+func TestJetStreamExtendKeepsMessage(t *testing.T) {
+	f := newJSFixture(t)
+	f.publish(t, "orders.a", "x")
+	src, _ := f.source(t, func(c *SourceConfig) { c.JetStream.AckWait = "2s" })
+	d := receiveN(t, src, 1, 5*time.Second)[0]
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { // the engine's lock renewal
+		tk := time.NewTicker(500 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-tk.C:
+				if err := d.Extend(context.Background(), time.Second); err != nil {
+					done <- err
+					return
+				}
+			case <-stop:
+				done <- nil
+				return
+			}
+		}
+	}()
+	func() {
+		defer func() {
+			close(stop)
+			if err := <-done; err != nil {
+				t.Errorf("Extend: %v", err)
+			}
+		}()
+		receiveNone(t, src, 5*time.Second) // 2.5 AckWaits without redelivery
+	}()
+	ackAll(t, []driver.Delivery{d})
+	receiveNone(t, src, 2500*time.Millisecond)
+}
+
+func TestJetStreamDeadLetterTerminates(t *testing.T) {
+	f := newJSFixture(t)
+	adv, err := f.nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.nc.Flush()
+	f.publish(t, "orders.a", "poison")
+	src, _ := f.source(t)
+	d := receiveN(t, src, 1, 5*time.Second)[0]
+	if err := d.(driver.DeadLetterer).DeadLetter(context.Background(), "mapping", "bad\nattribute"); err != nil {
+		t.Fatal(err)
+	}
+	receiveNone(t, src, 1500*time.Millisecond) // not after AckWait either
+	a, err := adv.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no MSG_TERMINATED advisory: %v", err)
+	}
+	var body struct {
+		Reason    string `json:"reason"`
+		StreamSeq uint64 `json:"stream_seq"`
+	}
+	_ = json.Unmarshal(a.Data, &body)
+	if body.Reason != "mapping: bad attribute" || body.StreamSeq != 1 {
+		t.Errorf("advisory = %s", a.Data)
+	}
+}
+
+func TestJetStreamMaxDeliver(t *testing.T) {
+	f := newJSFixture(t)
+	adv, _ := f.nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>")
+	_ = f.nc.Flush()
+	f.publish(t, "orders.a", "x")
+	src, _ := f.source(t, func(c *SourceConfig) { c.JetStream.MaxDeliver = 3 })
+	if info := f.consumerInfo(t, "bridge"); info.Config.MaxDeliver != 3 {
+		t.Fatalf("consumer MaxDeliver = %d", info.Config.MaxDeliver)
+	}
+	for want := 1; want <= 3; want++ {
+		d := receiveN(t, src, 1, 5*time.Second)[0]
+		if c := d.Message().Source.DeliveryCount; c != want {
+			t.Fatalf("delivery count = %d, want %d", c, want)
+		}
+		if err := d.Nack(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiveNone(t, src, 1500*time.Millisecond)
+	a, err := adv.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal("the last failure did not terminate the message")
+	}
+	if !strings.Contains(string(a.Data), "max_deliver (3) reached") {
+		t.Errorf("advisory = %s", a.Data)
+	}
+}
+
+func TestJetStreamFetchBatchLatency(t *testing.T) {
+	f := newJSFixture(t)
+	for i := range 10 {
+		f.publish(t, "orders.a", strconv.Itoa(i))
+	}
+	src, _ := f.source(t, func(c *SourceConfig) { c.JetStream.FetchWait = "5s"; c.JetStream.FetchBatch = 4 })
+	start := time.Now()
+	ds, err := src.Receive(ctxT(t, 5*time.Second), 100)
+	if err != nil || len(ds) != 4 {
+		t.Fatalf("Receive = %d, %v; want fetch_batch 4", len(ds), err)
+	}
+	ds2, err := src.Receive(ctxT(t, 5*time.Second), 3)
+	if err != nil || len(ds2) != 3 {
+		t.Fatalf("Receive(3) = %d, %v", len(ds2), err)
+	}
+	rest := receiveN(t, src, 3, 5*time.Second)
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("available messages took %s: Receive waited for a full batch", el)
+	}
+	all := append(append(ds, ds2...), rest...)
+	for i, d := range all {
+		if string(d.Message().Body) != strconv.Itoa(i) {
+			t.Errorf("message %d = %q", i, d.Message().Body)
+		}
+	}
+	ackAll(t, all)
+	// An idle source answers as soon as one message arrives.
+	published := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, err := f.js.Publish(context.Background(), "orders.a", []byte("late"))
+		published <- err
+	}()
+	start = time.Now()
+	late := receiveN(t, src, 1, 5*time.Second)
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("idle receive took %s", el)
+	}
+	if m := late[0].Message(); string(m.Body) != "late" {
+		t.Errorf("idle receive got %q (delivery %d, seq %s)", m.Body, m.Source.DeliveryCount, m.Source.SequenceNumber)
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	ackAll(t, late)
+}
+
+func TestJetStreamConsumerSetup(t *testing.T) {
+	t.Run("bind requires an existing consumer", func(t *testing.T) {
+		f := newJSFixture(t)
+		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{URL: f.srv.ClientURL(),
+			JetStream: &JetStreamSourceConfig{Stream: "ORDERS", Durable: "nope", Bind: true}}, nil)
+		if err == nil || !strings.Contains(err.Error(), `"nope" does not exist`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("missing stream", func(t *testing.T) {
+		f := newJSFixture(t)
+		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{URL: f.srv.ClientURL(), Subject: "x",
+			JetStream: &JetStreamSourceConfig{Stream: "NOPE", Durable: "d"}}, nil)
+		if err == nil || !strings.Contains(err.Error(), "create_stream") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("existing consumer is bound as it is", func(t *testing.T) {
+		f := newJSFixture(t)
+		st, _ := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
+		if _, err := st.CreateConsumer(ctxT(t, 5*time.Second), jetstream.ConsumerConfig{
+			Durable: "bridge", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 7 * time.Second, MaxDeliver: 2,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_, logs := f.source(t)
+		logs.waitFor(t, "differs from the configuration")
+		if info := f.consumerInfo(t, "bridge"); info.Config.AckWait != 7*time.Second {
+			t.Errorf("the bound consumer was changed: %+v", info.Config)
+		}
+	})
+	t.Run("ack none refused", func(t *testing.T) {
+		f := newJSFixture(t)
+		st, _ := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
+		_, _ = st.CreateConsumer(ctxT(t, 5*time.Second), jetstream.ConsumerConfig{Durable: "bridge", AckPolicy: jetstream.AckNonePolicy})
+		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{URL: f.srv.ClientURL(),
+			JetStream: &JetStreamSourceConfig{Stream: "ORDERS", Durable: "bridge"}}, nil)
+		if err == nil || !strings.Contains(err.Error(), "explicit") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("create stream and consumer settings", func(t *testing.T) {
+		srv := startServer(t)
+		src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "new.*", JetStream: &JetStreamSourceConfig{
+			Stream: "NEW", Consumer: "c1", CreateStream: true, AckWait: "12s", MaxAckPending: 5, MaxDeliver: 4}})
+		_ = src
+		js, _ := jetstream.New(connect(t, srv.ClientURL()))
+		st, err := js.Stream(ctxT(t, 5*time.Second), "NEW")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := st.CachedInfo().Config.Subjects; len(s) != 1 || s[0] != "new.*" {
+			t.Errorf("stream subjects %v", s)
+		}
+		c, err := st.Consumer(ctxT(t, 5*time.Second), "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := c.CachedInfo().Config
+		if cfg.AckWait != 12*time.Second || cfg.MaxAckPending != 5 || cfg.MaxDeliver != 4 ||
+			cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.FilterSubject != "new.*" || cfg.Durable != "c1" {
+			t.Errorf("consumer config %+v", cfg)
+		}
+	})
+	t.Run("consumer deleted while running is recreated", func(t *testing.T) {
+		f := newJSFixture(t)
+		src, logs := f.source(t)
+		if err := f.js.DeleteConsumer(ctxT(t, 5*time.Second), "ORDERS", "bridge"); err != nil {
+			t.Fatal(err)
+		}
+		published := make(chan error, 1)
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			_, err := f.js.Publish(context.Background(), "orders.z", []byte("after"))
+			published <- err
+		}()
+		d := receiveN(t, src, 1, 10*time.Second)
+		if string(d[0].Message().Body) != "after" {
+			t.Errorf("body %q", d[0].Message().Body)
+		}
+		if err := <-published; err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "setting it up again") {
+			t.Errorf("log:\n%s", logs)
+		}
+	})
+}
+
+func TestJetStreamSinkDedupAndResults(t *testing.T) {
+	f := newJSFixture(t, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 2048 })
+	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "orders.{group}", JetStream: &JetStreamSinkConfig{Stream: "ORDERS"}})
+
+	dup1, dup2 := msg("a"), msg("a again")
+	dup1.DedupID, dup2.DedupID = "same", "same"
+	big := msg(strings.Repeat("x", 4096))
+	big.GroupKey = "g"
+	errs := snk.Send(ctxT(t, 5*time.Second), []*mapping.Message{dup1, big, dup2, msg("b")})
+	if errs[0] != nil || errs[2] != nil || errs[3] != nil {
+		t.Fatalf("errs = %v", errs)
+	}
+	if errs[1] == nil || !driver.IsPermanent(errs[1]) {
+		t.Errorf("message over the stream's max_msg_size: %v, want permanent", errs[1])
+	}
+	st, _ := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
+	info, _ := st.Info(ctxT(t, 5*time.Second))
+	if info.State.Msgs != 2 {
+		t.Errorf("stream holds %d messages, want 2 (the duplicate stored once)", info.State.Msgs)
+	}
+	raw, err := st.GetMsg(ctxT(t, 5*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Header.Get("Nats-Msg-Id") != "same" || raw.Subject != "orders._" || len(raw.Header) != 1 {
+		t.Errorf("stored %s %v", raw.Subject, raw.Header)
+	}
+}
+
+func TestJetStreamSinkManyAsync(t *testing.T) {
+	f := newJSFixture(t)
+	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "orders.bulk",
+		JetStream: &JetStreamSinkConfig{MaxPending: 64}})
+	msgs := make([]*mapping.Message, 1000)
+	for i := range msgs {
+		msgs[i] = msg(strconv.Itoa(i))
+	}
+	sendOK(t, snk, msgs...) // more than one window of max_pending
+	st, _ := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
+	info, _ := st.Info(ctxT(t, 5*time.Second))
+	if info.State.Msgs != 1000 {
+		t.Errorf("stream holds %d", info.State.Msgs)
+	}
+	last, _ := st.GetMsg(ctxT(t, 5*time.Second), 1000)
+	if string(last.Data) != "999" {
+		t.Errorf("order: last is %q", last.Data)
+	}
+}
+
+func TestJetStreamSinkErrors(t *testing.T) {
+	f := newJSFixture(t)
+	// orders.x is captured by ORDERS, other.x by no stream.
+	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "{group}.x", JetStream: &JetStreamSinkConfig{AckTimeout: "2s"}})
+	a, b := msg("a"), msg("b")
+	a.GroupKey, b.GroupKey = "orders", "other"
+	errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{a, b})
+	if errs[0] != nil {
+		t.Errorf("captured subject: %v", errs[0])
+	}
+	if errs[1] == nil || driver.IsPermanent(errs[1]) {
+		t.Errorf("no stream for the subject: %v, want a transient error", errs[1])
+	}
+
+	// jetstream.stream must exist at start.
+	if _, err := NewSink(ctxT(t, 5*time.Second), SinkConfig{URL: f.srv.ClientURL(), Subject: "orders.x",
+		JetStream: &JetStreamSinkConfig{Stream: "MISSING"}}, nil); err == nil || !strings.Contains(err.Error(), "create_stream") {
+		t.Errorf("missing stream: %v", err)
+	}
+}
+
+func TestJetStreamSinkCreateStream(t *testing.T) {
+	srv := startServer(t)
+	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "out.{group}.{id}",
+		JetStream: &JetStreamSinkConfig{Stream: "OUT", CreateStream: true, DuplicateWindow: "1m"}})
+	m := msg("x")
+	m.GroupKey, m.ID = "g", "i1"
+	sendOK(t, snk, m)
+	js, _ := jetstream.New(connect(t, srv.ClientURL()))
+	st, err := js.Stream(ctxT(t, 5*time.Second), "OUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if len(cfg.Subjects) != 1 || cfg.Subjects[0] != "out.*.*" || cfg.Duplicates != time.Minute {
+		t.Errorf("stream config subjects %v duplicates %s", cfg.Subjects, cfg.Duplicates)
+	}
+	raw, _ := st.GetMsg(ctxT(t, 5*time.Second), 1)
+	if raw == nil || raw.Subject != "out.g.i1" {
+		t.Errorf("stored %+v", raw)
+	}
+}
+
+func TestJetStreamEndToEndThroughAdapters(t *testing.T) {
+	// source (JetStream) → sink (JetStream) keeps order per group and attributes.
+	f := newJSFixture(t)
+	if _, err := f.js.CreateStream(ctxT(t, 5*time.Second), jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := f.source(t, func(c *SourceConfig) { c.GroupFromSubjectToken = 2 })
+	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "out.{group}", JetStream: &JetStreamSinkConfig{Stream: "OUT"}})
+	for i := range 20 {
+		f.publish(t, fmt.Sprintf("orders.g%d", i%2), strconv.Itoa(i), "k", "v")
+	}
+	ds := receiveN(t, src, 20, 10*time.Second)
+	msgs := make([]*mapping.Message, len(ds))
+	for i, d := range ds {
+		msgs[i] = d.Message()
+	}
+	sendOK(t, snk, msgs...)
+	ackAll(t, ds)
+	out, _ := f.js.Stream(ctxT(t, 5*time.Second), "OUT")
+	for seq := uint64(1); seq <= 20; seq++ {
+		raw, err := out.GetMsg(ctxT(t, 5*time.Second), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, _ := strconv.Atoi(string(raw.Data))
+		if raw.Subject != fmt.Sprintf("out.g%d", i%2) || raw.Header.Get("k") != "v" || i != int(seq-1) {
+			t.Errorf("seq %d: %s %q %v", seq, raw.Subject, raw.Data, raw.Header)
+		}
+	}
+}
+
+func TestJetStreamSourceSurvivesServerRestart(t *testing.T) {
+	srv := startServer(t)
+	port, store := srv.Addr().(*net.TCPAddr).Port, srv.StoreDir()
+	src, logs := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "re.>", ReconnectWait: "50ms",
+		JetStream: &JetStreamSourceConfig{Stream: "RE", Durable: "d", CreateStream: true, FetchWait: "300ms"}})
+	got := make(chan driver.Delivery, 1)
+	go func() {
+		ds, err := src.Receive(ctxT(t, 20*time.Second), 1)
+		if err == nil && len(ds) > 0 {
+			got <- ds[0]
+		}
+		close(got)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	time.Sleep(300 * time.Millisecond) // Receive meets the outage and retries
+	srv2 := startServer(t, func(o *server.Options) { o.Port = port; o.StoreDir = store })
+	nc := connect(t, srv2.ClientURL())
+	js, _ := jetstream.New(nc)
+	if _, err := js.Publish(ctxT(t, 5*time.Second), "re.x", []byte("after restart")); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := <-got
+	if !ok {
+		t.Fatalf("Receive gave up across the restart; log:\n%s", logs)
+	}
+	if string(d.Message().Body) != "after restart" {
+		t.Errorf("body %q", d.Message().Body)
+	}
+	if err := d.Ack(ctxT(t, 5*time.Second)); err != nil {
+		t.Error(err)
+	}
+}
+
+// A message natsmap refuses is handed over with its DecodeError and what
+// could be read, for the engine to dead-letter (driver.DecodeErrorer).
+func TestUndecodableMessage(t *testing.T) {
+	f := newJSFixture(t)
+	core, _ := mustSource(t, SourceConfig{URL: f.srv.ClientURL(), Subject: "orders.>"})
+	js, _ := f.source(t)
+	f.publish(t, "orders.bad", "payload", "qbridge.envelope", "{not json", "k", "v", DefaultGroupHeader, "g", "Nats-Msg-Id", "d1")
+	for name, src := range map[string]driver.Source{"core": core, "jetstream": js} {
+		t.Run(name, func(t *testing.T) {
+			d := receiveN(t, src, 1, 5*time.Second)[0]
+			de, ok := d.(driver.DecodeErrorer)
+			if !ok || de.DecodeError() == nil {
+				t.Fatalf("no DecodeError for a malformed envelope")
+			}
+			m := d.Message()
+			if string(m.Body) != "payload" || m.GroupKey != "g" || m.DedupID != "d1" || m.Source.Address != "orders.bad" {
+				t.Errorf("raw message = body %q group %q dedup %q address %q", m.Body, m.GroupKey, m.DedupID, m.Source.Address)
+			}
+			if v, ok := m.Attr("k"); !ok || v.Str() != "v" {
+				t.Errorf("attribute k = %v %v", v, ok)
+			}
+			if _, ok := m.Attr(mapping.EnvelopeName); ok {
+				t.Error("the malformed envelope is exposed as an attribute")
+			}
+			if name == "jetstream" {
+				if m.Source.SequenceNumber != "1" {
+					t.Errorf("sequence %q", m.Source.SequenceNumber)
+				}
+				if err := d.(driver.DeadLetterer).DeadLetter(context.Background(), "decode", de.DecodeError().Error()); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}

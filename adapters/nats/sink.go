@@ -1,0 +1,188 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// sink publishes to core NATS (publish, then one flush per Send as the
+// confirmation that the server has the messages) or to JetStream (async
+// publishes, then a wait for every PubAck of the Send call).
+type sink struct {
+	conn  *conn
+	js    jetstream.JetStream // nil for core
+	set   *sinkSettings
+	codec codec
+	log   *slog.Logger
+}
+
+func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, log *slog.Logger) (*sink, error) {
+	c, err := dial(ctx, set.conn, log)
+	if err != nil {
+		return nil, err
+	}
+	limit := int(c.nc.MaxPayload())
+	if cfg.MaxMessageSize > 0 && cfg.MaxMessageSize < limit {
+		limit = cfg.MaxMessageSize
+	}
+	s := &sink{
+		conn: c, set: set, log: log,
+		codec: newCodec(set.groupHeader, mapping.Options{
+			Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: cfg.OnDrop,
+		}),
+	}
+	if set.js == nil {
+		return s, nil
+	}
+	j := set.js
+	s.js, err = jetstream.New(c.nc,
+		jetstream.WithPublishAsyncMaxPending(j.maxPending),
+		jetstream.WithPublishAsyncTimeout(j.ackTimeout))
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("nats: jetstream: %w", err)
+	}
+	if j.stream != "" {
+		_, err := ensureStream(ctx, s.js, j.stream, j.createStream, jetstream.StreamConfig{
+			Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage, Duplicates: j.duplicateWindow,
+		}, log)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	out := make([]*nats.Msg, len(msgs))
+	for i, m := range msgs {
+		subject := s.set.subject.render(m, s.set.groupToken)
+		nm, err := s.codec.encode(m, subject)
+		if err != nil {
+			errs[i] = fmt.Errorf("nats: encode for %q: %w", subject, err)
+			continue
+		}
+		out[i] = nm
+	}
+	if s.js == nil {
+		s.sendCore(ctx, out, errs)
+	} else {
+		s.sendJS(ctx, out, errs)
+	}
+	return errs
+}
+
+// sendCore publishes and flushes: a successful flush means the server has
+// read every message before it (not that anyone received them).
+func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {
+	sent := 0
+	for i, nm := range out {
+		if nm == nil {
+			continue
+		}
+		if err := s.conn.nc.PublishMsg(nm); err != nil {
+			errs[i] = publishErr(err)
+			out[i] = nil
+			continue
+		}
+		sent++
+	}
+	if sent == 0 {
+		return
+	}
+	fctx := ctx
+	if _, ok := ctx.Deadline(); !ok { // FlushWithContext needs a deadline
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, DefaultAckTimeout)
+		defer cancel()
+	}
+	if err := s.conn.nc.FlushWithContext(fctx); err != nil {
+		err = fmt.Errorf("nats: flush: %w", err)
+		for i, nm := range out {
+			if nm != nil {
+				errs[i] = err
+			}
+		}
+	}
+}
+
+// sendJS publishes asynchronously in windows of max_pending and waits for
+// each window's acks, mapping every PubAck or error back to its message.
+func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {
+	window := s.set.js.maxPending
+	futures := make([]jetstream.PubAckFuture, 0, min(window, len(out)))
+	idx := make([]int, 0, cap(futures))
+	for start := 0; start < len(out); start += window {
+		end := min(start+window, len(out))
+		futures, idx = futures[:0], idx[:0]
+		for i := start; i < end; i++ {
+			if out[i] == nil {
+				continue
+			}
+			f, err := s.js.PublishMsgAsync(out[i])
+			if err != nil {
+				errs[i] = publishErr(err)
+				continue
+			}
+			futures = append(futures, f)
+			idx = append(idx, i)
+		}
+		for k, f := range futures {
+			errs[idx[k]] = waitAck(ctx, f)
+		}
+	}
+}
+
+func waitAck(ctx context.Context, f jetstream.PubAckFuture) error {
+	select {
+	case <-f.Ok():
+		return nil // a duplicate (same Nats-Msg-Id within the window) is stored once: success
+	case err := <-f.Err():
+		return publishErr(err)
+	case <-ctx.Done():
+		select { // an ack may have raced the cancellation
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return publishErr(err)
+		default:
+			return fmt.Errorf("nats: waiting for publish ack: %w", ctx.Err())
+		}
+	}
+}
+
+// publishErr marks the errors that retrying cannot fix as permanent.
+func publishErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	wrapped := fmt.Errorf("nats: publish: %w", err)
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) ||
+		errors.Is(err, nats.ErrBadSubject) || errors.Is(err, nats.ErrBadHeaderMsg) {
+		return driver.Permanent(wrapped)
+	}
+	if s := strings.ToLower(err.Error()); strings.Contains(s, "maximum payload exceeded") ||
+		strings.Contains(s, "message size exceeds") {
+		return driver.Permanent(wrapped)
+	}
+	return wrapped
+}
+
+func (s *sink) Close(ctx context.Context) error {
+	s.conn.close()
+	return nil
+}
+
+// Ready reports the connection status.
+func (s *sink) Ready(ctx context.Context) error { return s.conn.ready() }

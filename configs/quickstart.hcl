@@ -1,0 +1,51 @@
+# qbridge quick start: qbridge runs its own NATS server (embedded, JetStream
+# on, listening on 127.0.0.1:4222 only) and one pipeline that moves messages
+# from the JetStream subject demo.in to demo.out through the mapping layer.
+#
+#   qbridge run -config configs/quickstart.hcl
+#   qbridge send -url nats://127.0.0.1:4222 -subject demo.in -jetstream -attr tenant=acme -attr qty:Number.int=3 'hello'
+#   qbridge tail -url nats://127.0.0.1:4222 -subject demo.out -jetstream -n 1
+#
+# See docs/adapter-nats.md for every field.
+
+pipeline "demo" {
+  source "nats" {
+    # Source and sink name the same store_dir, so they share one in-process
+    # server; it stops when both are closed. The stored messages survive
+    # restarts as long as the directory does.
+    embedded  = true
+    store_dir = "/tmp/qbridge-quickstart/nats"
+    port      = 4222
+
+    subject = "demo.in"
+    jetstream {
+      stream        = "DEMO_IN"
+      durable       = "demo"
+      create_stream = true # stream DEMO_IN on demo.in, made on first start
+      ack_wait      = "30s"
+      max_deliver   = 5 # the 5th failure terminates (dead-letters) the message
+    }
+  }
+
+  mapping {
+    # Order per tenant: the group key comes from the "tenant" attribute
+    # (empty when a message has none), and "qty" is renamed.
+    group_key = "{attr.tenant?}"
+    rename {
+      from = "qty"
+      to   = "quantity"
+    }
+  }
+
+  sink "nats" {
+    embedded  = true
+    store_dir = "/tmp/qbridge-quickstart/nats"
+    port      = 4222
+
+    subject = "demo.out"
+    jetstream {
+      stream        = "DEMO_OUT"
+      create_stream = true # stream DEMO_OUT on demo.out
+    }
+  }
+}

@@ -1,0 +1,303 @@
+package natsmap
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// Wire is the wire name in RejectErrors.
+const Wire = "nats"
+
+// DefaultMaxMessageSize is nats-server's default max_payload (headers and
+// data together).
+const DefaultMaxMessageSize = 1 << 20
+
+// EncodeOptions are the mapping options plus the group header.
+type EncodeOptions struct {
+	mapping.Options
+	// GroupHeader is the header that carries GroupKey (DefaultGroupHeader
+	// when empty).
+	GroupHeader string
+}
+
+// Encode builds the NATS message for m on subject. Data refers to m.Body.
+func Encode(m *mapping.Message, subject string, opt EncodeOptions) (*nats.Msg, error) {
+	if r := subjectProblem(subject); r != "" {
+		return nil, mapping.Rejectf(Wire, "subject", "%q: %s", subject, r)
+	}
+	return encode(m, subject, &opt)
+}
+
+// subjectProblem says why a subject cannot be published to, or "".
+func subjectProblem(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	for rest := s; ; {
+		tok, more, found := strings.Cut(rest, ".")
+		switch {
+		case tok == "":
+			return "empty token"
+		case tok == "*" || tok == ">":
+			return "wildcards cannot be published to"
+		case strings.ContainsAny(tok, " \t\r\n"):
+			return "white space"
+		}
+		if !found {
+			return ""
+		}
+		rest = more
+	}
+}
+
+// userHeader is a header written for a user attribute (Drop may leave the
+// largest out when the message is too large).
+type userHeader struct {
+	name string
+	size int
+}
+
+func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, error) {
+	gh := opt.GroupHeader
+	if gh == "" {
+		gh = DefaultGroupHeader
+	}
+	if !validName(gh) {
+		return nil, fmt.Errorf("natsmap: group header %q is not a valid header name", gh)
+	}
+	o := &opt.Options
+	mm := *m // dropped fields are cleared here, so the envelope does not carry them
+	native := mapping.FieldDedupID | mapping.FieldContentType | mapping.FieldGroupKey
+	h := make(nats.Header, len(m.Attributes)+4)
+	// One backing array for the one-value headers: a message costs a few
+	// allocations, not one per header.
+	one := make([]string, 0, len(m.Attributes)+5)
+	set := func(k, v string) {
+		one = append(one, v)
+		h[k] = one[len(one)-1 : len(one) : len(one)]
+	}
+
+	// Nats-Msg-Id is the dedup key. When a dedup id equals the id, the
+	// envelope says so: a Nats-Msg-Id equal to the carried id alone means
+	// "the id, no dedup id" (see Decode).
+	if m.DedupID != "" && m.DedupID == m.ID {
+		native &^= mapping.FieldDedupID
+	}
+	if key := m.DedupKey(); key != "" {
+		if r := valueProblem(key); r != "" {
+			carry, err := decide(o, nats.MsgIdHdr, r)
+			if err != nil {
+				return nil, err
+			}
+			if carry {
+				native &^= mapping.FieldDedupID
+			} else {
+				mm.DedupID = ""
+			}
+		} else {
+			set(nats.MsgIdHdr, key)
+		}
+	}
+	for _, f := range []struct {
+		header, field string
+		v             *string
+		bit           mapping.Field
+	}{
+		{hdrContentType, "ContentType", &mm.ContentType, mapping.FieldContentType},
+		{gh, "GroupKey", &mm.GroupKey, mapping.FieldGroupKey},
+	} {
+		if *f.v == "" {
+			continue
+		}
+		if r := valueProblem(*f.v); r != "" {
+			carry, err := decide(o, f.field, r)
+			if err != nil {
+				return nil, err
+			}
+			if carry {
+				native &^= f.bit
+			} else {
+				*f.v = ""
+			}
+			continue
+		}
+		set(f.header, *f.v)
+	}
+	if tp := m.Trace.Traceparent(); tp != "" {
+		set(hdrTraceparent, tp)
+		if st := m.Trace.State; valueProblem(st) == "" {
+			if st != "" {
+				set(hdrTracestate, st)
+			}
+			native |= mapping.FieldTraceW3C
+		}
+	}
+
+	env := mapping.NewEnvelope(&mm, native, o)
+	users, err := encodeAttributes(m.Attributes, h, set, gh, o, env)
+	if err != nil {
+		return nil, err
+	}
+	msg := &nats.Msg{Subject: subject, Header: h, Data: m.Body}
+	if err := fit(msg, users, o, env); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// decide applies the policy to an item NATS cannot take as it is: an error
+// (Reject), false (Drop: leave it out) or true (Encode: into the envelope).
+func decide(opt *mapping.Options, field, reason string) (carry bool, err error) {
+	switch opt.Policy {
+	case mapping.Drop:
+		opt.Dropped(field, reason)
+		return false, nil
+	case mapping.Encode:
+		return true, nil
+	}
+	return false, mapping.Rejectf(Wire, field, "%s", reason)
+}
+
+func attrField(name string) string { return fmt.Sprintf("attribute %q", name) }
+
+// encodeAttributes writes each attribute as a header with its Text() (a
+// Strings value as several values) and records in env the types a plain
+// header does not say.
+func encodeAttributes(attrs []mapping.Attribute, h nats.Header, set func(k, v string), gh string, o *mapping.Options, env *mapping.Envelope) ([]userHeader, error) {
+	users := make([]userHeader, 0, len(attrs))
+	for _, a := range attrs {
+		text, multi, typed, reason, err := attributeHeader(a, h, gh)
+		if err != nil {
+			return nil, mapping.Rejectf(Wire, attrField(a.Name), "%v", err)
+		}
+		if reason != "" {
+			if !validValue(a.Value) || !utf8.ValidString(a.Name) {
+				// The envelope is JSON: nothing carries invalid UTF-8.
+				if o.Policy == mapping.Drop {
+					o.Dropped(attrField(a.Name), reason)
+					continue
+				}
+				return nil, mapping.Rejectf(Wire, attrField(a.Name), "%s", reason)
+			}
+			carry, err := decide(o, attrField(a.Name), reason)
+			if err != nil {
+				return nil, err
+			}
+			if carry {
+				env.Attrs = append(env.Attrs, a)
+			}
+			continue
+		}
+		size := len(a.Name) + len(text) + 4
+		if multi != nil {
+			h[a.Name] = multi
+			size = 0
+			for _, v := range multi {
+				size += len(a.Name) + len(v) + 4
+			}
+		} else {
+			set(a.Name, text)
+		}
+		if typed {
+			env.SetType(a.Name, a.Value.DataType())
+		}
+		users = append(users, userHeader{a.Name, size})
+	}
+	slices.SortStableFunc(env.Attrs, func(x, y mapping.Attribute) int { return cmp.Compare(x.Name, y.Name) })
+	return users, nil
+}
+
+// attributeHeader returns the header value of a (several values in multi
+// for a Strings value) and whether its type must be recorded, or the reason
+// it cannot be a header (for the policy).
+func attributeHeader(a mapping.Attribute, h nats.Header, gh string) (text string, multi []string, typed bool, reason string, err error) {
+	if !validName(a.Name) {
+		return "", nil, false, `name is not a NATS header name (printable ASCII without white space and "():;,/<=>?@[\]{})`, nil
+	}
+	if r := reservedReason(a.Name, gh); r != "" {
+		return "", nil, false, r, nil
+	}
+	if h[a.Name] != nil {
+		return "", nil, false, "another attribute has this name", nil
+	}
+	v := a.Value
+	if v.Kind == mapping.KindStrings && v.Label == "" && len(v.Strings()) >= 2 {
+		ok := true
+		for _, s := range v.Strings() {
+			ok = ok && valueProblem(s) == ""
+		}
+		if ok { // the natural form: one header, several values
+			return "", slices.Clone(v.Strings()), false, "", nil
+		}
+		// Otherwise its JSON text in one value, typed (below).
+	}
+	t, err := v.Text()
+	if err != nil {
+		return "", nil, false, "", err
+	}
+	if r := valueProblem(t); r != "" {
+		return "", nil, false, r, nil
+	}
+	return t, nil, v.Kind != mapping.KindString || v.Label != "", "", nil
+}
+
+// fit writes the envelope header and enforces the size limit; Drop leaves
+// out the largest user attributes until the message fits.
+func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Envelope) error {
+	limit := o.MaxMessageSize
+	if limit <= 0 {
+		limit = DefaultMaxMessageSize
+	}
+	for {
+		delete(msg.Header, mapping.EnvelopeName)
+		if !env.Empty() {
+			s, err := env.Marshal()
+			if err != nil {
+				return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
+			}
+			msg.Header[mapping.EnvelopeName] = []string{s}
+		}
+		n := headerSize(msg.Header) + len(msg.Data)
+		if n <= limit {
+			return nil
+		}
+		if o.Policy != mapping.Drop || len(users) == 0 {
+			return mapping.Rejectf(Wire, "message", "%d bytes with headers, more than the limit of %d", n, limit)
+		}
+		i := 0
+		for j := range users {
+			if users[j].size > users[i].size {
+				i = j
+			}
+		}
+		o.Dropped(attrField(users[i].name), fmt.Sprintf("message larger than %d bytes", limit))
+		delete(msg.Header, users[i].name)
+		delete(env.Types, users[i].name)
+		users = slices.Delete(users, i, i+1)
+	}
+}
+
+// validValue reports whether every text inside v is valid UTF-8.
+func validValue(v mapping.Value) bool {
+	if !utf8.ValidString(v.Label) || !utf8.ValidString(v.Str()) {
+		return false
+	}
+	for _, s := range v.Strings() {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	for _, x := range v.List() {
+		if !validValue(x) {
+			return false
+		}
+	}
+	return true
+}
