@@ -6,7 +6,7 @@
 // Source: a receiver link with configurable credit, filters (selector and
 // generic described filters) and optional durable, named terminus.
 // Ack → Accept, Nack → Modify(delivery-failed) or Release, DeadLetter →
-// Reject with an error. A decode guard (guard.go) keeps messages go-amqp
+// Reject with an error. A decode guard (internal/amqpguard) keeps messages go-amqp
 // cannot decode (decimal32/64/128, char, ...) from killing the link over
 // and over: they are rejected with amqp:decode-error instead.
 //

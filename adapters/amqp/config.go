@@ -111,7 +111,7 @@ type SourceConfig struct {
 	// Reject. Default amqp:internal-error.
 	RejectCondition string `hcl:"reject_condition,optional"`
 	// DecodeGuard inspects incoming transfers before go-amqp decodes them
-	// (see guard.go): "scan" (default), "full" or "off".
+	// (see internal/amqpguard): "scan" (default), "full" or "off".
 	DecodeGuard string `hcl:"decode_guard,optional"`
 
 	SASL              *SASLConfig `hcl:"sasl,block"`

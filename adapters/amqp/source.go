@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/amqpguard"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 )
 
@@ -33,7 +34,7 @@ type rlink struct {
 type source struct {
 	set    sourceSettings
 	log    *slog.Logger
-	poison *poisonLog
+	poison *amqpguard.Log
 	pol    *settlePolicy
 	stop   chan struct{} // closed by Close
 
@@ -58,7 +59,7 @@ func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*sour
 	s := &source{
 		set:    set,
 		log:    log,
-		poison: newPoisonLog(),
+		poison: amqpguard.NewLog(),
 		pol:    &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
 		stop:   make(chan struct{}),
 		bo:     backoff{base: set.conn.backoff, max: set.conn.backoffMax},
@@ -114,7 +115,7 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 // deliver decodes msg; a message that cannot be decoded is rejected here and
 // nil returned.
 func (s *source) deliver(l *rlink, msg *amqp.Message) driver.Delivery {
-	if info, ok := s.poison.match(msg); ok {
+	if info, ok := s.poison.Match(msg.Annotations); ok {
 		s.rejectUndecodable(l, msg, "the AMQP client (go-amqp) cannot decode it: "+info.Reason, info.Size)
 		return nil
 	}
@@ -209,7 +210,7 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 	}
 	if mode != guardOff {
 		wrap = func(c net.Conn) net.Conn {
-			return newGuard(c, mode == guardFull, s.poison, nil)
+			return amqpguard.Wrap(c, amqpguard.Options{Full: mode == guardFull, Log: s.poison})
 		}
 	}
 	d, err := dialAny(ctx, &s.set.conn, &next, wrap)

@@ -1,4 +1,4 @@
-package amqp
+package amqpguard
 
 import "encoding/binary"
 
@@ -12,6 +12,14 @@ import "encoding/binary"
 // never "reject".
 
 const maxScanDepth = 48
+
+// Suspect reports whether go-amqp may fail to decode the encoded message p
+// (false means it certainly decodes it).
+func Suspect(p []byte) bool { return scanSuspect(p) }
+
+// DecodeCheck runs go-amqp's decoder on the encoded message p; a panic in it
+// is returned as an error.
+func DecodeCheck(p []byte) error { return decodeCheck(p) }
 
 // scanSuspect reports whether go-amqp may fail to decode the message p.
 func scanSuspect(p []byte) bool {

@@ -1,4 +1,22 @@
-package amqp
+// Package amqpguard protects go-amqp receivers from messages go-amqp cannot
+// decode. A Wrap'ped net.Conn sits between the network and go-amqp on
+// receiving connections. It parses the incoming AMQP frames and, for every complete
+// transfer (a message, possibly spread over several frames), checks that
+// go-amqp can decode the payload: with the cheap scan (Suspect) and, when
+// the scan is not sure or in full mode, with go-amqp's own decoder. A payload
+// that fails is replaced by a stub message (the original header and
+// properties when they decode, plus a marker message annotation) and the
+// reason recorded in the Log. The transfer itself (delivery id, tag,
+// settlement, handle) is left as it was, so go-amqp's link and flow state stay
+// right and the source can Reject exactly that delivery. Without the guard,
+// go-amqp closes the link with amqp:internal-error "decimal128 not
+// implemented" and the broker redelivers the same message at the head of the
+// queue forever; on an annotations map keyed by a list or map it even panics
+// in its own goroutine, killing the process (the guard decodes under recover).
+//
+// Frames of a delivery split over several transfers are held back (with every
+// frame after them, to keep order) until its last transfer arrives.
+package amqpguard
 
 import (
 	"crypto/rand"
@@ -13,53 +31,39 @@ import (
 	"github.com/Azure/go-amqp"
 )
 
-// The decode guard sits between the network and go-amqp on source
-// connections. It parses the incoming AMQP frames and, for every complete
-// transfer (a message, possibly spread over several frames), checks that
-// go-amqp can decode the payload: with the cheap scan (scanSuspect) and, when
-// the scan is not sure or in full mode, with go-amqp's own decoder. A payload
-// that fails is replaced by a stub message (the original header and
-// properties when they decode, plus a marker message annotation) and the
-// reason recorded in the poisonLog. The transfer itself (delivery id, tag,
-// settlement, handle) is left as it was, so go-amqp's link and flow state stay
-// right and the source can Reject exactly that delivery. Without the guard,
-// go-amqp closes the link with amqp:internal-error "decimal128 not
-// implemented" and the broker redelivers the same message at the head of the
-// queue forever; on an annotations map keyed by a list or map it even panics
-// in its own goroutine, killing the process (the guard decodes under recover).
-//
-// Frames of a delivery split over several transfers are held back (with every
-// frame after them, to keep order) until its last transfer arrives.
+// MarkerAnnotation is the message annotation of a stub; its value names the
+// Log entry that holds the reason.
+const MarkerAnnotation = "x-opt-qbridge-undecodable"
 
-// markerKey is the message annotation of a stub.
-const markerKey = "x-opt-qbridge-undecodable"
+const markerKey = MarkerAnnotation
 
 const maxPoisonEntries = 4096
 
-// poisonInfo is what the guard learnt about a payload it replaced.
-type poisonInfo struct {
+// Info is what the guard learnt about a payload it replaced.
+type Info struct {
 	Reason string
-	Size   int
+	Size   int // bytes of the original payload
 }
 
-// poisonLog maps stub markers to the reasons; shared by the guards of one
+// Log maps stub markers to the reasons; shared by the guards of one
 // source. A stub whose link dies before the source reads it leaves an entry
 // behind: the log is bounded.
-type poisonLog struct {
+type Log struct {
 	nonce string
 	mu    sync.Mutex
 	seq   uint64
-	m     map[uint64]poisonInfo
+	m     map[uint64]Info
 	order []uint64
 }
 
-func newPoisonLog() *poisonLog {
+// NewLog returns an empty Log.
+func NewLog() *Log {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &poisonLog{nonce: hex.EncodeToString(b[:]), m: map[uint64]poisonInfo{}}
+	return &Log{nonce: hex.EncodeToString(b[:]), m: map[uint64]Info{}}
 }
 
-func (l *poisonLog) add(info poisonInfo) string {
+func (l *Log) add(info Info) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
@@ -72,28 +76,31 @@ func (l *poisonLog) add(info poisonInfo) string {
 	return l.nonce + "/" + strconv.FormatUint(l.seq, 10)
 }
 
-// match reports whether msg is a stub of this log, and takes its entry.
-func (l *poisonLog) match(msg *amqp.Message) (poisonInfo, bool) {
-	if len(msg.Annotations) == 0 {
-		return poisonInfo{}, false
+// Match reports whether a message with these message annotations (an
+// amqp.Message's Annotations, or the Service Bus SDK's
+// AMQPAnnotatedMessage.MessageAnnotations) is a stub of this log, and takes
+// its entry.
+func (l *Log) Match(annotations map[any]any) (Info, bool) {
+	if len(annotations) == 0 {
+		return Info{}, false
 	}
-	v, ok := msg.Annotations[markerKey]
+	v, ok := annotations[markerKey]
 	if !ok {
-		v, ok = msg.Annotations[amqp.Symbol(markerKey)]
+		v, ok = annotations[amqp.Symbol(markerKey)]
 	}
 	s, _ := v.(string)
 	if !ok || !strings.HasPrefix(s, l.nonce+"/") {
-		return poisonInfo{}, false
+		return Info{}, false
 	}
 	seq, err := strconv.ParseUint(s[len(l.nonce)+1:], 10, 64)
 	if err != nil {
-		return poisonInfo{}, false
+		return Info{}, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	info, ok := l.m[seq]
 	if !ok {
-		info = poisonInfo{Reason: "the AMQP client cannot decode the message (details no longer known)"}
+		info = Info{Reason: "the AMQP client cannot decode the message (details no longer known)"}
 	}
 	delete(l.m, seq)
 	return info, true
@@ -110,13 +117,37 @@ type heldFrame struct {
 	payloadOff int    // transfer payload offset in b; 0 when not a transfer
 }
 
+// Options configure Wrap.
+type Options struct {
+	// Full runs go-amqp's decoder on every payload; otherwise only on those
+	// the cheap scan (Suspect) is not sure of.
+	Full bool
+	// Log records the reasons; required.
+	Log *Log
+	// OnPoison is told about every replaced payload (for logs and counts).
+	OnPoison func(reason string, size int)
+	// Check, when set, vets every payload that go-amqp can decode (or that
+	// the scan calls clean) for what the client on top of go-amqp cannot
+	// take; an error replaces the payload with a stub like a decode
+	// failure. It must be cheap for ordinary payloads.
+	Check func(payload []byte) error
+}
+
+// Wrap returns c guarded: the net.Conn to give to go-amqp.
+func Wrap(c net.Conn, opt Options) net.Conn {
+	g := newGuard(c, opt.Full, opt.Log, opt.OnPoison)
+	g.extra = opt.Check
+	return g
+}
+
 // guard is the net.Conn given to go-amqp.
 type guard struct {
 	net.Conn
 	full bool
-	log  *poisonLog
+	log  *Log
 	// onPoison is told about every replaced payload (for logs and counts).
 	onPoison func(reason string, size int)
+	extra    func(payload []byte) error
 
 	in          []byte
 	out         []byte
@@ -127,7 +158,7 @@ type guard struct {
 	held        []heldFrame
 }
 
-func newGuard(c net.Conn, full bool, log *poisonLog, onPoison func(string, int)) *guard {
+func newGuard(c net.Conn, full bool, log *Log, onPoison func(string, int)) *guard {
 	return &guard{Conn: c, full: full, log: log, onPoison: onPoison, pending: map[linkKey][]int{}}
 }
 
@@ -267,10 +298,13 @@ func (g *guard) frame(f []byte) {
 
 // check returns ok, or the stub that replaces an undecodable payload.
 func (g *guard) check(payload []byte) (stub []byte, ok bool) {
-	if !g.full && !scanSuspect(payload) {
-		return nil, true
+	var err error
+	if g.full || scanSuspect(payload) {
+		err = decodeCheck(payload)
 	}
-	err := decodeCheck(payload)
+	if err == nil && g.extra != nil {
+		err = g.extra(payload)
+	}
 	if err == nil {
 		return nil, true
 	}
@@ -278,7 +312,7 @@ func (g *guard) check(payload []byte) (stub []byte, ok bool) {
 	if g.onPoison != nil {
 		g.onPoison(reason, len(payload))
 	}
-	return makeStub(payload, g.log.add(poisonInfo{Reason: reason, Size: len(payload)})), false
+	return makeStub(payload, g.log.add(Info{Reason: reason, Size: len(payload)})), false
 }
 
 // decodeCheck runs go-amqp's decoder; a panic in it counts as a failure.

@@ -1,4 +1,4 @@
-package amqp
+package amqpguard
 
 import (
 	"bytes"
@@ -91,10 +91,10 @@ func readFrames(t *testing.T, b []byte) []parsedFrame {
 
 // runGuard pushes input through a guard in chunks of chunk bytes and returns
 // everything it lets out, and the reasons it recorded.
-func runGuard(t *testing.T, full bool, input []byte, chunk int) ([]byte, *poisonLog, []string) {
+func runGuard(t *testing.T, full bool, input []byte, chunk int) ([]byte, *Log, []string) {
 	t.Helper()
 	a, b := net.Pipe()
-	log := newPoisonLog()
+	log := NewLog()
 	var reasons []string
 	g := newGuard(b, full, log, func(r string, _ int) { reasons = append(reasons, r) })
 	go func() {
@@ -110,13 +110,13 @@ func runGuard(t *testing.T, full bool, input []byte, chunk int) ([]byte, *poison
 	return out, log, reasons
 }
 
-func stubMessage(t *testing.T, log *poisonLog, payload []byte) (*amqp.Message, poisonInfo) {
+func stubMessage(t *testing.T, log *Log, payload []byte) (*amqp.Message, Info) {
 	t.Helper()
 	var m amqp.Message
 	if err := m.UnmarshalBinary(payload); err != nil {
 		t.Fatalf("stub does not decode: %v", err)
 	}
-	info, ok := log.match(&m)
+	info, ok := log.Match(m.Annotations)
 	if !ok {
 		t.Fatalf("not a stub of this log: %+v", m)
 	}
@@ -192,7 +192,7 @@ func TestGuardReplacesUndecodableTransfer(t *testing.T) {
 			t.Fatalf("info %+v", info)
 		}
 		// a stub stays a stub once its entry is taken
-		if again, ok := log.match(m); !ok || again.Reason == info.Reason {
+		if again, ok := log.Match(m.Annotations); !ok || again.Reason == info.Reason {
 			t.Fatalf("second match: %v %+v", ok, again)
 		}
 	}
@@ -260,10 +260,10 @@ func TestGuardPassthroughOnGarbage(t *testing.T) {
 }
 
 func TestPoisonLogBounded(t *testing.T) {
-	log := newPoisonLog()
+	log := NewLog()
 	var first string
 	for i := 0; i < maxPoisonEntries+10; i++ {
-		m := log.add(poisonInfo{Reason: "r"})
+		m := log.add(Info{Reason: "r"})
 		if i == 0 {
 			first = m
 		}
@@ -272,12 +272,12 @@ func TestPoisonLogBounded(t *testing.T) {
 		t.Fatalf("%d entries", len(log.m))
 	}
 	// an evicted entry still matches (the message is still a stub)
-	info, ok := log.match(&amqp.Message{Annotations: amqp.Annotations{markerKey: first}})
+	info, ok := log.Match(amqp.Annotations{markerKey: first})
 	if !ok || info.Reason == "" {
 		t.Fatal("evicted stub not recognised")
 	}
 	// another log's stub or a forged marker is a normal message
-	if _, ok := newPoisonLog().match(&amqp.Message{Annotations: amqp.Annotations{markerKey: first}}); ok {
+	if _, ok := NewLog().Match(amqp.Annotations{markerKey: first}); ok {
 		t.Fatal("foreign marker matched")
 	}
 }
@@ -290,7 +290,7 @@ func FuzzGuard(f *testing.F) {
 	f.Add(append(transferFrame(0, 1, 1, true, false, []byte{0x00}), transferFrame(0, 1, 1, false, false, []byte{0x53, 0x77, 0x73, 1, 2, 3, 4})...), uint8(5))
 	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
 		a, b := net.Pipe()
-		g := newGuard(b, false, newPoisonLog(), nil)
+		g := newGuard(b, false, NewLog(), nil)
 		go func() {
 			c := int(chunk) + 1
 			for i := 0; i < len(in); i += c {

@@ -1,0 +1,179 @@
+package bridge
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the Prometheus metrics of every pipeline of a process. Label
+// values are pipeline names, adapter kinds, dead-letter reason codes and
+// operation names: all bounded, never per message or per group.
+type Metrics struct {
+	received     *prometheus.CounterVec
+	sent         *prometheus.CounterVec
+	acked        *prometheus.CounterVec
+	nacked       *prometheus.CounterVec
+	retried      *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	dropped      *prometheus.CounterVec
+	errors       *prometheus.CounterVec
+	restarts     *prometheus.CounterVec
+	sinkLatency  *prometheus.HistogramVec
+	e2eLatency   *prometheus.HistogramVec
+
+	// Gauges are read from the pipelines at scrape time.
+	inFlightDesc, backloggedDesc, backlogMaxDesc, runningDesc *prometheus.Desc
+
+	mu        sync.Mutex
+	pipelines map[string]*Pipeline
+}
+
+// Stats is a pipeline's instantaneous state.
+type Stats struct {
+	Running          bool
+	InFlight         int // received, not yet settled
+	GroupsBacklogged int // groups with messages waiting behind their in-flight ones
+	MaxGroupBacklog  int // the longest such wait
+}
+
+// latencyBuckets span a fast local hop to messages that sat in a queue for an
+// hour (end-to-end latency includes the time in the source queue).
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+// NewMetrics creates the metrics and registers them with reg; a nil reg
+// keeps them unexported (tests, embedding).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "qbridge", Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		received:     counter("messages_received_total", "Messages received from the source.", "pipeline", "adapter"),
+		sent:         counter("messages_sent_total", "Messages the sink confirmed.", "pipeline", "adapter"),
+		acked:        counter("messages_acked_total", "Messages acknowledged at the source.", "pipeline", "adapter"),
+		nacked:       counter("messages_nacked_total", "Messages handed back to the source for redelivery.", "pipeline", "adapter"),
+		retried:      counter("messages_retried_total", "Sink attempts retried after a transient error.", "pipeline", "adapter"),
+		deadLettered: counter("messages_dead_lettered_total", "Messages dead-lettered, by reason.", "pipeline", "reason"),
+		dropped:      counter("mapping_dropped_total", "Items (attributes, fields) left out under the drop mapping policy.", "pipeline", "adapter"),
+		errors:       counter("errors_total", "Failed operations (ack, nack, extend, dead_letter, receive, open, close).", "pipeline", "op"),
+		restarts:     counter("source_restarts_total", "Source restarts after a receive error.", "pipeline", "adapter"),
+		sinkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "qbridge", Name: "sink_send_seconds", Help: "Duration of sink Send calls.", Buckets: latencyBuckets,
+		}, []string{"pipeline", "adapter"}),
+		e2eLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "qbridge", Name: "end_to_end_latency_seconds",
+			Help:    "Time from the source's enqueue time to the sink's confirmation, where the source knows the enqueue time.",
+			Buckets: latencyBuckets,
+		}, []string{"pipeline"}),
+		inFlightDesc:   prometheus.NewDesc("qbridge_in_flight", "Messages received and not yet settled.", []string{"pipeline"}, nil),
+		backloggedDesc: prometheus.NewDesc("qbridge_groups_backlogged", "Groups with messages waiting behind their in-flight ones.", []string{"pipeline"}, nil),
+		backlogMaxDesc: prometheus.NewDesc("qbridge_group_backlog_max", "Messages waiting in the most backlogged group.", []string{"pipeline"}, nil),
+		runningDesc:    prometheus.NewDesc("qbridge_pipeline_running", "1 while the pipeline's adapters are open and it is receiving.", []string{"pipeline"}, nil),
+		pipelines:      map[string]*Pipeline{},
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{
+			m.received, m.sent, m.acked, m.nacked, m.retried, m.deadLettered, m.dropped,
+			m.errors, m.restarts, m.sinkLatency, m.e2eLatency, m,
+		} {
+			reg.MustRegister(c)
+		}
+	}
+	return m
+}
+
+// Describe implements prometheus.Collector for the scrape-time gauges.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.inFlightDesc
+	ch <- m.backloggedDesc
+	ch <- m.backlogMaxDesc
+	ch <- m.runningDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	ps := make([]*Pipeline, 0, len(m.pipelines))
+	for _, p := range m.pipelines {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	for _, p := range ps {
+		s := p.Stats()
+		running := 0.0
+		if s.Running {
+			running = 1
+		}
+		ch <- prometheus.MustNewConstMetric(m.inFlightDesc, prometheus.GaugeValue, float64(s.InFlight), p.name)
+		ch <- prometheus.MustNewConstMetric(m.backloggedDesc, prometheus.GaugeValue, float64(s.GroupsBacklogged), p.name)
+		ch <- prometheus.MustNewConstMetric(m.backlogMaxDesc, prometheus.GaugeValue, float64(s.MaxGroupBacklog), p.name)
+		ch <- prometheus.MustNewConstMetric(m.runningDesc, prometheus.GaugeValue, running, p.name)
+	}
+}
+
+func (m *Metrics) track(p *Pipeline) {
+	m.mu.Lock()
+	m.pipelines[p.name] = p
+	m.mu.Unlock()
+}
+
+func (m *Metrics) untrack(p *Pipeline) {
+	m.mu.Lock()
+	// A restarted pipeline of the same name may already have replaced p.
+	if m.pipelines[p.name] == p {
+		delete(m.pipelines, p.name)
+	}
+	m.mu.Unlock()
+}
+
+// Forget deletes the counters of a pipeline that no longer exists, so a
+// reload that removes pipelines does not leave their series behind.
+func (m *Metrics) Forget(pipeline string) {
+	l := prometheus.Labels{"pipeline": pipeline}
+	for _, v := range []*prometheus.CounterVec{
+		m.received, m.sent, m.acked, m.nacked, m.retried, m.deadLettered, m.dropped, m.errors, m.restarts,
+	} {
+		v.DeletePartialMatch(l)
+	}
+	m.sinkLatency.DeletePartialMatch(l)
+	m.e2eLatency.DeletePartialMatch(l)
+}
+
+// pipelineMetrics are one pipeline's metrics, curried once so the hot path
+// does no label lookups.
+type pipelineMetrics struct {
+	m                                         *Metrics
+	name                                      string
+	received, acked, nacked, restarts         prometheus.Counter
+	sent, retried, dropped                    prometheus.Counter
+	sinkLatency, e2eLatency                   prometheus.Observer
+	errAck, errNack, errExtend, errDeadLetter prometheus.Counter
+	errReceive, errOpen, errClose             prometheus.Counter
+}
+
+// forPipeline curries the metrics of one pipeline. Dead-letter sends are
+// counted by messages_dead_lettered_total only, not as sent.
+func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
+	e := func(op string) prometheus.Counter { return m.errors.WithLabelValues(name, op) }
+	pm := &pipelineMetrics{
+		m: m, name: name,
+		received: m.received.WithLabelValues(name, source),
+		acked:    m.acked.WithLabelValues(name, source),
+		nacked:   m.nacked.WithLabelValues(name, source),
+		restarts: m.restarts.WithLabelValues(name, source),
+		sent:     m.sent.WithLabelValues(name, sink),
+		retried:  m.retried.WithLabelValues(name, sink),
+		dropped:  m.dropped.WithLabelValues(name, sink),
+
+		sinkLatency: m.sinkLatency.WithLabelValues(name, sink),
+		e2eLatency:  m.e2eLatency.WithLabelValues(name),
+
+		errAck: e("ack"), errNack: e("nack"), errExtend: e("extend"), errDeadLetter: e("dead_letter"),
+		errReceive: e("receive"), errOpen: e("open"), errClose: e("close"),
+	}
+	return pm
+}
+
+func (pm *pipelineMetrics) deadLettered(reason string) {
+	pm.m.deadLettered.WithLabelValues(pm.name, reason).Inc()
+}

@@ -1,0 +1,94 @@
+package bridge
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func counterValue(t *testing.T, v *prometheus.CounterVec, labels ...string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := v.WithLabelValues(labels...).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func TestMetricsExported(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	q := newQueue(t)
+	q.push(msg("g", 0), msg("g", 1), msg("h", 0))
+	sink := newSink(t)
+	gate := make(chan struct{})
+	sink.gate = gate
+	start(t, Config{Options: fastOptions(), Metrics: m}, q, sink)
+	eventually(t, 5*time.Second, "received", func() bool { out, _ := q.stats(); return out == 3 })
+
+	got := gather(t, reg)
+	for name, want := range map[string]float64{
+		`qbridge_messages_received_total{adapter="mem",pipeline="test"}`: 3,
+		`qbridge_in_flight{pipeline="test"}`:                             3,
+		`qbridge_groups_backlogged{pipeline="test"}`:                     1,
+		`qbridge_group_backlog_max{pipeline="test"}`:                     1,
+		`qbridge_pipeline_running{pipeline="test"}`:                      1,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	close(gate)
+	eventually(t, 5*time.Second, "acked", func() bool {
+		return gather(t, reg)[`qbridge_messages_acked_total{adapter="mem",pipeline="test"}`] == 3
+	})
+	got = gather(t, reg)
+	for name, want := range map[string]float64{
+		`qbridge_messages_sent_total{adapter="mem",pipeline="test"}`:     3,
+		`qbridge_end_to_end_latency_seconds_count{pipeline="test"}`:      3,
+		`qbridge_sink_send_seconds_count{adapter="mem",pipeline="test"}`: 2,
+		`qbridge_in_flight{pipeline="test"}`:                             0,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+
+	m.Forget("test")
+	for name := range gather(t, reg) {
+		if strings.HasPrefix(name, "qbridge_messages_") {
+			t.Errorf("%s remains after Forget", name)
+		}
+	}
+}
+
+// gather flattens a registry into "name{labels}" → value.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			key := mf.GetName() + "{" + strings.Join(ls, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[mf.GetName()+"_count{"+strings.Join(ls, ",")+"}"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+// Package monitor serves qbridge's operational HTTP endpoints: /healthz
+// (the process is alive), /readyz (every pipeline runs and its adapters are
+// connected) and /metrics (Prometheus).
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultListen is loopback-only: metrics and readiness are not for the
+// world unless the operator says so.
+const DefaultListen = "127.0.0.1:9464"
+
+// readyTimeout bounds the adapters' readiness checks of one request.
+const readyTimeout = 5 * time.Second
+
+// Handler returns the endpoints. ready reports why the process is not
+// ready, or nil.
+func Handler(g prometheus.Gatherer, ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, err)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// Server is the HTTP server of the endpoints.
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+// Listen binds addr now, so a taken port fails at startup rather than later.
+func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("monitor: listen on %s: %w", addr, err)
+	}
+	return &Server{
+		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
+		ln:  ln,
+		log: log,
+	}, nil
+}
+
+// Addr returns the bound address (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve serves until ctx ends, then shuts down, giving open requests a few
+// seconds.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	s.log.Info("monitoring endpoints listening", "addr", s.ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("monitor: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("monitor: shutdown: %w", err)
+	}
+	return nil
+}

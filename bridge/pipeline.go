@@ -1,0 +1,455 @@
+// Package bridge is qbridge's pipeline engine: it moves messages from a
+// driver.Source to a driver.Sink, at least once, in order per group key.
+//
+// A delivery is acked only after the sink confirmed its message. Messages of
+// one group key reach the sink in source order, at most Ordering.PerGroup at
+// a time; other groups and ungrouped messages proceed concurrently, up to
+// Ordering.MaxInFlight unsettled messages per pipeline, beyond which the
+// engine stops receiving. A transient sink failure blocks only its group
+// while it is retried with backoff; permanent failures and exhausted retries
+// are dead-lettered. Every unsettled delivery's lock is extended
+// periodically, so a slow sink does not cause redeliveries.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// opTimeout bounds each settlement, extension and close call, so one hung
+// broker call cannot hold up a drain forever.
+const opTimeout = 15 * time.Second
+
+// Pipeline is one running source → sink bridge. Create it with New and run
+// it with Run.
+type Pipeline struct {
+	name string
+	cfg  Config
+	opt  Options
+	log  *slog.Logger
+	met  *pipelineMetrics
+
+	started atomic.Bool
+
+	// base carries Run's context values without its cancellation, for
+	// settlement calls that must outlive the stop request.
+	base context.Context
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every state change
+	groups   map[string]*group
+	ready    []*item
+	live     map[*item]struct{}
+	draining bool // retries stop: transient failures are nacked
+	running  bool // adapters open, receiving
+	source   driver.Source
+	sink     driver.Sink
+	dlq      driver.Sink
+
+	settling sync.WaitGroup // settlement goroutines
+}
+
+// New checks cfg and returns a pipeline ready to Run.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("bridge: pipeline needs a name")
+	}
+	if cfg.Source == nil || cfg.Sink == nil {
+		return nil, fmt.Errorf("bridge: pipeline %q needs a source and a sink", cfg.Name)
+	}
+	if cfg.DeadLetter.Native && cfg.DeadLetter.Sink != nil {
+		return nil, fmt.Errorf("bridge: pipeline %q: dead letter is either native or a sink, not both", cfg.Name)
+	}
+	opt := cfg.Options.withDefaults()
+	if err := opt.Validate(); err != nil {
+		return nil, fmt.Errorf("bridge: pipeline %q: %w", cfg.Name, err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	met := cfg.Metrics
+	if met == nil {
+		met = NewMetrics(nil)
+	}
+	return &Pipeline{
+		name:    cfg.Name,
+		cfg:     cfg,
+		opt:     opt,
+		log:     log.With("pipeline", cfg.Name),
+		met:     met.forPipeline(cfg.Name, cfg.SourceKind, cfg.SinkKind),
+		changed: make(chan struct{}),
+		groups:  map[string]*group{},
+		live:    map[*item]struct{}{},
+	}, nil
+}
+
+// Name returns the pipeline's name.
+func (p *Pipeline) Name() string { return p.name }
+
+// Run opens the adapters and bridges until ctx ends, then shuts down
+// gracefully: it stops receiving, lets in-flight messages finish for up to
+// ShutdownTimeout, nacks what is left, and closes the adapters. Failures to
+// open adapters and receive errors are retried with backoff, never returned;
+// Run returns nil after a clean stop, or the adapters' close errors. Run may
+// be called once.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("bridge: pipeline %q: Run called twice", p.name)
+	}
+	p.base = context.WithoutCancel(ctx)
+	p.met.m.track(p)
+	defer p.met.m.untrack(p)
+
+	if !p.openSinks(ctx) {
+		return p.closeSinks()
+	}
+	// Senders and the heartbeat outlive ctx: they finish the in-flight work
+	// during the drain. work is what sink calls run under; cancelling it
+	// aborts them when the drain deadline passes.
+	workers, stopWorkers := context.WithCancel(p.base)
+	work, cancelWork := context.WithCancel(p.base)
+	defer cancelWork()
+	var wg sync.WaitGroup
+	for range p.opt.Batch.Concurrency {
+		wg.Go(func() { p.sendLoop(workers, work) })
+	}
+	wg.Go(func() { p.heartbeat(workers) })
+
+	p.log.Info("pipeline started", "source", p.cfg.SourceKind, "sink", p.cfg.SinkKind)
+	var closeErr error
+	for fails := 0; ; {
+		src, ok := p.openSource(ctx)
+		if !ok {
+			break
+		}
+		p.setRunning(true)
+		opened := time.Now()
+		err := p.receive(ctx, src)
+		p.setRunning(false)
+		if err == nil { // ctx ended: graceful stop
+			p.drain(cancelWork)
+			closeErr = p.closeSource(src)
+			break
+		}
+		p.met.errReceive.Inc()
+		p.met.restarts.Inc()
+		// Back off harder only while the source keeps failing quickly.
+		if time.Since(opened) > p.opt.Restart.Max {
+			fails = 0
+		}
+		fails++
+		delay := p.opt.Restart.Delay(fails)
+		p.log.Error("source failed; restarting", "error", err, "retry_in", delay)
+		// Settle what this source delivered before closing it: some brokers
+		// settle only on the link the message came from.
+		p.drain(nil)
+		_ = p.closeSource(src)
+		if !sleep(ctx, delay) {
+			break
+		}
+	}
+	// Everything is settled: a send still running (one that outlived a
+	// drain deadline) has nothing left to confirm.
+	stopWorkers()
+	cancelWork()
+	wg.Wait()
+	p.settling.Wait()
+	err := errors.Join(closeErr, p.closeSinks())
+	p.log.Info("pipeline stopped")
+	return err
+}
+
+func (p *Pipeline) setRunning(v bool) {
+	p.mu.Lock()
+	p.running = v
+	p.mu.Unlock()
+}
+
+// retryOpen calls open until it succeeds or ctx ends.
+func (p *Pipeline) retryOpen(ctx context.Context, what string, open func(context.Context) error) bool {
+	for n := 1; ; n++ {
+		err := open(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		p.met.errOpen.Inc()
+		delay := p.opt.Restart.Delay(n)
+		p.log.Error("cannot open "+what+"; retrying", "error", err, "attempt", n, "retry_in", delay)
+		if !sleep(ctx, delay) {
+			return false
+		}
+	}
+}
+
+func (p *Pipeline) openSinks(ctx context.Context) bool {
+	ok := p.retryOpen(ctx, "sink", func(ctx context.Context) error {
+		s, err := p.cfg.Sink(ctx, p.onDrop)
+		if err != nil {
+			return fmt.Errorf("open %s sink: %w", p.cfg.SinkKind, err)
+		}
+		p.mu.Lock()
+		p.sink = s
+		p.mu.Unlock()
+		return nil
+	})
+	if !ok || p.cfg.DeadLetter.Sink == nil {
+		return ok
+	}
+	return p.retryOpen(ctx, "dead-letter sink", func(ctx context.Context) error {
+		s, err := p.cfg.DeadLetter.Sink(ctx, p.onDrop)
+		if err != nil {
+			return fmt.Errorf("open %s dead-letter sink: %w", p.cfg.DeadLetter.SinkKind, err)
+		}
+		p.mu.Lock()
+		p.dlq = s
+		p.mu.Unlock()
+		return nil
+	})
+}
+
+func (p *Pipeline) openSource(ctx context.Context) (driver.Source, bool) {
+	var src driver.Source
+	ok := p.retryOpen(ctx, "source", func(ctx context.Context) error {
+		s, err := p.cfg.Source(ctx)
+		if err != nil {
+			return fmt.Errorf("open %s source: %w", p.cfg.SourceKind, err)
+		}
+		src = s
+		return nil
+	})
+	if ok {
+		p.mu.Lock()
+		p.source = src
+		p.mu.Unlock()
+	}
+	return src, ok
+}
+
+func (p *Pipeline) closeSource(src driver.Source) error {
+	p.mu.Lock()
+	p.source = nil
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(p.base, opTimeout)
+	defer cancel()
+	if err := src.Close(ctx); err != nil {
+		p.met.errClose.Inc()
+		p.log.Warn("closing source", "error", err)
+		return fmt.Errorf("pipeline %q: close source: %w", p.name, err)
+	}
+	return nil
+}
+
+func (p *Pipeline) closeSinks() error {
+	p.mu.Lock()
+	sinks := []driver.Sink{p.sink, p.dlq}
+	p.sink, p.dlq = nil, nil
+	p.mu.Unlock()
+	var errs []error
+	for i, s := range sinks {
+		if s == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(p.base, opTimeout)
+		err := s.Close(ctx)
+		cancel()
+		if err != nil {
+			what := [...]string{"sink", "dead-letter sink"}[i]
+			p.met.errClose.Inc()
+			p.log.Warn("closing "+what, "error", err)
+			errs = append(errs, fmt.Errorf("pipeline %q: close %s: %w", p.name, what, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// onDrop is handed to sinks for the Drop mapping policy.
+func (p *Pipeline) onDrop(field, reason string) {
+	p.met.dropped.Inc()
+	p.log.Warn("mapping dropped an item", "field", field, "reason", reason)
+}
+
+// receive admits deliveries until ctx ends (nil) or the source fails.
+func (p *Pipeline) receive(ctx context.Context, src driver.Source) error {
+	for {
+		n, ok := p.waitCapacity(ctx)
+		if !ok {
+			return nil
+		}
+		ds, err := src.Receive(ctx, n)
+		for _, d := range ds {
+			p.admit(d)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("receive from %s: %w", p.cfg.SourceKind, err)
+		}
+		if len(ds) == 0 && !sleep(ctx, 10*time.Millisecond) {
+			// A source that returns nothing must not spin the loop.
+			return nil
+		}
+	}
+}
+
+// waitCapacity blocks while MaxInFlight messages are unsettled and returns
+// how many may be received.
+func (p *Pipeline) waitCapacity(ctx context.Context) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if free := p.opt.Ordering.MaxInFlight - len(p.live); free > 0 {
+			return min(free, p.opt.Batch.Size), true
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			p.mu.Lock()
+			return 0, false
+		}
+		p.mu.Lock()
+	}
+}
+
+// admit applies the mapping rules and queues a delivery in order.
+func (p *Pipeline) admit(d driver.Delivery) {
+	p.met.received.Inc()
+	now := time.Now()
+	it := &item{d: d, orig: d.Message(), recvAt: now, extendedAt: now}
+	if it.orig == nil {
+		it.orig = &mapping.Message{}
+		it.preErr, it.preReason = errors.New("source delivered no message"), ReasonCorrupt
+	}
+	if de, ok := d.(driver.DecodeErrorer); ok && it.preErr == nil {
+		if err := de.DecodeError(); err != nil {
+			it.preErr, it.preReason = fmt.Errorf("cannot decode the source's message: %w", err), ReasonCorrupt
+		}
+	}
+	it.msg = it.orig
+	if p.cfg.Transform != nil && it.preErr == nil {
+		m := it.orig.Clone()
+		if err := p.cfg.Transform(m); err != nil {
+			it.preErr, it.preReason = fmt.Errorf("mapping rules: %w", err), ReasonMapping
+		} else {
+			it.msg = m
+		}
+	}
+	it.group = it.msg.GroupKey
+	p.mu.Lock()
+	p.place(it)
+	p.mu.Unlock()
+}
+
+// drain settles everything in flight: messages waiting for a retry are
+// nacked at once, the rest may finish for up to ShutdownTimeout, and what is
+// left then is nacked. cancelWork, if not nil, aborts running sink calls at
+// the deadline.
+func (p *Pipeline) drain(cancelWork context.CancelFunc) {
+	p.mu.Lock()
+	p.draining = true
+	var nacks []*item
+	for it := range p.live {
+		if it.state == stWaiting {
+			it.timer.Stop()
+			it.timer = nil
+			it.state = stSettling
+			nacks = append(nacks, it)
+			nacks = append(nacks, p.takeFollowers(it)...)
+		}
+	}
+	p.mu.Unlock()
+	for _, it := range nacks {
+		p.goSettle(func() { p.nack(it, 0) })
+	}
+
+	if !p.waitIdle(p.opt.ShutdownTimeout) {
+		if cancelWork != nil {
+			cancelWork()
+		}
+		p.mu.Lock()
+		var rest []*item
+		for it := range p.live {
+			if it.state != stSettling && it.state != stDone {
+				if it.timer != nil {
+					it.timer.Stop()
+					it.timer = nil
+				}
+				it.state = stSettling
+				rest = append(rest, it)
+			}
+		}
+		p.ready = nil
+		for _, g := range p.groups {
+			g.queue = nil
+		}
+		p.mu.Unlock()
+		p.log.Warn("drain deadline passed; nacking what is left", "messages", len(rest))
+		for _, it := range rest {
+			p.goSettle(func() { p.nack(it, 0) })
+		}
+		if !p.waitIdle(opTimeout) {
+			p.log.Error("settlements still pending after the drain; the broker redelivers them when their locks lapse")
+		}
+	}
+
+	p.mu.Lock()
+	p.draining = false
+	p.mu.Unlock()
+}
+
+// waitIdle waits until nothing is in flight, at most d.
+func (p *Pipeline) waitIdle(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.live) > 0 {
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.C:
+			p.mu.Lock()
+			return len(p.live) == 0
+		}
+		p.mu.Lock()
+	}
+	return true
+}
+
+// Ready reports whether the pipeline is running and its adapters say they
+// are connected (driver.ReadyChecker).
+func (p *Pipeline) Ready(ctx context.Context) error {
+	p.mu.Lock()
+	running := p.running
+	adapters := []struct {
+		role string
+		a    any
+	}{{"source", p.source}, {"sink", p.sink}, {"dead-letter sink", p.dlq}}
+	p.mu.Unlock()
+	if !running {
+		return fmt.Errorf("pipeline %q is not running (opening adapters or restarting its source)", p.name)
+	}
+	for _, a := range adapters {
+		if rc, ok := a.a.(driver.ReadyChecker); ok && a.a != nil {
+			if err := rc.Ready(ctx); err != nil {
+				return fmt.Errorf("pipeline %q: %s not ready: %w", p.name, a.role, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,746 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+var errTransient = errors.New("broker busy")
+
+// seqOf returns the sequence number of a msg() id.
+func seqOf(t *testing.T, id string) int {
+	t.Helper()
+	n, err := strconv.Atoi(id[strings.LastIndexByte(id, '/')+1:])
+	if err != nil {
+		t.Fatalf("bad id %q", id)
+	}
+	return n
+}
+
+// checkOrder asserts that every group reached the sink exactly once per
+// message, in sequence order.
+func checkOrder(t *testing.T, sink *memSink, groups, perGroup int) {
+	t.Helper()
+	for g := range groups {
+		ids := sink.groupIDs(fmt.Sprintf("g%d", g))
+		if len(ids) != perGroup {
+			t.Errorf("group g%d: %d messages at the sink, want %d", g, len(ids), perGroup)
+		}
+		for i, id := range ids {
+			if seqOf(t, id) != i {
+				t.Errorf("group g%d: position %d holds %s: out of order %v", g, i, id, ids)
+				break
+			}
+		}
+	}
+}
+
+func TestOrderingManyGroupsConcurrently(t *testing.T) {
+	const groups, perGroup, ungrouped = 40, 50, 200
+	q := newQueue(t)
+	// Interleave the groups randomly, keeping each group's own order.
+	next := make([]int, groups)
+	var msgs []*mapping.Message
+	for grouped := 0; grouped < groups*perGroup; {
+		g := rand.IntN(groups)
+		if next[g] < perGroup {
+			msgs = append(msgs, msg(fmt.Sprintf("g%d", g), next[g]))
+			next[g]++
+			grouped++
+		}
+		if rand.IntN(10) == 0 {
+			msgs = append(msgs, msg("", len(msgs)))
+		}
+	}
+	for i := range ungrouped {
+		msgs = append(msgs, msg("", 100000+i))
+	}
+	q.push(msgs...)
+
+	sink := newSink(t)
+	sink.delay = func(*mapping.Message) time.Duration { return time.Duration(rand.IntN(300)) * time.Microsecond }
+	var fails atomic.Int64
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		if rand.IntN(20) == 0 { // 5% transient failures, retried in order
+			fails.Add(1)
+			return errTransient
+		}
+		return nil
+	}
+	opt := fastOptions()
+	opt.Ordering = Ordering{MaxInFlight: 64, PerGroup: 1}
+	opt.Batch = Batch{Size: 8, Concurrency: 4}
+	h := start(t, Config{Options: opt}, q, sink)
+
+	eventually(t, 30*time.Second, "every message acked", func() bool {
+		return q.count(func(d *memDelivery) int64 { return d.acks.Load() }) == int64(len(msgs))
+	})
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkOrder(t, sink, groups, perGroup)
+	if n := sink.count(); n != len(msgs) {
+		t.Errorf("sink confirmed %d messages, want %d", n, len(msgs))
+	}
+	if nacks := q.count(func(d *memDelivery) int64 { return d.nacks.Load() }); nacks != 0 {
+		t.Errorf("%d nacks, want 0", nacks)
+	}
+	if _, maxOut := q.stats(); maxOut > 64 {
+		t.Errorf("%d messages in flight at once, limit 64", maxOut)
+	}
+	if sink.maxInGroup > 1 || sink.sameGroupIn {
+		t.Errorf("group had %d in flight (same group in one batch: %v), limit 1", sink.maxInGroup, sink.sameGroupIn)
+	}
+	if fails.Load() == 0 {
+		t.Log("no transient failure was injected")
+	}
+}
+
+func TestPerGroupAllowsN(t *testing.T) {
+	q := newQueue(t)
+	for i := range 60 {
+		q.push(msg("g0", i))
+	}
+	sink := newSink(t)
+	sink.delay = func(*mapping.Message) time.Duration { return 2 * time.Millisecond }
+	opt := fastOptions()
+	opt.Ordering = Ordering{MaxInFlight: 100, PerGroup: 3}
+	opt.Batch = Batch{Size: 1, Concurrency: 8}
+	start(t, Config{Options: opt}, q, sink)
+	eventually(t, 10*time.Second, "all sent", func() bool { return sink.count() == 60 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.maxInGroup > 3 {
+		t.Errorf("max in flight per group = %d, want <= 3", sink.maxInGroup)
+	}
+	if sink.maxInGroup < 2 {
+		t.Errorf("max in flight per group = %d: per_group 3 never used", sink.maxInGroup)
+	}
+}
+
+func TestFailingGroupBlocksOnlyItself(t *testing.T) {
+	q := newQueue(t)
+	for i := range 20 {
+		for g := range 5 {
+			q.push(msg(fmt.Sprintf("g%d", g), i))
+		}
+		q.push(msg("bad", i))
+	}
+	sink := newSink(t)
+	heal := make(chan struct{})
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		if m.GroupKey == "bad" {
+			select {
+			case <-heal:
+			default:
+				return errTransient
+			}
+		}
+		return nil
+	}
+	opt := fastOptions()
+	opt.Ordering.MaxInFlight = 50
+	start(t, Config{Options: opt}, q, sink)
+
+	// Every other group completes while "bad" keeps failing.
+	eventually(t, 10*time.Second, "healthy groups delivered", func() bool { return sink.count() == 100 })
+	if got := sink.groupIDs("bad"); len(got) != 0 {
+		t.Fatalf("bad group delivered %v while failing", got)
+	}
+	if s := sinkAttempts(sink, "bad/1"); s != 0 {
+		t.Errorf("bad/1 was tried %d times while bad/0 was failing", s)
+	}
+	close(heal)
+	eventually(t, 10*time.Second, "bad group delivered", func() bool { return len(sink.groupIDs("bad")) == 20 })
+	checkOrder(t, sink, 5, 20)
+	for i, id := range sink.groupIDs("bad") {
+		if seqOf(t, id) != i {
+			t.Fatalf("bad group out of order: %v", sink.groupIDs("bad"))
+		}
+	}
+}
+
+func sinkAttempts(s *memSink, id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts[id]
+}
+
+func TestRetryBackoff(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("g", 0))
+	sink := newSink(t)
+	var times []time.Time
+	var mu sync.Mutex
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		mu.Lock()
+		times = append(times, time.Now())
+		mu.Unlock()
+		if attempt <= 3 {
+			return errTransient
+		}
+		return nil
+	}
+	opt := fastOptions()
+	opt.Retry.Backoff = Backoff{Initial: 20 * time.Millisecond, Max: 60 * time.Millisecond, Multiplier: 2}
+	m := NewMetrics(nil)
+	start(t, Config{Options: opt, Metrics: m}, q, sink)
+	eventually(t, 5*time.Second, "sent", func() bool { return sink.count() == 1 })
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(times) != 4 {
+		t.Fatalf("%d attempts, want 4", len(times))
+	}
+	// No jitter: 20ms, 40ms, then capped at 60ms.
+	for i, want := range []time.Duration{20, 40, 60} {
+		got := times[i+1].Sub(times[i])
+		if got < want*time.Millisecond || got > want*time.Millisecond+200*time.Millisecond {
+			t.Errorf("gap %d = %v, want about %dms", i, got, want)
+		}
+	}
+	if got := counterValue(t, m.retried, "test", "mem"); got != 3 {
+		t.Errorf("retried = %v, want 3", got)
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 3}
+	for n, want := range map[int]time.Duration{0: 100, 1: 100, 2: 300, 3: 900, 4: 1000, 100: 1000} {
+		if got := b.Delay(n); got != want*time.Millisecond {
+			t.Errorf("Delay(%d) = %v, want %vms", n, got, want)
+		}
+	}
+	b.Jitter = 0.5
+	for range 1000 {
+		if d := b.Delay(2); d < 150*time.Millisecond || d > 450*time.Millisecond {
+			t.Fatalf("jittered Delay(2) = %v, want 150ms..450ms", d)
+		}
+		if d := b.Delay(10); d > time.Second {
+			t.Fatalf("jittered Delay(10) = %v exceeds Max", d)
+		}
+	}
+}
+
+// dlqSink is a dead-letter sink recording what it got.
+func dlqOpener(s *memSink) SinkOpener { return s.open }
+
+func TestDeadLetter(t *testing.T) {
+	tooLarge := mapping.Rejectf("sqs", "body", "message of 300000 bytes is too large (limit 262144)")
+	tests := []struct {
+		name      string
+		fail      error // from the sink, every attempt
+		transform error
+		corrupt   error  // the source could not decode g/0
+		dest      string // "sink", "native", "none"
+		reason    string
+	}{
+		{"permanent to sink", driver.Permanent(errors.New("unauthorized")), nil, nil, "sink", ReasonPermanent},
+		{"reject to sink", mapping.Rejectf("sqs", `attribute "a b"`, "invalid name"), nil, nil, "sink", ReasonRejected},
+		{"too large to native", tooLarge, nil, nil, "native", ReasonTooLarge},
+		{"retries exhausted to sink", errTransient, nil, nil, "sink", ReasonRetriesExhausted},
+		{"retries exhausted to native", errTransient, nil, nil, "native", ReasonRetriesExhausted},
+		{"mapping failure to sink", nil, mapping.Rejectf("mapping", `attribute "tenant"`, "missing"), nil, "sink", ReasonMapping},
+		{"mapping failure to native", nil, errors.New("boom"), nil, "native", ReasonMapping},
+		{"corrupt to sink", nil, nil, mapping.Rejectf("sqs", "MD5OfBody", "mismatch"), "sink", ReasonCorrupt},
+		{"corrupt to native", nil, nil, mapping.Rejectf("nats", "qbridge.envelope", "malformed"), "native", ReasonCorrupt},
+		{"no destination nacks", driver.Permanent(errors.New("unauthorized")), nil, nil, "none", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue(t)
+			orig := msg("g", 0)
+			orig.Attributes = []mapping.Attribute{{Name: "a", Value: mapping.String("1")}}
+			q.push(orig, msg("g", 1))
+			q.deliveries()[0].decodeErr = tt.corrupt
+			sink := newSink(t)
+			sink.fail = func(m *mapping.Message, attempt int) error {
+				if m.ID == "g/0" {
+					return tt.fail
+				}
+				return nil
+			}
+			opt := fastOptions()
+			opt.Retry.MaxAttempts = 3
+			cfg := Config{Options: opt, Metrics: NewMetrics(nil)}
+			if tt.transform != nil {
+				cfg.Transform = func(m *mapping.Message) error {
+					if m.ID == "g/0" {
+						m.Subject = "changed"
+						return tt.transform
+					}
+					return nil
+				}
+			}
+			dlq := newSink(t)
+			switch tt.dest {
+			case "sink":
+				cfg.DeadLetter = DeadLetter{Sink: dlq.open, SinkKind: "mem"}
+			case "native":
+				cfg.DeadLetter = DeadLetter{Native: true}
+			}
+			start(t, cfg, q, sink)
+			d0 := q.deliveries()[0]
+
+			switch tt.dest {
+			case "sink":
+				eventually(t, 5*time.Second, "dead-lettered and acked", func() bool { return d0.acks.Load() == 1 })
+				if dlq.count() != 1 {
+					t.Fatalf("dead-letter sink got %d messages", dlq.count())
+				}
+				got := dlq.confirmed[0]
+				if r, _ := got.Attr(AttrDeadLetterReason); r.Str() != tt.reason {
+					t.Errorf("DeadLetterReason = %q, want %q", r.Str(), tt.reason)
+				}
+				desc, _ := got.Attr(AttrDeadLetterDescription)
+				if desc.Str() == "" {
+					t.Error("no DeadLetterErrorDescription")
+				}
+				if tt.corrupt != nil && sinkAttempts(sink, "g/0") != 0 {
+					t.Error("an undecodable message was sent to the sink")
+				}
+				if got.Subject == "changed" || got == orig {
+					t.Error("dead-letter sink must get a copy of the message as received")
+				}
+				if len(orig.Attributes) != 1 {
+					t.Errorf("the source's message was modified: %v", orig.Attributes)
+				}
+			case "native":
+				eventually(t, 5*time.Second, "dead-lettered", func() bool { return d0.deadLetters.Load() == 1 })
+				d0.mu.Lock()
+				if d0.dlReason != tt.reason || d0.dlDesc == "" {
+					t.Errorf("DeadLetter(%q, %q), want reason %q", d0.dlReason, d0.dlDesc, tt.reason)
+				}
+				d0.mu.Unlock()
+			case "none":
+				eventually(t, 5*time.Second, "nacked", func() bool { return d0.nacks.Load() == 1 })
+				d0.mu.Lock()
+				if d0.nackDelay <= 0 {
+					t.Errorf("nack delay = %v, want a backoff", d0.nackDelay)
+				}
+				d0.mu.Unlock()
+			}
+			// The rest of the group goes on after the dead letter, in order.
+			if tt.dest != "none" {
+				eventually(t, 5*time.Second, "g/1 sent", func() bool { return len(sink.groupIDs("g")) == 1 })
+				if v := counterValue(t, cfg.Metrics.deadLettered, "test", tt.reason); v != 1 {
+					t.Errorf("dead_lettered{reason=%q} = %v, want 1", tt.reason, v)
+				}
+			}
+		})
+	}
+}
+
+func TestDeadLetterFailureNacksTheGroup(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("g", 0), msg("g", 1), msg("g", 2), msg("other", 0))
+	sink := newSink(t)
+	release := make(chan struct{})
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		if m.ID == "g/0" {
+			return driver.Permanent(errors.New("refused"))
+		}
+		return nil
+	}
+	dlq := newSink(t)
+	dlq.fail = func(*mapping.Message, int) error { return errors.New("dlq down") }
+	// Hold g/0's dead letter until its followers are queued behind it.
+	dlq.gate = release
+	opt := fastOptions()
+	start(t, Config{Options: opt, DeadLetter: DeadLetter{Sink: dlq.open}}, q, sink)
+	eventually(t, 5*time.Second, "all received", func() bool { out, _ := q.stats(); return out == 4 || sink.count() >= 1 })
+	eventually(t, 5*time.Second, "other sent", func() bool { return len(sink.groupIDs("other")) == 1 })
+	close(release)
+
+	ds := q.deliveries()
+	eventually(t, 5*time.Second, "group nacked", func() bool {
+		return ds[0].nacks.Load() == 1 && ds[1].nacks.Load() == 1 && ds[2].nacks.Load() == 1
+	})
+	for _, d := range ds[:3] {
+		if d.acks.Load() != 0 {
+			t.Errorf("%s acked although its group was nacked", d.msg.ID)
+		}
+	}
+	ds[0].mu.Lock()
+	if ds[0].nackDelay <= 0 {
+		t.Errorf("nack delay %v, want a backoff", ds[0].nackDelay)
+	}
+	ds[0].mu.Unlock()
+	if got := sink.groupIDs("g"); len(got) != 0 {
+		t.Errorf("followers sent out of order: %v", got)
+	}
+}
+
+func TestNativeDeadLetterUnsupportedNacks(t *testing.T) {
+	q := newQueue(t)
+	q.noNative = true
+	q.push(msg("g", 0))
+	sink := newSink(t)
+	sink.fail = func(*mapping.Message, int) error { return driver.Permanent(errors.New("no")) }
+	start(t, Config{Options: fastOptions(), DeadLetter: DeadLetter{Native: true}}, q, sink)
+	d := q.deliveries()[0]
+	eventually(t, 5*time.Second, "nacked", func() bool { return d.nacks.Load() == 1 })
+	if d.deadLetters.Load() != 0 || d.acks.Load() != 0 {
+		t.Error("settled otherwise than by nack")
+	}
+}
+
+func TestShutdownFinishesInFlight(t *testing.T) {
+	q := newQueue(t)
+	for i := range 20 {
+		q.push(msg(fmt.Sprintf("g%d", i%4), i/4))
+	}
+	sink := newSink(t)
+	sink.delay = func(*mapping.Message) time.Duration { return 20 * time.Millisecond }
+	opt := fastOptions()
+	opt.ShutdownTimeout = 10 * time.Second
+	h := start(t, Config{Options: opt}, q, sink)
+	eventually(t, 5*time.Second, "all received", func() bool { return q.pendingLen() == 0 })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if acks := q.count(func(d *memDelivery) int64 { return d.acks.Load() }); acks != 20 {
+		t.Errorf("%d acked after a graceful stop, want 20", acks)
+	}
+	if !sink.isClosed() || !h.src.allClosed() {
+		t.Error("adapters not closed")
+	}
+	checkOrder(t, sink, 4, 5)
+}
+
+func TestShutdownDeadlineNacks(t *testing.T) {
+	q := newQueue(t)
+	for i := range 10 {
+		q.push(msg("", i))
+	}
+	sink := newSink(t)
+	sink.gate = make(chan struct{}) // never opens: Send returns when its ctx ends
+	opt := fastOptions()
+	opt.ShutdownTimeout = 50 * time.Millisecond
+	h := start(t, Config{Options: opt}, q, sink)
+	eventually(t, 5*time.Second, "all received", func() bool { out, _ := q.stats(); return out == 10 })
+	began := time.Now()
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(began); el > 3*time.Second {
+		t.Errorf("stop took %v", el)
+	}
+	if nacks := q.count(func(d *memDelivery) int64 { return d.nacks.Load() }); nacks != 10 {
+		t.Errorf("%d nacked, want 10", nacks)
+	}
+	if out, _ := q.stats(); out != 0 {
+		t.Errorf("%d deliveries unsettled after stop", out)
+	}
+	if !sink.isClosed() || !h.src.allClosed() {
+		t.Error("adapters not closed")
+	}
+}
+
+func TestShutdownNacksRetryingAtOnce(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("g", 0), msg("g", 1), msg("h", 0))
+	sink := newSink(t)
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		if m.GroupKey == "g" {
+			return errTransient
+		}
+		return nil
+	}
+	opt := fastOptions()
+	opt.Retry.Backoff = Backoff{Initial: 10 * time.Second, Max: 10 * time.Second, Multiplier: 1}
+	h := start(t, Config{Options: opt}, q, sink)
+	eventually(t, 5*time.Second, "g/0 tried, h sent", func() bool {
+		return sinkAttempts(sink, "g/0") == 1 && sink.count() == 1
+	})
+	began := time.Now()
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(began); el > 2*time.Second {
+		t.Errorf("stop waited %v for a retry", el)
+	}
+	ds := q.deliveries()
+	if ds[0].nacks.Load() != 1 || ds[1].nacks.Load() != 1 || ds[2].acks.Load() != 1 {
+		t.Errorf("nacks g/0=%d g/1=%d, ack h/0=%d; want 1 1 1", ds[0].nacks.Load(), ds[1].nacks.Load(), ds[2].acks.Load())
+	}
+}
+
+func TestInFlightBound(t *testing.T) {
+	q := newQueue(t)
+	for i := range 300 {
+		q.push(msg(fmt.Sprintf("g%d", i%50), i/50))
+	}
+	sink := newSink(t)
+	gate := make(chan struct{})
+	sink.gate = gate
+	opt := fastOptions()
+	opt.Ordering.MaxInFlight = 20
+	opt.Batch.Size = 7
+	h := start(t, Config{Options: opt}, q, sink)
+	eventually(t, 5*time.Second, "20 in flight", func() bool { out, _ := q.stats(); return out == 20 })
+	time.Sleep(50 * time.Millisecond)
+	if out, _ := q.stats(); out != 20 {
+		t.Fatalf("%d in flight, want exactly 20 while the sink is stuck", out)
+	}
+	if s := h.p.Stats(); s.InFlight != 20 || !s.Running {
+		t.Errorf("Stats = %+v", s)
+	}
+	sink.mu.Lock()
+	sink.gate = nil
+	sink.mu.Unlock()
+	close(gate)
+	eventually(t, 10*time.Second, "all sent", func() bool { return sink.count() == 300 })
+	if _, maxOut := q.stats(); maxOut > 20 {
+		t.Errorf("max in flight %d, limit 20", maxOut)
+	}
+	checkOrder(t, sink, 50, 6)
+}
+
+func TestGroupBacklogStats(t *testing.T) {
+	q := newQueue(t)
+	for i := range 5 {
+		q.push(msg("a", i))
+	}
+	q.push(msg("b", 0), msg("b", 1))
+	sink := newSink(t)
+	gate := make(chan struct{})
+	sink.gate = gate
+	h := start(t, Config{Options: fastOptions()}, q, sink)
+	eventually(t, 5*time.Second, "backlog", func() bool {
+		s := h.p.Stats()
+		return s.InFlight == 7 && s.GroupsBacklogged == 2 && s.MaxGroupBacklog == 4
+	})
+	close(gate)
+}
+
+func TestSourceRestartsAfterReceiveError(t *testing.T) {
+	q := newQueue(t)
+	for i := range 10 {
+		q.push(msg("g", i))
+	}
+	// The 2nd Receive fails; the engine drains, reopens and goes on.
+	q.receiveErr = func(calls int) error {
+		if calls == 2 {
+			return errors.New("connection lost")
+		}
+		return nil
+	}
+	sink := newSink(t)
+	opt := fastOptions()
+	opt.Batch.Size = 3
+	m := NewMetrics(nil)
+	h := start(t, Config{Options: opt, Metrics: m}, q, sink)
+	h.src.failN = 0
+	eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 10 })
+	if n := h.src.opens.Load(); n != 2 {
+		t.Errorf("source opened %d times, want 2", n)
+	}
+	if v := counterValue(t, m.restarts, "test", "mem"); v != 1 {
+		t.Errorf("restarts = %v", v)
+	}
+	checkOrder(t, sink, 0, 0)
+	for i, id := range sink.groupIDs("g") {
+		if seqOf(t, id) != i {
+			t.Fatalf("out of order after restart: %v", sink.groupIDs("g"))
+		}
+	}
+}
+
+func TestOpenFailuresAreRetried(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("", 0))
+	sink := newSink(t)
+	src := &sourceOpener{q: q, failN: 3}
+	h := start(t, Config{Options: fastOptions(), Source: src.open}, q, sink)
+	if err := h.p.Ready(context.Background()); err == nil && sink.count() == 0 {
+		// Ready may be true only once the source is open.
+		t.Log("ready before open")
+	}
+	eventually(t, 5*time.Second, "sent", func() bool { return sink.count() == 1 })
+	if n := src.opens.Load(); n != 4 {
+		t.Errorf("opens = %d, want 4", n)
+	}
+	if err := h.p.Ready(context.Background()); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
+}
+
+func TestHeartbeatExtendsInFlight(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("g", 0), msg("g", 1), msg("", 0))
+	sink := newSink(t)
+	sink.delay = func(*mapping.Message) time.Duration { return 120 * time.Millisecond }
+	opt := fastOptions()
+	opt.Lock = Lock{ExtendEvery: 20 * time.Millisecond, ExtendBy: time.Second}
+	start(t, Config{Options: opt}, q, sink)
+	eventually(t, 5*time.Second, "all acked", func() bool {
+		return q.count(func(d *memDelivery) int64 { return d.acks.Load() }) == 3
+	})
+	for _, d := range q.deliveries() {
+		// g/1 waits behind g/0 and is extended while queued, too.
+		if n := d.extends.Load(); n < 3 {
+			t.Errorf("%s extended %d times, want >= 3", d.msg.ID, n)
+		}
+	}
+}
+
+func TestBatching(t *testing.T) {
+	q := newQueue(t)
+	sink := newSink(t)
+	gate := make(chan struct{})
+	sink.gate = gate
+	opt := fastOptions()
+	opt.Batch = Batch{Size: 10, Concurrency: 1}
+	start(t, Config{Options: opt}, q, sink)
+	q.push(msg("first", 0))
+	eventually(t, 5*time.Second, "first batch in flight", func() bool { return sinkAttempts(sink, "first/0") == 1 })
+	for i := range 25 {
+		q.push(msg(fmt.Sprintf("g%d", i), 0))
+	}
+	sink.mu.Lock()
+	sink.gate = nil
+	sink.mu.Unlock()
+	time.Sleep(20 * time.Millisecond) // let the 25 queue up behind the stuck send
+	close(gate)
+	eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 26 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	want := []int{1, 10, 10, 5}
+	if fmt.Sprint(sink.batchSizes) != fmt.Sprint(want) {
+		t.Errorf("batch sizes %v, want %v", sink.batchSizes, want)
+	}
+}
+
+func TestLingerFillsBatches(t *testing.T) {
+	q := newQueue(t)
+	sink := newSink(t)
+	opt := fastOptions()
+	opt.Batch = Batch{Size: 4, Linger: 200 * time.Millisecond, Concurrency: 1}
+	start(t, Config{Options: opt}, q, sink)
+	for i := range 4 {
+		q.push(msg("", i))
+		time.Sleep(5 * time.Millisecond)
+	}
+	eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 4 })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if fmt.Sprint(sink.batchSizes) != "[4]" {
+		t.Errorf("batch sizes %v, want [4]", sink.batchSizes)
+	}
+}
+
+func TestTransformSetsGroupKey(t *testing.T) {
+	q := newQueue(t)
+	for i := range 30 {
+		m := msg("", i)
+		m.Attributes = []mapping.Attribute{{Name: "tenant", Value: mapping.String(fmt.Sprintf("t%d", i%3))}}
+		m.ID = fmt.Sprintf("x/%d", i/3)
+		q.push(m)
+	}
+	sink := newSink(t)
+	sink.delay = func(*mapping.Message) time.Duration { return time.Duration(rand.IntN(500)) * time.Microsecond }
+	opt := fastOptions()
+	opt.Batch = Batch{Size: 4, Concurrency: 4}
+	cfg := Config{Options: opt, Transform: func(m *mapping.Message) error {
+		v, _ := m.Attr("tenant")
+		m.GroupKey = strings.Replace(v.Str(), "t", "g", 1)
+		return nil
+	}}
+	start(t, cfg, q, sink)
+	eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 30 })
+	checkOrder(t, sink, 3, 10)
+	for _, d := range q.deliveries() {
+		if d.msg.GroupKey != "" {
+			t.Fatal("Transform modified the source's message")
+		}
+	}
+}
+
+func TestDropCounted(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("", 0))
+	sink := newSink(t)
+	m := NewMetrics(nil)
+	start(t, Config{Options: fastOptions(), Metrics: m}, q, sink)
+	eventually(t, 5*time.Second, "sent", func() bool { return sink.count() == 1 })
+	sink.mu.Lock()
+	onDrop := sink.onDrop
+	sink.mu.Unlock()
+	onDrop(`attribute "x"`, "too many attributes")
+	if v := counterValue(t, m.dropped, "test", "mem"); v != 1 {
+		t.Errorf("dropped = %v, want 1", v)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	src := func(context.Context) (driver.Source, error) { return nil, nil }
+	snk := func(context.Context, func(string, string)) (driver.Sink, error) { return nil, nil }
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no name", Config{Source: src, Sink: snk}, "needs a name"},
+		{"no source", Config{Name: "x", Sink: snk}, "needs a source and a sink"},
+		{"both dead letters", Config{Name: "x", Source: src, Sink: snk, DeadLetter: DeadLetter{Native: true, Sink: snk}}, "not both"},
+		{"per group above max", Config{Name: "x", Source: src, Sink: snk, Options: Options{Ordering: Ordering{MaxInFlight: 2, PerGroup: 3}}}, "per_group cannot exceed"},
+		{"lock lapses", Config{Name: "x", Source: src, Sink: snk, Options: Options{Lock: Lock{ExtendEvery: time.Minute, ExtendBy: time.Second}}}, "extend_by must be longer"},
+		{"bad jitter", Config{Name: "x", Source: src, Sink: snk, Options: Options{Retry: Retry{Backoff: Backoff{Initial: 1, Max: 1, Multiplier: 1, Jitter: 2}}}}, "jitter"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	q := newQueue(t)
+	h := start(t, Config{Options: fastOptions()}, q, newSink(t))
+	eventually(t, 5*time.Second, "running", func() bool { return h.p.Stats().Running })
+	if err := h.p.Run(context.Background()); err == nil {
+		t.Error("second Run succeeded")
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	if got := truncate("ab€cd", 4); got != "ab" {
+		t.Errorf("truncate = %q, want %q (cut at a rune boundary)", got, "ab")
+	}
+	if got := truncate("abc", 10); got != "abc" {
+		t.Errorf("truncate = %q", got)
+	}
+}
+
+// BenchmarkPipeline measures the engine's own cost per message: in-memory
+// source and sink, 100 groups, strict order.
+func BenchmarkPipeline(b *testing.B) {
+	q := newQueue(b)
+	sink := newSink(b)
+	start(b, Config{Options: fastOptions()}, q, sink)
+	msgs := make([]*mapping.Message, b.N)
+	for i := range msgs {
+		msgs[i] = msg(fmt.Sprintf("g%d", i%100), i/100)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	q.push(msgs...)
+	for sink.count() < b.N {
+		time.Sleep(100 * time.Microsecond)
+	}
+}

@@ -1,0 +1,162 @@
+package bridge
+
+import (
+	"sync"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// item is one received delivery on its way through the pipeline.
+type item struct {
+	d         driver.Delivery
+	orig      *mapping.Message // as the source decoded it; what a dead-letter sink gets
+	msg       *mapping.Message // after Transform; what the sink gets
+	group     string
+	preErr    error  // undecodable or refused by Transform: dead-letter without sending
+	preReason string // ReasonCorrupt or ReasonMapping
+	recvAt    time.Time
+
+	// Touched only by the sender that holds the item (state stSending).
+	attempts     int
+	firstAttempt time.Time
+
+	// Guarded by Pipeline.mu.
+	state      state
+	active     bool // counts against its group's PerGroup
+	timer      *time.Timer
+	extendedAt time.Time
+
+	// dmu serializes calls on d: the heartbeat's Extend must not race with
+	// settlement, and a delivery is settled once.
+	dmu     sync.Mutex
+	settled bool
+}
+
+type state uint8
+
+const (
+	stQueued   state = iota // waiting behind its group's in-flight messages
+	stReady                 // waiting for a sender
+	stSending               // held by a sender
+	stWaiting               // waiting to be retried
+	stSettling              // being acked, nacked or dead-lettered
+	stDone
+)
+
+// group is the ordering state of one group key.
+type group struct {
+	queue  []*item // FIFO of stQueued items
+	active int     // items ready, sending, waiting or settling ahead of the queue
+}
+
+// The methods below are called with p.mu held.
+
+// broadcast wakes everyone waiting for a state change.
+func (p *Pipeline) broadcast() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// place puts a new item in its group's order, or straight to the senders.
+func (p *Pipeline) place(it *item) {
+	p.live[it] = struct{}{}
+	if it.group == "" {
+		it.active = true
+		p.pushReady(it)
+		return
+	}
+	g := p.groups[it.group]
+	if g == nil {
+		g = &group{}
+		p.groups[it.group] = g
+	}
+	if g.active < p.opt.Ordering.PerGroup && len(g.queue) == 0 {
+		g.active++
+		it.active = true
+		p.pushReady(it)
+		return
+	}
+	it.state = stQueued
+	g.queue = append(g.queue, it)
+}
+
+func (p *Pipeline) pushReady(it *item) {
+	it.state = stReady
+	p.ready = append(p.ready, it)
+	p.broadcast()
+}
+
+// release frees the item's place in its group so the next may go. It is
+// called when the sink confirmed the item, or the item left the pipeline.
+func (p *Pipeline) release(it *item) {
+	if !it.active {
+		return
+	}
+	it.active = false
+	if it.group == "" {
+		return
+	}
+	g := p.groups[it.group]
+	g.active--
+	for g.active < p.opt.Ordering.PerGroup && len(g.queue) > 0 {
+		next := g.queue[0]
+		g.queue[0] = nil
+		g.queue = g.queue[1:]
+		g.active++
+		next.active = true
+		p.pushReady(next)
+	}
+	if g.active == 0 && len(g.queue) == 0 {
+		delete(p.groups, it.group)
+	}
+}
+
+// takeFollowers removes and returns the items queued behind it in its group,
+// marked stSettling, for nacking together with it so that order holds on
+// redelivery.
+func (p *Pipeline) takeFollowers(it *item) []*item {
+	if it.group == "" {
+		return nil
+	}
+	g := p.groups[it.group]
+	if g == nil || len(g.queue) == 0 {
+		return nil
+	}
+	f := g.queue
+	g.queue = nil
+	for _, x := range f {
+		x.state = stSettling
+	}
+	return f
+}
+
+// finish removes a settled item from the pipeline.
+func (p *Pipeline) finish(it *item) {
+	if it.state == stDone {
+		return
+	}
+	p.release(it)
+	if it.timer != nil {
+		it.timer.Stop()
+		it.timer = nil
+	}
+	it.state = stDone
+	delete(p.live, it)
+	p.broadcast()
+}
+
+// Stats returns the pipeline's instantaneous state (for metrics and tests).
+func (p *Pipeline) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{Running: p.running, InFlight: len(p.live)}
+	for _, g := range p.groups {
+		if n := len(g.queue); n > 0 {
+			s.GroupsBacklogged++
+			s.MaxGroupBacklog = max(s.MaxGroupBacklog, n)
+		}
+	}
+	return s
+}

@@ -1,0 +1,57 @@
+package bridge
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// Attributes a dead-letter sink's message gets, named as Service Bus names
+// its dead-letter properties so tools that know those find them.
+const (
+	AttrDeadLetterReason      = "DeadLetterReason"
+	AttrDeadLetterDescription = "DeadLetterErrorDescription"
+)
+
+// Dead-letter reason codes: short, stable, and the only values of the
+// "reason" metric label.
+const (
+	ReasonCorrupt          = "corrupt"           // the source could not decode it (driver.DecodeErrorer)
+	ReasonMapping          = "mapping"           // the pipeline's mapping rules refused the message
+	ReasonRejected         = "rejected"          // the sink's encoder refused it (mapping.RejectError)
+	ReasonTooLarge         = "too-large"         // the sink's encoder found it too large
+	ReasonPermanent        = "permanent"         // the sink refused it for good (driver.Permanent)
+	ReasonRetriesExhausted = "retries-exhausted" // transient failures outlasted the retry policy
+)
+
+// maxDescription bounds DeadLetterErrorDescription; brokers limit property
+// sizes and the reason is in the first bytes anyway.
+const maxDescription = 1024
+
+// sinkReason classifies a permanent sink error.
+func sinkReason(err error) string {
+	var rej *mapping.RejectError
+	if errors.As(err, &rej) {
+		// RejectError has no code; size rejections are worth telling apart
+		// because their fix (Encode policy, a larger limit) differs.
+		r := strings.ToLower(rej.Reason)
+		if strings.Contains(r, "too large") || strings.Contains(r, "exceeds") || strings.Contains(r, "size limit") {
+			return ReasonTooLarge
+		}
+		return ReasonRejected
+	}
+	return ReasonPermanent
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut at a rune boundary.
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,343 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// sendLoop is one of Batch.Concurrency senders; it runs until workers ends.
+func (p *Pipeline) sendLoop(workers, work context.Context) {
+	for {
+		batch := p.nextBatch(workers)
+		if batch == nil {
+			return
+		}
+		p.sendBatch(work, batch)
+	}
+}
+
+// nextBatch takes up to Batch.Size ready items, waiting up to Batch.Linger
+// for a batch to fill once the first item is there. It returns nil when ctx
+// ends.
+func (p *Pipeline) nextBatch(ctx context.Context) []*item {
+	size, linger := p.opt.Batch.Size, p.opt.Batch.Linger
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var deadline <-chan time.Time
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		n := len(p.ready)
+		if n >= size || (n > 0 && linger == 0) {
+			return p.takeReady(size)
+		}
+		if n > 0 && deadline == nil {
+			timer = time.NewTimer(linger)
+			deadline = timer.C
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+			p.mu.Lock()
+		case <-deadline:
+			p.mu.Lock()
+			if len(p.ready) > 0 {
+				return p.takeReady(size)
+			}
+			deadline = nil // another sender took them; start over
+		case <-ctx.Done():
+			p.mu.Lock()
+			return nil
+		}
+	}
+}
+
+// takeReady removes up to n items from the ready queue; p.mu is held.
+func (p *Pipeline) takeReady(n int) []*item {
+	n = min(n, len(p.ready))
+	batch := make([]*item, n)
+	copy(batch, p.ready)
+	clear(p.ready[:n])
+	p.ready = p.ready[n:]
+	if len(p.ready) == 0 {
+		p.ready = nil // let the array go
+	}
+	for _, it := range batch {
+		it.state = stSending
+	}
+	return batch
+}
+
+// sendBatch sends a batch and routes each result: ack, retry, dead letter.
+func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
+	items := batch[:0:0]
+	msgs := make([]*mapping.Message, 0, len(batch))
+	now := time.Now()
+	for _, it := range batch {
+		if it.preErr != nil {
+			p.mu.Lock()
+			mine := it.state == stSending // not taken by a drain deadline meanwhile
+			it.state = stSettling
+			p.mu.Unlock()
+			if mine {
+				p.goSettle(func() { p.deadLetter(it, it.preReason, it.preErr) })
+			}
+			continue
+		}
+		if it.attempts == 0 {
+			it.firstAttempt = now
+		}
+		it.attempts++
+		items = append(items, it)
+		msgs = append(msgs, it.msg)
+	}
+	if len(items) == 0 {
+		return
+	}
+
+	errs := p.sink.Send(work, msgs)
+	done := time.Now()
+	p.met.sinkLatency.Observe(done.Sub(now).Seconds())
+	if len(errs) != len(msgs) {
+		err := fmt.Errorf("%s sink returned %d results for %d messages", p.cfg.SinkKind, len(errs), len(msgs))
+		errs = make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+
+	type dl struct {
+		it     *item
+		reason string
+		err    error
+	}
+	type retry struct {
+		it    *item
+		err   error
+		delay time.Duration
+	}
+	var acks, nacks []*item
+	var dls []dl
+	var retries []retry
+	p.mu.Lock()
+	for i, it := range items {
+		if it.state != stSending {
+			continue // settled by the drain deadline while it was sent
+		}
+		err := errs[i]
+		switch {
+		case err == nil:
+			it.state = stSettling
+			// Order at the sink needs only the confirmation: the group's
+			// next message may go while this one is acked.
+			p.release(it)
+			acks = append(acks, it)
+		case driver.IsPermanent(err):
+			it.state = stSettling
+			dls = append(dls, dl{it, sinkReason(err), err})
+		case p.exhausted(it, done):
+			it.state = stSettling
+			dls = append(dls, dl{it, ReasonRetriesExhausted,
+				fmt.Errorf("gave up after %d attempts in %s: %w", it.attempts, done.Sub(it.firstAttempt).Round(time.Millisecond), err)})
+		case p.draining:
+			it.state = stSettling
+			nacks = append(nacks, it)
+			nacks = append(nacks, p.takeFollowers(it)...)
+		default:
+			retries = append(retries, retry{it, err, p.scheduleRetry(it)})
+		}
+	}
+	p.mu.Unlock()
+
+	for _, r := range retries {
+		p.met.retried.Inc()
+		log := p.log.Debug
+		if r.it.attempts == 1 {
+			log = p.log.Warn // once per message: later attempts would flood the log in an outage
+		}
+		log("sink failed; retrying", "error", r.err, "group", r.it.group, "id", r.it.msg.ID, "attempt", r.it.attempts, "retry_in", r.delay)
+	}
+
+	for _, it := range acks {
+		p.met.sent.Inc()
+		if t := it.orig.Source.EnqueuedTime; !t.IsZero() {
+			p.met.e2eLatency.Observe(done.Sub(t).Seconds())
+		}
+		p.goSettle(func() { p.ack(it) })
+	}
+	for _, d := range dls {
+		p.goSettle(func() { p.deadLetter(d.it, d.reason, d.err) })
+	}
+	for _, it := range nacks {
+		p.goSettle(func() { p.nack(it, 0) })
+	}
+}
+
+func (p *Pipeline) exhausted(it *item, now time.Time) bool {
+	r := p.opt.Retry
+	return (r.MaxAttempts > 0 && it.attempts >= r.MaxAttempts) ||
+		(r.MaxElapsed > 0 && now.Sub(it.firstAttempt) >= r.MaxElapsed)
+}
+
+// scheduleRetry parks it until its backoff passes; its group stays blocked
+// and the heartbeat keeps its lock. p.mu is held.
+func (p *Pipeline) scheduleRetry(it *item) time.Duration {
+	delay := p.opt.Retry.Delay(it.attempts)
+	it.state = stWaiting
+	it.timer = time.AfterFunc(delay, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if it.state == stWaiting {
+			it.timer = nil
+			p.pushReady(it)
+		}
+	})
+	return delay
+}
+
+// goSettle runs a settlement in its own goroutine so that a slow ack does
+// not hold up sending; their number is bounded by MaxInFlight.
+func (p *Pipeline) goSettle(f func()) {
+	p.settling.Go(f)
+}
+
+// settle calls op on the delivery unless it was settled already. It holds
+// the item's delivery lock, so no Extend runs meanwhile.
+func (p *Pipeline) settle(it *item, op func(ctx context.Context) error) (bool, error) {
+	it.dmu.Lock()
+	defer it.dmu.Unlock()
+	if it.settled {
+		return false, nil
+	}
+	it.settled = true
+	ctx, cancel := context.WithTimeout(p.base, opTimeout)
+	defer cancel()
+	return true, op(ctx)
+}
+
+// done removes a settled item.
+func (p *Pipeline) done(it *item) {
+	p.mu.Lock()
+	p.finish(it)
+	p.mu.Unlock()
+}
+
+func (p *Pipeline) ack(it *item) {
+	defer p.done(it)
+	ok, err := p.settle(it, it.d.Ack)
+	if !ok {
+		return
+	}
+	if err != nil {
+		// The sink has the message; the source redelivers it (a duplicate,
+		// never a loss).
+		p.met.errAck.Inc()
+		p.log.Warn("ack failed; the message may be delivered again", "error", err, "group", it.group, "id", it.msg.ID)
+		return
+	}
+	p.met.acked.Inc()
+}
+
+func (p *Pipeline) nack(it *item, delay time.Duration) {
+	defer p.done(it)
+	ok, err := p.settle(it, func(ctx context.Context) error { return it.d.Nack(ctx, delay) })
+	if !ok {
+		return
+	}
+	if err != nil {
+		p.met.errNack.Inc()
+		p.log.Warn("nack failed; the broker redelivers the message when its lock lapses", "error", err, "group", it.group, "id", it.msg.ID)
+		return
+	}
+	p.met.nacked.Inc()
+}
+
+// nackGroup nacks it and the messages queued behind it in its group (so
+// they come back in order), after a backoff that grows with the delivery
+// count: the message keeps failing, so its redeliveries are spaced.
+func (p *Pipeline) nackGroup(it *item) {
+	delay := p.opt.Retry.Delay(max(1, it.orig.Source.DeliveryCount))
+	p.mu.Lock()
+	followers := p.takeFollowers(it)
+	p.mu.Unlock()
+	p.nack(it, delay)
+	for _, f := range followers {
+		p.nack(f, delay)
+	}
+}
+
+// deadLetter moves a message that cannot be delivered to the dead-letter
+// destination and then settles it; if that fails, it is nacked for
+// redelivery, never dropped.
+func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
+	desc := truncate(cause.Error(), maxDescription)
+	log := p.log.With("group", it.group, "id", it.orig.ID, "reason", reason, "error", desc)
+	switch {
+	case p.cfg.DeadLetter.Sink != nil:
+		m := it.orig.Clone()
+		m.SetAttr(AttrDeadLetterReason, mapping.String(reason))
+		m.SetAttr(AttrDeadLetterDescription, mapping.String(desc))
+		ctx, cancel := context.WithTimeout(p.base, opTimeout)
+		errs := p.dlq.Send(ctx, []*mapping.Message{m})
+		cancel()
+		err := errors.New("dead-letter sink returned no result")
+		if len(errs) == 1 {
+			err = errs[0]
+		}
+		if err != nil {
+			p.met.errDeadLetter.Inc()
+			log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
+			p.nackGroup(it)
+			return
+		}
+		p.met.deadLettered(reason)
+		log.Warn("message dead-lettered", "to", p.cfg.DeadLetter.SinkKind)
+		p.mu.Lock()
+		p.release(it)
+		p.mu.Unlock()
+		p.ack(it)
+
+	case p.cfg.DeadLetter.Native:
+		dlr, ok := it.d.(driver.DeadLetterer)
+		if !ok {
+			p.met.errDeadLetter.Inc()
+			log.Error("the source has no native dead-letter queue; nacking the message for redelivery")
+			p.nackGroup(it)
+			return
+		}
+		settled, err := p.settle(it, func(ctx context.Context) error { return dlr.DeadLetter(ctx, reason, desc) })
+		if settled && err != nil {
+			// A failed settlement is not followed by another (the delivery
+			// contract): the broker redelivers when the lock lapses.
+			p.met.errDeadLetter.Inc()
+			log.Error("native dead-letter failed; the broker redelivers the message when its lock lapses", "dlq_error", err)
+			p.mu.Lock()
+			followers := p.takeFollowers(it)
+			p.mu.Unlock()
+			p.done(it)
+			for _, f := range followers {
+				p.nack(f, 0)
+			}
+			return
+		}
+		if settled {
+			p.met.deadLettered(reason)
+			log.Warn("message dead-lettered", "to", "native")
+		}
+		p.done(it)
+
+	default:
+		log.Error("message cannot be delivered and no dead_letter is configured; nacking it for redelivery (the broker's redrive policy applies)")
+		p.nackGroup(it)
+	}
+}

@@ -1,0 +1,138 @@
+// Command qbridge bridges messages between Amazon SQS, Azure Service Bus,
+// AMQP 1.0 brokers and NATS, keeping their typed attributes, ids, trace
+// context and per-group order. "qbridge run" is the daemon; the other
+// commands are tools around it. Run "qbridge help" for the list.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/qbridge/qbridge/internal/config"
+)
+
+// stdio is a command's standard streams, so tests can capture them.
+type stdio struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// command is one subcommand. Run returns the exit code: 0 success, 1
+// failure, 2 usage error.
+type command struct {
+	Summary string
+	Run     func(ctx context.Context, args []string, io stdio) int
+}
+
+// commands is filled from init() by each command's file.
+var commands = map[string]command{}
+
+func register(name string, c command) {
+	if _, dup := commands[name]; dup {
+		panic("qbridge: command " + name + " registered twice")
+	}
+	commands[name] = c
+}
+
+// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func init() {
+	register("version", command{Summary: "print the version and the adapters of this build", Run: runVersion})
+}
+
+func main() {
+	// The first interrupt cancels ctx (tools stop, the daemon drains);
+	// stop() then restores the default, so a second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	code := dispatch(ctx, os.Args[1:], stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+// dispatch runs the command named by args[0].
+func dispatch(ctx context.Context, args []string, std stdio) int {
+	if len(args) == 0 {
+		usage(std.Err)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				c.Run(ctx, []string{"-h"}, std) // prints the command's usage
+				return 0
+			}
+		}
+		usage(std.Out)
+		return 0
+	case "-version", "--version":
+		name = "version"
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(std.Err, "qbridge: unknown command %q\n\n", name)
+		usage(std.Err)
+		return 2
+	}
+	return c.Run(ctx, args[1:], std)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `qbridge moves messages between Amazon SQS, Azure Service Bus, AMQP 1.0 and NATS.
+
+Usage:
+  qbridge COMMAND [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Summary)
+	}
+	fmt.Fprint(w, `
+Run "qbridge COMMAND -h" for a command's flags.
+`)
+}
+
+func runVersion(_ context.Context, args []string, std stdio) int {
+	if len(args) > 0 {
+		fmt.Fprintln(std.Err, "usage: qbridge version")
+		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+			return 0
+		}
+		return 2
+	}
+	fmt.Fprintf(std.Out, "qbridge %s (%s %s/%s)\nadapters: %s\n",
+		buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(config.Kinds(), ", "))
+	return 0
+}
+
+// buildVersion prefers the -ldflags version, then the module version that
+// "go install ...@vX" records.
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}

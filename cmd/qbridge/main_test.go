@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// runCmd runs qbridge with args and returns the exit code and the output.
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = dispatch(context.Background(), args, stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestDispatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"no args", nil, 2, "", "Commands:"},
+		{"help", []string{"help"}, 0, "validate", ""},
+		{"help lists every command", []string{"-h"}, 0, "run        run the bridge daemon", ""},
+		{"help command", []string{"help", "validate"}, 0, "", "usage: qbridge validate"},
+		{"unknown", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{"version", []string{"version"}, 0, "adapters: amqp, memtest, nats, sqs", ""},
+		{"--version", []string{"--version"}, 0, "qbridge ", ""},
+		{"version with args", []string{"version", "x"}, 2, "", "usage: qbridge version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.stdout) || !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("qbridge %v = %d\nstdout: %s\nstderr: %s\nwant %d, stdout containing %q, stderr containing %q",
+					tt.args, code, out, errOut, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+}

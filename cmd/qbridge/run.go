@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/bridge/monitor"
+	"github.com/qbridge/qbridge/internal/config"
+)
+
+func init() {
+	register("run", command{Summary: "run the bridge daemon", Run: runRun})
+}
+
+func runRun(ctx context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(std.Err)
+	path := fs.String("config", "", "configuration file, or directory of *.hcl files (required)")
+	fs.Usage = func() {
+		fmt.Fprint(std.Err, `usage: qbridge run -config FILE_OR_DIR
+
+Runs the pipelines of the configuration until SIGTERM or SIGINT, then drains
+them (in-flight messages are finished or handed back) and exits 0. SIGHUP
+reloads the configuration: unchanged pipelines keep running, changed and
+removed ones are drained, new ones started; an invalid configuration is
+logged and the running one kept.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" || fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sig)
+	d := &daemon{path: *path, std: std, signals: sig}
+	// The daemon takes SIGINT and SIGTERM from its own channel, where it can
+	// tell a second one (cut the drain short) from the first; main's
+	// signal context would cancel ctx for the first one as well.
+	return d.run(context.WithoutCancel(ctx))
+}
+
+// daemon is one "qbridge run".
+type daemon struct {
+	path    string
+	std     stdio
+	signals <-chan os.Signal
+	// listening, if set, is told the monitoring address (tests use port 0).
+	listening func(net.Addr)
+
+	log   *slog.Logger
+	level *slog.LevelVar
+	cfg   *config.Config // the configuration running
+}
+
+// run returns the exit code: 0 after a graceful stop, 1 if the daemon
+// cannot start or a second signal cut the drain short.
+func (d *daemon) run(ctx context.Context) int {
+	l := config.NewLoader()
+	cfg, diags := l.Load(d.path)
+	if err := config.WriteDiagnostics(d.std.Err, l.Files(), diags); err != nil || diags.HasErrors() {
+		fmt.Fprintln(d.std.Err, "qbridge run: the configuration has errors; nothing was started")
+		return 1
+	}
+	d.cfg = cfg
+	d.level = new(slog.LevelVar)
+	d.level.Set(cfg.Log.Level)
+	d.log = newLogger(d.std.Err, cfg.Log.Format, d.level)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sup := bridge.NewSupervisor(d.log, bridge.NewMetrics(reg))
+
+	// Not ready until the pipelines are set up: an empty supervisor would
+	// say it is.
+	var started atomic.Bool
+	ready := func(ctx context.Context) error {
+		if !started.Load() {
+			return errors.New("starting")
+		}
+		return sup.Ready(ctx)
+	}
+	srv, err := monitor.Listen(cfg.HTTP.Listen, monitor.Handler(reg, ready), d.log)
+	if err != nil {
+		d.log.Error("cannot start the monitoring endpoints", "error", err)
+		return 1
+	}
+	if d.listening != nil {
+		d.listening(srv.Addr())
+	}
+	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(srvCtx) }()
+	defer func() {
+		stopSrv()
+		if err := <-srvDone; err != nil {
+			d.log.Warn("monitoring endpoints", "error", err)
+		}
+	}()
+
+	defs, err := cfg.Definitions(d.log)
+	if err == nil {
+		err = sup.Apply(defs)
+	}
+	if err != nil {
+		d.log.Error("cannot start the pipelines", "error", err)
+		return 1
+	}
+	started.Store(true)
+	d.log.Info("qbridge running", "version", buildVersion(), "config", d.path, "pipelines", sup.Names())
+
+	for stopping := false; !stopping; {
+		select {
+		case <-ctx.Done():
+			d.log.Info("stop requested; draining pipelines")
+			stopping = true
+		case s := <-d.signals:
+			if s == syscall.SIGHUP {
+				d.reload(sup)
+				continue
+			}
+			d.log.Info("stop requested; draining pipelines", "signal", s.String())
+			stopping = true
+		}
+	}
+
+	stopped := make(chan struct{})
+	go func() {
+		sup.Stop()
+		close(stopped)
+	}()
+	for {
+		select {
+		case <-stopped:
+			d.log.Info("qbridge stopped")
+			return 0
+		case s := <-d.signals:
+			if s == syscall.SIGHUP {
+				continue
+			}
+			// Unsettled messages come back from the brokers when their
+			// locks lapse: nothing is lost, some may be redelivered.
+			d.log.Error("second stop signal; exiting without finishing the drain", "signal", s.String())
+			return 1
+		}
+	}
+}
+
+// reload applies the configuration file again; on any error the running
+// configuration stays.
+func (d *daemon) reload(sup *bridge.Supervisor) {
+	d.log.Info("reloading the configuration", "config", d.path)
+	l := config.NewLoader()
+	cfg, diags := l.Load(d.path)
+	for _, dg := range diags {
+		level := slog.LevelError
+		if dg.Severity == hcl.DiagWarning {
+			level = slog.LevelWarn
+		}
+		d.log.Log(context.Background(), level, "configuration problem", "diagnostic", config.DiagnosticString(dg))
+	}
+	if diags.HasErrors() {
+		d.log.Error("configuration reload failed; the running configuration stays", "errors", len(diags.Errs()))
+		return
+	}
+	defs, err := cfg.Definitions(d.log)
+	if err == nil {
+		err = sup.Apply(defs)
+	}
+	if err != nil {
+		d.log.Error("configuration reload failed; the running configuration stays", "error", err)
+		return
+	}
+	if cfg.Log.Format != d.cfg.Log.Format || cfg.HTTP != d.cfg.HTTP {
+		d.log.Warn("log.format and http.listen take effect at the next start, not on reload")
+	}
+	d.level.Set(cfg.Log.Level)
+	cfg.Log.Format, cfg.HTTP = d.cfg.Log.Format, d.cfg.HTTP // what actually runs
+	d.cfg = cfg
+	d.log.Info("configuration reloaded", "pipelines", sup.Names())
+}
+
+func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

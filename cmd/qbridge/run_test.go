@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// The "memtest" adapter kind exists only in these tests: sources that hand
+// out a few messages and then wait, sinks that accept everything (or block).
+type memSourceConfig struct {
+	Name     string `hcl:"name"`
+	Messages int    `hcl:"messages,optional"`
+}
+
+func (c memSourceConfig) Validate() error {
+	if c.Name == "" {
+		return errors.New("name: required")
+	}
+	return nil
+}
+
+type memSinkConfig struct {
+	Block  bool `hcl:"block,optional"`
+	Policy mapping.Policy
+	OnDrop func(field, reason string)
+}
+
+func (c memSinkConfig) Validate() error { return nil }
+
+// memStats counts opens and closes of sources by name.
+var memStats = struct {
+	sync.Mutex
+	opens, closes map[string]int
+	acked         int
+}{opens: map[string]int{}, closes: map[string]int{}}
+
+func memCount(m map[string]int, name string) int {
+	memStats.Lock()
+	defer memStats.Unlock()
+	return m[name]
+}
+
+type memSource struct {
+	cfg  memSourceConfig
+	mu   sync.Mutex
+	left int
+}
+
+func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	s.mu.Lock()
+	if s.left > 0 {
+		s.left--
+		s.mu.Unlock()
+		return []driver.Delivery{memDelivery{&mapping.Message{ID: "m"}}}, nil
+	}
+	s.mu.Unlock()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (s *memSource) Close(context.Context) error {
+	memStats.Lock()
+	memStats.closes[s.cfg.Name]++
+	memStats.Unlock()
+	return nil
+}
+
+type memDelivery struct{ m *mapping.Message }
+
+func (d memDelivery) Message() *mapping.Message { return d.m }
+func (d memDelivery) Ack(context.Context) error {
+	memStats.Lock()
+	memStats.acked++
+	memStats.Unlock()
+	return nil
+}
+func (d memDelivery) Nack(context.Context, time.Duration) error   { return nil }
+func (d memDelivery) Extend(context.Context, time.Duration) error { return nil }
+
+type memSink struct{ cfg memSinkConfig }
+
+func (s memSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	if s.cfg.Block {
+		<-ctx.Done()
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
+	return errs
+}
+func (s memSink) Close(context.Context) error { return nil }
+
+func init() {
+	config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
+		Name: "memtest",
+		NewSource: func(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Source, error) {
+			memStats.Lock()
+			memStats.opens[c.Name]++
+			memStats.Unlock()
+			return &memSource{cfg: c, left: c.Messages}, nil
+		},
+		NewSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Sink, error) {
+			return memSink{c}, nil
+		},
+		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.Policy, c.OnDrop = o.Policy, o.OnDrop },
+	})
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runningDaemon is a daemon started by a test.
+type runningDaemon struct {
+	sig  chan os.Signal
+	addr chan net.Addr
+	code chan int
+	log  *syncBuffer
+}
+
+func startDaemon(t *testing.T, path string) *runningDaemon {
+	t.Helper()
+	r := &runningDaemon{sig: make(chan os.Signal, 4), addr: make(chan net.Addr, 1), code: make(chan int, 1), log: &syncBuffer{}}
+	d := &daemon{
+		path:      path,
+		std:       stdio{In: strings.NewReader(""), Out: io.Discard, Err: r.log},
+		signals:   r.sig,
+		listening: func(a net.Addr) { r.addr <- a },
+	}
+	go func() { r.code <- d.run(context.Background()) }()
+	return r
+}
+
+func (r *runningDaemon) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case c := <-r.code:
+		return c
+	case <-time.After(20 * time.Second):
+		t.Fatalf("daemon did not exit; log:\n%s", r.log)
+		return -1
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var runSeq atomic.Int64
+
+// uniq makes source names unique per test run (-count=N shares memStats).
+func uniq(name string) string { return fmt.Sprintf("%s-%d", name, runSeq.Add(1)) }
+
+func memPipeline(name, source string) string {
+	return fmt.Sprintf("pipeline %q {\n  source \"memtest\" { name = %q }\n  sink \"memtest\" {}\n  shutdown_timeout = \"2s\"\n}\n", name, source)
+}
+
+func TestDaemonRunReloadStop(t *testing.T) {
+	dir := t.TempDir()
+	ra, rb1, rb2, rc := uniq("ra"), uniq("rb1"), uniq("rb2"), uniq("rc")
+	header := "http { listen = \"127.0.0.1:0\" }\nlog { format = \"json\" }\n"
+	path := writeFile(t, dir, "q.hcl", header+memPipeline("a", ra)+memPipeline("b", rb1))
+	d := startDaemon(t, path)
+	var base string
+	select {
+	case a := <-d.addr:
+		base = "http://" + a.String()
+	case c := <-d.code:
+		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
+	}
+	eventually(t, "ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Errorf("healthz = %d %q", code, body)
+	}
+	if _, body := get(t, base+"/metrics"); !strings.Contains(body, `qbridge_pipeline_running{pipeline="a"} 1`) || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("metrics lack the pipeline or Go metrics:\n%s", body)
+	}
+
+	// a unchanged, b changed, c new.
+	writeFile(t, dir, "q.hcl", header+memPipeline("a", ra)+memPipeline("b", rb2)+memPipeline("c", rc))
+	d.sig <- syscall.SIGHUP
+	eventually(t, "b restarted and c started", func() bool {
+		return memCount(memStats.closes, rb1) == 1 && memCount(memStats.opens, rb2) == 1 && memCount(memStats.opens, rc) == 1
+	})
+	if n := memCount(memStats.opens, ra); n != 1 {
+		t.Errorf("unchanged pipeline a opened %d times", n)
+	}
+	eventually(t, "ready after reload", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+
+	// An invalid configuration keeps the running one.
+	writeFile(t, dir, "q.hcl", header+memPipeline("a", ra)+"pipeline \"d\" { shutdown_timeout = \"soon\" }\n")
+	d.sig <- syscall.SIGHUP
+	eventually(t, "reload failure logged", func() bool {
+		return strings.Contains(d.log.String(), "configuration reload failed; the running configuration stays")
+	})
+	if !strings.Contains(d.log.String(), `q.hcl:8:35: Invalid duration`) {
+		t.Errorf("the reload's diagnostics are not logged with positions:\n%s", d.log)
+	}
+	if memCount(memStats.closes, rb2) != 0 || memCount(memStats.closes, rc) != 0 {
+		t.Error("an invalid reload stopped pipelines")
+	}
+
+	d.sig <- syscall.SIGTERM
+	if code := d.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; log:\n%s", code, d.log)
+	}
+	for _, n := range []string{ra, rb2, rc} {
+		if memCount(memStats.closes, n) != 1 {
+			t.Errorf("source %s not closed", n)
+		}
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Error("monitoring endpoints still up after exit")
+	}
+}
+
+func TestDaemonSecondSignalCutsTheDrain(t *testing.T) {
+	dir := t.TempDir()
+	stuck := uniq("stuck")
+	src := "http { listen = \"127.0.0.1:0\" }\n" +
+		"pipeline \"stuck\" {\n  source \"memtest\" {\n    name = \"" + stuck + "\"\n    messages = 1\n  }\n  sink \"memtest\" { block = true }\n  shutdown_timeout = \"5s\"\n}\n"
+	d := startDaemon(t, writeFile(t, dir, "q.hcl", src))
+	<-d.addr
+	eventually(t, "source opened", func() bool { return memCount(memStats.opens, stuck) == 1 })
+	time.Sleep(50 * time.Millisecond) // let the message reach the blocking sink
+	d.sig <- syscall.SIGTERM
+	time.Sleep(50 * time.Millisecond)
+	began := time.Now()
+	d.sig <- os.Interrupt
+	if code := d.wait(t); code != 1 {
+		t.Errorf("exit %d after a second signal, want 1", code)
+	}
+	if time.Since(began) > 2*time.Second {
+		t.Errorf("the second signal took %v to act", time.Since(began))
+	}
+}
+
+func TestRunFailsToStart(t *testing.T) {
+	dir := t.TempDir()
+	taken := uniq("taken")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	tests := []struct {
+		name   string
+		args   func() []string
+		code   int
+		stderr string
+	}{
+		{"no config flag", func() []string { return nil }, 2, "usage: qbridge run"},
+		{"extra args", func() []string { return []string{"-config", "x", "y"} }, 2, "usage: qbridge run"},
+		{"invalid config", func() []string {
+			return []string{"-config", writeFile(t, dir, "bad.hcl", "pipeline \"p\" {}\n")}
+		}, 1, "Error: Missing source block"},
+		{"port taken", func() []string {
+			return []string{"-config", writeFile(t, dir, "taken.hcl", fmt.Sprintf("http { listen = %q }\n", ln.Addr().String())+memPipeline("p", taken))}
+		}, 1, "cannot start the monitoring endpoints"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runCmd(t, append([]string{"run"}, tt.args()...)...)
+			if code != tt.code || !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %d containing %q", code, errOut, tt.code, tt.stderr)
+			}
+		})
+	}
+	if memCount(memStats.opens, taken) != 0 {
+		t.Error("pipelines started although the daemon could not")
+	}
+}

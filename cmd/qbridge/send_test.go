@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+func startNATS(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func run(t *testing.T, c func(context.Context, []string, stdio) int, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb syncBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := c(ctx, args, stdio{In: strings.NewReader(stdin), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestParseAttrFlag(t *testing.T) {
+	tests := []struct {
+		in   string
+		name string
+		want mapping.Value
+		err  bool
+	}{
+		{"n:Number.int=42", "n", mapping.Int32(42), false},
+		{"s=hello", "s", mapping.String("hello"), false},
+		{"eq=a=b", "eq", mapping.String("a=b"), false},
+		{"ok:String.bool=true", "ok", mapping.Bool(true), false},
+		{"x.y:z:Number=1.50", "x.y:z", mapping.Number("1.50"), false},
+		{"b:Binary=aGk=", "b", mapping.Binary([]byte("hi")), false},
+		{"u:String.uuid=6ba7b810-9dad-11d1-80b4-00c04fd430c8", "u", func() mapping.Value {
+			u, _ := mapping.ParseUUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+			return mapping.UUID(u)
+		}(), false},
+		{"noequals", "", mapping.Value{}, true},
+		{"=v", "", mapping.Value{}, true},
+		{"n:Bogus=1", "", mapping.Value{}, true},
+		{"b:Binary=!!", "", mapping.Value{}, true},
+	}
+	for _, tt := range tests {
+		name, v, err := parseAttrFlag(tt.in)
+		if (err != nil) != tt.err {
+			t.Errorf("%q: err = %v", tt.in, err)
+			continue
+		}
+		if err == nil && (name != tt.name || !v.Equal(tt.want)) {
+			t.Errorf("%q = %q %v, want %q %v", tt.in, name, v, tt.name, tt.want)
+		}
+	}
+}
+
+func TestSendUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},                                       // no subject, no body
+		{"-subject", "a"},                        // no body
+		{"-subject", "a", "x", "y"},              // two bodies
+		{"-subject", "a", "-attr", "bad", "x"},   // malformed attribute
+		{"-subject", "a", "-header", "bad", "x"}, // malformed header
+	} {
+		if code, _, _ := run(t, runSend, "", args...); code != 2 {
+			t.Errorf("send %v = %d, want 2", args, code)
+		}
+	}
+}
+
+func TestSendCore(t *testing.T) {
+	srv := startNATS(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, _ := nc.SubscribeSync("demo.in")
+	_ = nc.Flush()
+	code, out, errs := run(t, runSend, "from stdin", "-url", srv.ClientURL(), "-subject", "demo.in",
+		"-header", "X-Raw=1", "-attr", "n:Number.int=42", "-group", "g1", "-id", "m-1", "-")
+	if code != 0 {
+		t.Fatalf("send = %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "published to demo.in") {
+		t.Errorf("out = %q", out)
+	}
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data) != "from stdin" || m.Header.Get("X-Raw") != "1" || m.Header.Get("Qbridge-Group") != "g1" {
+		t.Errorf("wire message %q %v", m.Data, m.Header)
+	}
+}
+
+func TestSendJetStream(t *testing.T) {
+	srv := startNATS(t)
+	nc, _ := nats.Connect(srv.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "DEMO", Subjects: []string{"demo.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-url", srv.ClientURL(), "-subject", "demo.in", "-jetstream", "-id", "same", "body"}
+	code, out, errs := run(t, runSend, "", args...)
+	if code != 0 || !strings.Contains(out, "stream DEMO sequence 1") {
+		t.Fatalf("send = %d %q %q", code, out, errs)
+	}
+	code, out, _ = run(t, runSend, "", args...)
+	if code != 0 || !strings.Contains(out, "duplicate") {
+		t.Errorf("second send with the same id = %d %q, want a duplicate", code, out)
+	}
+	code, _, errs = run(t, runSend, "", "-url", srv.ClientURL(), "-subject", "nostream", "-jetstream", "x")
+	if code != 1 || !strings.Contains(errs, "no stream") {
+		t.Errorf("send to a subject no stream stores = %d %q", code, errs)
+	}
+}

@@ -1,0 +1,23 @@
+package config
+
+import (
+	"github.com/qbridge/qbridge/adapters/amqp"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+func init() {
+	Register(AdapterKind[amqp.SourceConfig, amqp.SinkConfig]{
+		Name:      "amqp",
+		NewSource: amqp.NewSource,
+		NewSink:   amqp.NewSink,
+		// The sink block has its own max_message_size: the mapping block's
+		// value applies only where it is set.
+		SinkMapping: func(c *amqp.SinkConfig, o mapping.Options) {
+			c.Policy, c.CarrySource, c.OnDrop = o.Policy, o.CarrySource, o.OnDrop
+			if o.MaxMessageSize != 0 {
+				c.MaxMessageSize = o.MaxMessageSize
+			}
+		},
+		SourceMapping: func(c *amqp.SourceConfig, o mapping.Options) { c.Policy = o.Policy },
+	})
+}

@@ -1,0 +1,20 @@
+package config
+
+import (
+	"github.com/qbridge/qbridge/adapters/nats"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// One file per adapter of the build, one entry each. The mapping function
+// copies the pipeline's mapping block into the adapter's untagged option
+// fields.
+func init() {
+	Register(AdapterKind[nats.SourceConfig, nats.SinkConfig]{
+		Name:      "nats",
+		NewSource: nats.NewSource,
+		NewSink:   nats.NewSink,
+		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
+			c.Policy, c.MaxMessageSize, c.CarrySource, c.OnDrop = o.Policy, o.MaxMessageSize, o.CarrySource, o.OnDrop
+		},
+	})
+}

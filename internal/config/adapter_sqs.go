@@ -1,0 +1,23 @@
+package config
+
+import (
+	"github.com/qbridge/qbridge/adapters/sqs"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+func init() {
+	Register(AdapterKind[sqs.SourceConfig, sqs.SinkConfig]{
+		Name:      "sqs",
+		NewSource: sqs.NewSource,
+		NewSink:   sqs.NewSink,
+		// The sink block has its own max_message_size and carry_source: the
+		// mapping block's values apply only where they are set.
+		SinkMapping: func(c *sqs.SinkConfig, o mapping.Options) {
+			c.Policy, c.OnDrop = o.Policy, o.OnDrop
+			if o.MaxMessageSize != 0 {
+				c.MaxMessageSize = o.MaxMessageSize
+			}
+			c.CarrySource = c.CarrySource || o.CarrySource
+		},
+	})
+}

@@ -1,0 +1,577 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// The "test" adapter kind exists only in these tests.
+type testSourceConfig struct {
+	Address string     `hcl:"address"`
+	Inner   *testInner `hcl:"inner,block"`
+}
+
+type testInner struct {
+	Depth int `hcl:"depth,optional"`
+}
+
+func (c testSourceConfig) Validate() error {
+	if !strings.HasPrefix(c.Address, "/") {
+		return errors.New("address: must start with /")
+	}
+	if c.Inner != nil && c.Inner.Depth > 3 {
+		return fmt.Errorf("inner.depth: %d is more than 3", c.Inner.Depth)
+	}
+	return nil
+}
+
+type testSinkConfig struct {
+	Address string `hcl:"address,optional"`
+	Policy  mapping.Policy
+	Carry   bool
+	OnDrop  func(field, reason string)
+}
+
+func (c *testSinkConfig) Validate() error {
+	if c.Policy > mapping.Encode {
+		return errors.New("policy: invalid")
+	}
+	return nil
+}
+
+var (
+	openedMu    sync.Mutex
+	openedSinks []testSinkConfig
+)
+
+type nopSource struct{}
+
+func (nopSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (nopSource) Close(context.Context) error { return nil }
+
+type nopSink struct{}
+
+func (nopSink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	return make([]error, len(msgs))
+}
+func (nopSink) Close(context.Context) error { return nil }
+
+func init() {
+	Register(AdapterKind[testSourceConfig, testSinkConfig]{
+		Name: "test",
+		NewSource: func(context.Context, testSourceConfig, *slog.Logger) (driver.Source, error) {
+			return nopSource{}, nil
+		},
+		NewSink: func(_ context.Context, c testSinkConfig, _ *slog.Logger) (driver.Sink, error) {
+			openedMu.Lock()
+			openedSinks = append(openedSinks, c)
+			openedMu.Unlock()
+			return nopSink{}, nil
+		},
+		SinkMapping: func(c *testSinkConfig, o mapping.Options) {
+			c.Policy, c.Carry, c.OnDrop = o.Policy, o.CarrySource, o.OnDrop
+		},
+	})
+}
+
+const minimal = `
+pipeline "orders" {
+  source "test" { address = "/in" }
+  sink "test" {}
+}
+`
+
+func load(t *testing.T, src string) (*Config, hcl.Diagnostics) {
+	t.Helper()
+	return NewLoader().LoadBytes("t.hcl", []byte(src))
+}
+
+func TestLoadMinimalDefaults(t *testing.T) {
+	cfg, diags := load(t, minimal)
+	if diags.HasErrors() || len(diags) != 0 {
+		t.Fatalf("diags: %v", diags)
+	}
+	if cfg.Log.Level != slog.LevelInfo || cfg.Log.Format != "text" || cfg.HTTP.Listen != "127.0.0.1:9464" {
+		t.Errorf("globals = %+v %+v", cfg.Log, cfg.HTTP)
+	}
+	if len(cfg.Pipelines) != 1 {
+		t.Fatalf("pipelines = %d", len(cfg.Pipelines))
+	}
+	p := cfg.Pipelines[0]
+	if p.Name != "orders" || p.Spec.Source.Kind != "test" || p.Spec.Sink.Kind != "test" {
+		t.Errorf("pipeline = %+v", p)
+	}
+	if p.Spec.Engine != bridge.DefaultOptions() {
+		t.Errorf("engine options = %+v, want the defaults", p.Spec.Engine)
+	}
+	if p.Spec.Mapping.Policy != mapping.Reject || !p.Spec.Mapping.Rules.IsZero() {
+		t.Errorf("mapping = %+v", p.Spec.Mapping)
+	}
+	if got := p.Spec.Source.Config.(testSourceConfig); got.Address != "/in" {
+		t.Errorf("source config = %+v", got)
+	}
+}
+
+func TestLoadFull(t *testing.T) {
+	t.Setenv("QB_TEST_ADDR", "/from-env")
+	src := `
+log {
+  level  = "debug"
+  format = "json"
+}
+http { listen = "127.0.0.1:0" }
+
+pipeline "orders" {
+  source "test" {
+    address = env("QB_TEST_ADDR")
+    inner { depth = 2 }
+  }
+  sink "test" { address = env("QB_UNSET_FOR_TEST", "/default") }
+  mapping {
+    policy           = "drop"
+    carry_source     = true
+    max_message_size = 1048576
+    rename {
+      from = "a"
+      to   = "b"
+    }
+    drop = ["x", "y"]
+    set "k" {
+      type  = "Number.int"
+      value = 42
+    }
+    group_key    = "{attr.tenant}"
+    dedup_id     = "{id}"
+    subject      = "orders.{group}"
+    to           = "dest"
+    content_type = "application/json"
+  }
+  ordering {
+    max_in_flight = 500
+    per_group     = 2
+  }
+  batch {
+    size        = 10
+    linger      = "5ms"
+    concurrency = 8
+  }
+  retry {
+    initial      = "100ms"
+    max          = "10s"
+    multiplier   = 1.5
+    jitter       = 0
+    max_attempts = 7
+    max_elapsed  = "1h"
+  }
+  lock {
+    extend_every = "5s"
+    extend_by    = "30s"
+  }
+  dead_letter {
+    sink "test" { address = "/dlq" }
+  }
+  shutdown_timeout = "45s"
+}
+`
+	cfg, diags := load(t, src)
+	if diags.HasErrors() {
+		t.Fatalf("diags: %v", diags)
+	}
+	if cfg.Log.Level != slog.LevelDebug || cfg.Log.Format != "json" || cfg.HTTP.Listen != "127.0.0.1:0" {
+		t.Errorf("globals = %+v %+v", cfg.Log, cfg.HTTP)
+	}
+	s := cfg.Pipelines[0].Spec
+	if a := s.Source.Config.(testSourceConfig); a.Address != "/from-env" || a.Inner.Depth != 2 {
+		t.Errorf("source = %+v", a)
+	}
+	if a := s.Sink.Config.(testSinkConfig); a.Address != "/default" || a.Policy != mapping.Drop || !a.Carry {
+		t.Errorf("sink = %+v", a)
+	}
+	if a := s.DeadLetter.Sink.Config.(testSinkConfig); a.Address != "/dlq" || a.Policy != mapping.Encode || !a.Carry {
+		t.Errorf("dead-letter sink = %+v (want the encode policy)", a)
+	}
+	m := s.Mapping
+	if m.Policy != mapping.Drop || !m.CarrySource || m.MaxMessageSize != 1<<20 {
+		t.Errorf("mapping = %+v", m)
+	}
+	r := m.Rules
+	if len(r.Rename) != 1 || r.Rename[0].From != "a" || r.Rename[0].To != "b" ||
+		!reflect.DeepEqual(r.Drop, []string{"x", "y"}) || len(r.Set) != 1 ||
+		r.Set[0].Value.DataType() != "Number.int" || r.Set[0].Value.Int() != 42 ||
+		r.GroupKey != "{attr.tenant}" || r.DedupID != "{id}" || r.Subject != "orders.{group}" ||
+		r.To != "dest" || r.ContentType != "application/json" {
+		t.Errorf("rules = %+v", r)
+	}
+	want := bridge.DefaultOptions()
+	want.Ordering = bridge.Ordering{MaxInFlight: 500, PerGroup: 2}
+	want.Batch = bridge.Batch{Size: 10, Linger: 5 * time.Millisecond, Concurrency: 8}
+	want.Retry = bridge.Retry{
+		Backoff:     bridge.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 1.5},
+		MaxAttempts: 7, MaxElapsed: time.Hour,
+	}
+	want.Lock = bridge.Lock{ExtendEvery: 5 * time.Second, ExtendBy: 30 * time.Second}
+	want.ShutdownTimeout = 45 * time.Second
+	if s.Engine != want {
+		t.Errorf("engine =\n%+v\nwant\n%+v", s.Engine, want)
+	}
+}
+
+// TestDiagnostics checks the message and the position of each error.
+func TestDiagnostics(t *testing.T) {
+	// pipe wraps lines into a pipeline with a valid source and sink; the
+	// lines start on line 4, column 3 is their first character.
+	pipe := func(lines string) string {
+		return "pipeline \"p\" {\n  source \"test\" { address = \"/in\" }\n  sink \"test\" {}\n" + lines + "\n}\n"
+	}
+	tests := []struct {
+		name      string
+		src       string
+		summary   string
+		detail    string
+		line, col int
+	}{
+		{"syntax error", "pipeline \"p\" {\n  source \"test\" {\n}\n", "Unclosed configuration block", "", 1, 14},
+		{"unknown block", "pipelines \"p\" {}\n", "Unsupported block type", `"pipelines"`, 1, 1},
+		{"unknown argument", pipe(`  colour = "x"`), "Unsupported argument", `"colour"`, 4, 3},
+		{"missing label", "pipeline {\n}\n", "Missing name for pipeline", "", 1, 10},
+		{"missing source", "pipeline \"p\" {\n  sink \"test\" {}\n}\n", "Missing source block", `such as source "nats"`, 1, 1},
+		{"missing sink", "pipeline \"p\" {\n  source \"test\" { address = \"/x\" }\n}\n", "Missing sink block", "", 1, 1},
+		{"two sources", pipe(`  source "test" { address = "/b" }`), "Duplicate source block", "", 4, 3},
+		{"unknown kind", "pipeline \"p\" {\n  source \"kafka\" {}\n  sink \"test\" {}\n}\n", `Unknown adapter kind "kafka"`, `"nats"`, 2, 10},
+		{"unavailable kind", "pipeline \"p\" {\n  source \"test\" { address = \"/x\" }\n  sink \"servicebus\" {}\n}\n", `Adapter kind "servicebus" is not available in this build`, `"nats"`, 3, 8},
+		{"adapter unknown field", "pipeline \"p\" {\n  source \"test\" {\n    address = \"/x\"\n    adress = \"/y\"\n  }\n  sink \"test\" {}\n}\n", "Unsupported argument", `"adress"`, 4, 5},
+		{"adapter missing field", "pipeline \"p\" {\n  source \"test\" {}\n  sink \"test\" {}\n}\n", "Missing required argument", `"address"`, 2, 17},
+		{"adapter validate at attribute", "pipeline \"p\" {\n  source \"test\" { address = \"in\" }\n  sink \"test\" {}\n}\n", "Invalid test source configuration", "address: must start with /", 2, 29},
+		{"adapter validate nested", "pipeline \"p\" {\n  source \"test\" {\n    address = \"/in\"\n    inner { depth = 9 }\n  }\n  sink \"test\" {}\n}\n", "Invalid test source configuration", "inner.depth: 9 is more than 3", 4, 21},
+		{"bad duration", pipe(`  shutdown_timeout = "30x"`), "Invalid duration", `"30x" for "shutdown_timeout" is not a duration`, 4, 22},
+		{"zero duration", pipe(`  shutdown_timeout = "0s"`), "Invalid duration", "must be positive", 4, 22},
+		{"negative duration", pipe(`  batch { linger = "-1s" }`), "Invalid duration", "zero or positive", 4, 20},
+		{"duration wrong type", pipe(`  retry { initial = 5 }`), "Invalid duration", `"5" for "initial" is not a duration`, 4, 21},
+		{"duration not a string", pipe(`  retry { initial = ["1s"] }`), "Incorrect attribute value type", `"initial": a string is required`, 4, 21},
+		{"bad policy", pipe(`  mapping { policy = "ignore" }`), "Invalid mapping policy", `unknown policy "ignore": want reject, drop or encode`, 4, 22},
+		{"wrong type", pipe(`  ordering { max_in_flight = "many" }`), "Incorrect attribute value type", `"max_in_flight": a number is required`, 4, 30},
+		{"not whole", pipe(`  ordering { max_in_flight = 1.5 }`), "Invalid value", "whole number", 4, 30},
+		{"out of range", pipe(`  ordering { max_in_flight = 0 }`), "Value out of range", "between 1 and", 4, 30},
+		{"per group above max", pipe("  ordering {\n    max_in_flight = 2\n    per_group = 3\n  }"), "Invalid value", "per_group (3) cannot exceed max_in_flight (2)", 6, 17},
+		{"jitter", pipe(`  retry { jitter = 2 }`), "Value out of range", "between 0 and 1", 4, 20},
+		{"max below initial", pipe("  retry {\n    initial = \"2s\"\n    max = \"1s\"\n  }"), "Invalid duration", "max (1s) cannot be shorter than initial (2s)", 6, 11},
+		{"lock lapses", pipe(`  lock { extend_by = "5s" }`), "Invalid lock settings", "extend_by (5s) must be longer than extend_every (10s)", 4, 22},
+		{"bad template", pipe(`  mapping { group_key = "{tenant}" }`), "Invalid template", "unknown placeholder {tenant}", 4, 25},
+		{"unclosed template", pipe(`  mapping { subject = "a.{group" }`), "Invalid template", "unclosed", 4, 23},
+		{"bad set type", pipe("  mapping {\n    set \"k\" {\n      type = \"Strng\"\n      value = \"v\"\n    }\n  }"), "Invalid attribute type", `"Strng"`, 6, 14},
+		{"bad set number", pipe("  mapping {\n    set \"k\" {\n      type = \"Number.int\"\n      value = \"abc\"\n    }\n  }"), "Invalid attribute value", `"abc" is not a number`, 7, 15},
+		{"bad set base64", pipe("  mapping {\n    set \"k\" {\n      type = \"Binary\"\n      value = \"%%%\"\n    }\n  }"), "Invalid attribute value", "invalid base64", 7, 15},
+		{"set missing value", pipe("  mapping {\n    set \"k\" { type = \"String\" }\n  }"), "Missing required argument", `"value"`, 5, 5},
+		{"rename missing to", pipe("  mapping {\n    rename { from = \"a\" }\n  }"), "Missing required argument", `"to"`, 5, 5},
+		{"drop not a list", pipe(`  mapping { drop = "x" }`), "Incorrect attribute value type", "a list of strings", 4, 20},
+		{"dead letter both", pipe("  dead_letter {\n    native = true\n    sink \"test\" {}\n  }"), "Conflicting dead-letter destinations", "", 6, 5},
+		{"dead letter empty", pipe("  dead_letter {}"), "Missing dead-letter destination", "native = true", 4, 3},
+		{"dead letter bad kind", pipe("  dead_letter {\n    sink \"kafka\" {}\n  }"), `Unknown adapter kind "kafka"`, "", 5, 10},
+		{"duplicate pipeline", minimal + minimal, `Duplicate pipeline "orders"`, "already defined at t.hcl:2,10-18", 7, 10},
+		{"bad name", "pipeline \"a b\" {\n  source \"test\" { address = \"/x\" }\n  sink \"test\" {}\n}\n", "Invalid pipeline name", `not "a b"`, 1, 10},
+		{"env unset", "pipeline \"p\" {\n  source \"test\" { address = env(\"QB_SURELY_UNSET\") }\n  sink \"test\" {}\n}\n", "Invalid function argument", `environment variable "QB_SURELY_UNSET" is not set`, 2, 34},
+		{"env too many", "pipeline \"p\" {\n  source \"test\" { address = env(\"A\", \"b\", \"c\") }\n  sink \"test\" {}\n}\n", "Error in function call", "at most one default", 2, 29},
+		{"file missing", "pipeline \"p\" {\n  source \"test\" { address = file(\"nope.txt\") }\n  sink \"test\" {}\n}\n", "Invalid function argument", "nope.txt", 2, 35},
+		{"unknown function", "pipeline \"p\" {\n  source \"test\" { address = upper(\"x\") }\n  sink \"test\" {}\n}\n", "Call to unknown function", "upper", 2, 29},
+		{"log level", "log { level = \"verbose\" }\n" + minimal, "Invalid value", `"level" must be one of "debug", "info", "warn" or "error", not "verbose"`, 1, 15},
+		{"log format", "log { format = \"xml\" }\n" + minimal, "Invalid value", `"text" or "json"`, 1, 16},
+		{"listen", "http { listen = \"localhost\" }\n" + minimal, "Invalid listen address", "not host:port", 1, 17},
+		{"listen port", "http { listen = \"127.0.0.1:99999\" }\n" + minimal, "Invalid listen address", "no valid port", 1, 17},
+		{"duplicate log", "log {}\nlog {}\n" + minimal, "Duplicate log block", "", 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, diags := load(t, tt.src)
+			if !diags.HasErrors() {
+				t.Fatalf("no error; diags = %v", diags)
+			}
+			for _, d := range diags {
+				if d.Severity != hcl.DiagError || !strings.Contains(d.Summary, tt.summary) || !strings.Contains(d.Detail, tt.detail) {
+					continue
+				}
+				if d.Subject == nil {
+					t.Fatalf("%q has no position", d.Summary)
+				}
+				if d.Subject.Filename != "t.hcl" || d.Subject.Start.Line != tt.line || d.Subject.Start.Column != tt.col {
+					t.Errorf("%q at %s:%d:%d, want t.hcl:%d:%d", d.Summary, d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, tt.line, tt.col)
+				}
+				return
+			}
+			t.Errorf("no error %q with detail containing %q; got:\n%s", tt.summary, tt.detail, diagList(diags))
+		})
+	}
+}
+
+func diagList(diags hcl.Diagnostics) string {
+	var b strings.Builder
+	for _, d := range diags {
+		b.WriteString("  " + DiagnosticString(d) + "\n")
+	}
+	return b.String()
+}
+
+func TestNoPipelinesWarns(t *testing.T) {
+	cfg, diags := load(t, "log { level = \"info\" }\n")
+	if diags.HasErrors() || cfg == nil {
+		t.Fatalf("diags: %v", diags)
+	}
+	if len(diags) != 1 || diags[0].Severity != hcl.DiagWarning || diags[0].Summary != "No pipelines" {
+		t.Errorf("diags = %v, want the no-pipelines warning", diags)
+	}
+}
+
+func TestFileFunction(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("/secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := `pipeline "p" {
+  source "test" { address = trimspace(file("secret.txt")) }
+  sink "test" { address = file("secret.txt") }
+}
+`
+	path := filepath.Join(dir, "q.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Relative to the configuration file, whatever the working directory.
+	cfg, _, diags := Load(path)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	s := cfg.Pipelines[0].Spec
+	if got := s.Source.Config.(testSourceConfig).Address; got != "/secret" {
+		t.Errorf("source address = %q", got)
+	}
+	if got := s.Sink.Config.(testSinkConfig).Address; got != "/secret\n" {
+		t.Errorf("sink address = %q (file() keeps the content as is)", got)
+	}
+}
+
+func TestLoadDirectory(t *testing.T) {
+	write := func(dir, name, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pipeline := func(name string) string {
+		return fmt.Sprintf("pipeline %q {\n  source \"test\" { address = \"/%s\" }\n  sink \"test\" {}\n}\n", name, name)
+	}
+
+	t.Run("merged", func(t *testing.T) {
+		dir := t.TempDir()
+		write(dir, "a.hcl", "log { level = \"warn\" }\n"+pipeline("one"))
+		write(dir, "b.hcl", pipeline("two"))
+		write(dir, ".hidden.hcl", "garbage {{{")
+		write(dir, "notes.txt", "garbage {{{")
+		cfg, _, diags := Load(dir)
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		if len(cfg.Pipelines) != 2 || cfg.Pipelines[0].Name != "one" || cfg.Pipelines[1].Name != "two" || cfg.Log.Level != slog.LevelWarn {
+			t.Errorf("cfg = %+v", cfg)
+		}
+	})
+	t.Run("duplicate across files", func(t *testing.T) {
+		dir := t.TempDir()
+		write(dir, "a.hcl", pipeline("one"))
+		write(dir, "b.hcl", "\n"+pipeline("one"))
+		_, _, diags := Load(dir)
+		if !diags.HasErrors() || !strings.Contains(diags[0].Summary, `Duplicate pipeline "one"`) ||
+			!strings.HasSuffix(diags[0].Subject.Filename, "b.hcl") || diags[0].Subject.Start.Line != 2 ||
+			!strings.Contains(diags[0].Detail, "a.hcl:1") {
+			t.Errorf("diags = %v", diagList(diags))
+		}
+	})
+	t.Run("duplicate log across files", func(t *testing.T) {
+		dir := t.TempDir()
+		write(dir, "a.hcl", "log {}\n"+pipeline("one"))
+		write(dir, "b.hcl", "log {}\n")
+		_, _, diags := Load(dir)
+		if !diags.HasErrors() || diags[0].Summary != "Duplicate log block" || !strings.HasSuffix(diags[0].Subject.Filename, "b.hcl") {
+			t.Errorf("diags = %v", diagList(diags))
+		}
+	})
+	t.Run("errors in several files", func(t *testing.T) {
+		dir := t.TempDir()
+		write(dir, "a.hcl", "pipeline \"a\" {\n  shutdown_timeout = \"x\"\n}\n")
+		write(dir, "b.hcl", "bogus {}\n")
+		_, _, diags := Load(dir)
+		files := map[string]bool{}
+		for _, d := range diags {
+			files[filepath.Base(d.Subject.Filename)] = true
+		}
+		if !files["a.hcl"] || !files["b.hcl"] {
+			t.Errorf("want errors from both files, got:\n%s", diagList(diags))
+		}
+	})
+	t.Run("empty", func(t *testing.T) {
+		_, _, diags := Load(t.TempDir())
+		if !diags.HasErrors() || diags[0].Summary != "No configuration files" {
+			t.Errorf("diags = %v", diags)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		_, _, diags := Load(filepath.Join(t.TempDir(), "nope.hcl"))
+		if !diags.HasErrors() || diags[0].Summary != "Cannot read configuration" {
+			t.Errorf("diags = %v", diags)
+		}
+	})
+}
+
+func TestSpecComparesAcrossLoads(t *testing.T) {
+	a, diags := load(t, minimal)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	// Same pipeline, moved down and reformatted: unchanged.
+	b, diags := load(t, "\n\n# comment\n"+strings.ReplaceAll(minimal, "  ", "    "))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if !reflect.DeepEqual(a.Pipelines[0].Spec, b.Pipelines[0].Spec) {
+		t.Error("an unchanged pipeline compares unequal")
+	}
+	c, _ := load(t, strings.Replace(minimal, `"/in"`, `"/other"`, 1))
+	if reflect.DeepEqual(a.Pipelines[0].Spec, c.Pipelines[0].Spec) {
+		t.Error("a changed source compares equal")
+	}
+	d, _ := load(t, strings.Replace(minimal, "sink \"test\" {}", "sink \"test\" {}\n  retry { max_attempts = 3 }", 1))
+	if reflect.DeepEqual(a.Pipelines[0].Spec, d.Pipelines[0].Spec) {
+		t.Error("a changed engine setting compares equal")
+	}
+}
+
+func TestDefinitions(t *testing.T) {
+	src := `pipeline "p" {
+  source "test" { address = "/in" }
+  sink "test" { address = "/out" }
+  mapping {
+    policy = "drop"
+    group_key = "{attr.tenant}"
+  }
+  dead_letter {
+    sink "test" { address = "/dlq" }
+  }
+}
+`
+	cfg, diags := load(t, src)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	defs, err := cfg.Definitions(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := defs[0]
+	c := d.Config
+	if c.Name != "p" || c.SourceKind != "test" || c.SinkKind != "test" || c.DeadLetter.SinkKind != "test" || c.Transform == nil {
+		t.Fatalf("config = %+v", c)
+	}
+	if !reflect.DeepEqual(d.Spec, cfg.Pipelines[0].Spec) {
+		t.Error("Spec is not the pipeline's")
+	}
+
+	m := &mapping.Message{Attributes: []mapping.Attribute{{Name: "tenant", Value: mapping.String("acme")}}}
+	if err := c.Transform(m); err != nil || m.GroupKey != "acme" {
+		t.Errorf("Transform: %v, group %q", err, m.GroupKey)
+	}
+
+	openedMu.Lock()
+	openedSinks = nil
+	openedMu.Unlock()
+	var dropped []string
+	onDrop := func(field, reason string) { dropped = append(dropped, field) }
+	if _, err := c.Source(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sink(context.Background(), onDrop); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeadLetter.Sink(context.Background(), onDrop); err != nil {
+		t.Fatal(err)
+	}
+	openedMu.Lock()
+	defer openedMu.Unlock()
+	if len(openedSinks) != 2 {
+		t.Fatalf("opened %d sinks", len(openedSinks))
+	}
+	sink, dlq := openedSinks[0], openedSinks[1]
+	if sink.Address != "/out" || sink.Policy != mapping.Drop || sink.OnDrop == nil {
+		t.Errorf("sink opened with %+v", sink)
+	}
+	if dlq.Address != "/dlq" || dlq.Policy != mapping.Encode || !dlq.Carry || dlq.OnDrop == nil {
+		t.Errorf("dead-letter sink opened with %+v", dlq)
+	}
+	sink.OnDrop("attribute \"x\"", "too many")
+	if len(dropped) != 1 {
+		t.Error("OnDrop not wired to the engine's callback")
+	}
+	// The stored configuration keeps no callback, so it still compares.
+	if cfg.Pipelines[0].Spec.Sink.Config.(testSinkConfig).OnDrop != nil {
+		t.Error("the spec's sink config holds a callback")
+	}
+}
+
+func TestRealAdaptersValidate(t *testing.T) {
+	src := `pipeline "bridge" {
+  source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "in.>"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out.{group}"
+  }
+}
+pipeline "broken" {
+  source "nats" {
+    url = "nats://127.0.0.1:4222"
+    jetstream {
+      stream   = "S"
+      durable  = "d"
+      ack_wait = "soon"
+    }
+  }
+  sink "nats" { url = "nats://127.0.0.1:4222" }
+}
+`
+	_, diags := load(t, src)
+	var got []string
+	for _, d := range diags {
+		got = append(got, fmt.Sprintf("%d:%d %s: %s", d.Subject.Start.Line, d.Subject.Start.Column, d.Summary, d.Detail))
+	}
+	want := []string{
+		`17:18 Invalid nats source configuration: jetstream.ack_wait: invalid duration "soon" (want e.g. "30s").`,
+		`20:3 Invalid nats sink configuration: subject: required.`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("diags =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestKinds(t *testing.T) {
+	got := strings.Join(Kinds(), ",")
+	if got != "amqp,nats,sqs,test" {
+		t.Errorf("Kinds = %s", got)
+	}
+}

@@ -1,0 +1,193 @@
+package config
+
+import (
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// eval evaluates attributes into Go values, collecting diagnostics that point
+// at the attribute's value. Each getter leaves the target alone when the
+// attribute is absent, null or invalid.
+type eval struct {
+	ctx   *hcl.EvalContext
+	diags hcl.Diagnostics
+}
+
+func (e *eval) errorf(rng hcl.Range, summary, format string, args ...any) {
+	e.diags = append(e.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   fmt.Sprintf(format, args...),
+		Subject:  rng.Ptr(),
+	})
+}
+
+// required reports a missing required attribute as HCL itself does.
+func (e *eval) required(block hcl.Range, name string, a *hcl.Attribute) bool {
+	if a != nil {
+		return true
+	}
+	e.errorf(block, "Missing required argument", "The argument %q is required, but no definition was found.", name)
+	return false
+}
+
+// value evaluates a and converts it to ty; ok is false when a is absent,
+// null, or wrong (a diagnostic is recorded).
+func (e *eval) value(a *hcl.Attribute, ty cty.Type, want string) (cty.Value, bool) {
+	if a == nil {
+		return cty.NilVal, false
+	}
+	v, diags := a.Expr.Value(e.ctx)
+	e.diags = append(e.diags, diags...)
+	if diags.HasErrors() || v.IsNull() {
+		return cty.NilVal, false
+	}
+	if !v.IsWhollyKnown() {
+		e.errorf(a.Expr.Range(), "Unknown value", "The value of %q is not known.", a.Name)
+		return cty.NilVal, false
+	}
+	cv, err := convert.Convert(v, ty)
+	if err != nil {
+		e.errorf(a.Expr.Range(), "Incorrect attribute value type", "Inappropriate value for attribute %q: %s is required.", a.Name, want)
+		return cty.NilVal, false
+	}
+	return cv, true
+}
+
+func (e *eval) str(a *hcl.Attribute, dst *string) bool {
+	v, ok := e.value(a, cty.String, "a string")
+	if ok {
+		*dst = v.AsString()
+	}
+	return ok
+}
+
+func (e *eval) boolean(a *hcl.Attribute, dst *bool) bool {
+	v, ok := e.value(a, cty.Bool, "a bool")
+	if ok {
+		*dst = v.True()
+	}
+	return ok
+}
+
+func (e *eval) strings(a *hcl.Attribute, dst *[]string) bool {
+	v, ok := e.value(a, cty.List(cty.String), "a list of strings")
+	if !ok {
+		return false
+	}
+	out := make([]string, 0, v.LengthInt())
+	for it := v.ElementIterator(); it.Next(); {
+		_, ev := it.Element()
+		if ev.IsNull() {
+			e.errorf(a.Expr.Range(), "Incorrect attribute value type", "Inappropriate value for attribute %q: the list must not hold null.", a.Name)
+			return false
+		}
+		out = append(out, ev.AsString())
+	}
+	*dst = out
+	return true
+}
+
+// integer reads a whole number within [lo, hi].
+func (e *eval) integer(a *hcl.Attribute, lo, hi int, dst *int) bool {
+	v, ok := e.value(a, cty.Number, "a number")
+	if !ok {
+		return false
+	}
+	bf := v.AsBigFloat()
+	if !bf.IsInt() {
+		e.errorf(a.Expr.Range(), "Invalid value", "%q must be a whole number, not %s.", a.Name, bf.Text('g', -1))
+		return false
+	}
+	n, acc := bf.Int64()
+	if acc != big.Exact || n < int64(lo) || n > int64(hi) {
+		e.errorf(a.Expr.Range(), "Value out of range", "%q must be between %d and %d, not %s.", a.Name, lo, hi, bf.Text('g', -1))
+		return false
+	}
+	*dst = int(n)
+	return true
+}
+
+// float reads a number within [lo, hi].
+func (e *eval) float(a *hcl.Attribute, lo, hi float64, dst *float64) bool {
+	v, ok := e.value(a, cty.Number, "a number")
+	if !ok {
+		return false
+	}
+	f, _ := v.AsBigFloat().Float64()
+	if f < lo || f > hi {
+		e.errorf(a.Expr.Range(), "Value out of range", "%q must be between %g and %g, not %g.", a.Name, lo, hi, f)
+		return false
+	}
+	*dst = f
+	return true
+}
+
+// duration reads a Go duration string ("500ms", "30s", "5m"); zero is
+// allowed only with allowZero.
+func (e *eval) duration(a *hcl.Attribute, allowZero bool, dst *time.Duration) bool {
+	var s string
+	if !e.str(a, &s) {
+		return false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		e.errorf(a.Expr.Range(), "Invalid duration",
+			"%q for %q is not a duration: want a number and a unit (ms, s, m, h), such as \"500ms\", \"30s\" or \"5m\".", s, a.Name)
+		return false
+	}
+	if d < 0 || (d == 0 && !allowZero) {
+		want := "positive"
+		if allowZero {
+			want = "zero or positive"
+		}
+		e.errorf(a.Expr.Range(), "Invalid duration", "%q must be %s, not %q.", a.Name, want, s)
+		return false
+	}
+	*dst = d
+	return true
+}
+
+// oneOf reads a string that must be one of the choices.
+func (e *eval) oneOf(a *hcl.Attribute, choices []string, dst *string) bool {
+	var s string
+	if !e.str(a, &s) {
+		return false
+	}
+	for _, c := range choices {
+		if s == c {
+			*dst = s
+			return true
+		}
+	}
+	e.errorf(a.Expr.Range(), "Invalid value", "%q must be one of %s, not %q.", a.Name, joinQuoted(choices), s)
+	return false
+}
+
+// joinQuoted renders "a", "b" or "c".
+func joinQuoted(ss []string) string {
+	q := quoteAll(ss)
+	switch len(q) {
+	case 0:
+		return ""
+	case 1:
+		return q[0]
+	}
+	out := ""
+	for i, s := range q {
+		switch {
+		case i == 0:
+			out = s
+		case i == len(q)-1:
+			out += " or " + s
+		default:
+			out += ", " + s
+		}
+	}
+	return out
+}

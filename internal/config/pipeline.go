@@ -1,0 +1,375 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/rules"
+)
+
+type pipelineBlock struct {
+	Name      string    `hcl:"name,label"`
+	NameRange hcl.Range `hcl:"name,label_range"`
+	DefRange  hcl.Range `hcl:",def_range"`
+
+	Source     *adapterBlock    `hcl:"source,block"`
+	Sink       *adapterBlock    `hcl:"sink,block"`
+	Mapping    *mappingBlock    `hcl:"mapping,block"`
+	Ordering   *orderingBlock   `hcl:"ordering,block"`
+	Batch      *batchBlock      `hcl:"batch,block"`
+	Retry      *retryBlock      `hcl:"retry,block"`
+	Lock       *lockBlock       `hcl:"lock,block"`
+	DeadLetter *deadLetterBlock `hcl:"dead_letter,block"`
+
+	ShutdownTimeout *hcl.Attribute `hcl:"shutdown_timeout,optional"`
+}
+
+// adapterBlock is source "kind" { ... }: the body belongs to the adapter.
+type adapterBlock struct {
+	Kind      string    `hcl:"kind,label"`
+	KindRange hcl.Range `hcl:"kind,label_range"`
+	DefRange  hcl.Range `hcl:",def_range"`
+	Body      hcl.Body  `hcl:",remain"`
+}
+
+type mappingBlock struct {
+	Policy         *hcl.Attribute `hcl:"policy,optional"`
+	CarrySource    *hcl.Attribute `hcl:"carry_source,optional"`
+	MaxMessageSize *hcl.Attribute `hcl:"max_message_size,optional"`
+	Rename         []*renameBlock `hcl:"rename,block"`
+	Drop           *hcl.Attribute `hcl:"drop,optional"`
+	Set            []*setBlock    `hcl:"set,block"`
+	GroupKey       *hcl.Attribute `hcl:"group_key,optional"`
+	DedupID        *hcl.Attribute `hcl:"dedup_id,optional"`
+	Subject        *hcl.Attribute `hcl:"subject,optional"`
+	To             *hcl.Attribute `hcl:"to,optional"`
+	ContentType    *hcl.Attribute `hcl:"content_type,optional"`
+}
+
+// Required attributes are *hcl.Attribute too (gohcl does not require
+// pointer fields), checked by required.
+type renameBlock struct {
+	From     *hcl.Attribute `hcl:"from"`
+	To       *hcl.Attribute `hcl:"to"`
+	DefRange hcl.Range      `hcl:",def_range"`
+}
+
+type setBlock struct {
+	Name      string         `hcl:"name,label"`
+	NameRange hcl.Range      `hcl:"name,label_range"`
+	Type      *hcl.Attribute `hcl:"type"`
+	Value     *hcl.Attribute `hcl:"value"`
+	DefRange  hcl.Range      `hcl:",def_range"`
+}
+
+type orderingBlock struct {
+	MaxInFlight *hcl.Attribute `hcl:"max_in_flight,optional"`
+	PerGroup    *hcl.Attribute `hcl:"per_group,optional"`
+}
+
+type batchBlock struct {
+	Size        *hcl.Attribute `hcl:"size,optional"`
+	Linger      *hcl.Attribute `hcl:"linger,optional"`
+	Concurrency *hcl.Attribute `hcl:"concurrency,optional"`
+}
+
+type retryBlock struct {
+	Initial     *hcl.Attribute `hcl:"initial,optional"`
+	Max         *hcl.Attribute `hcl:"max,optional"`
+	Multiplier  *hcl.Attribute `hcl:"multiplier,optional"`
+	Jitter      *hcl.Attribute `hcl:"jitter,optional"`
+	MaxAttempts *hcl.Attribute `hcl:"max_attempts,optional"`
+	MaxElapsed  *hcl.Attribute `hcl:"max_elapsed,optional"`
+}
+
+type lockBlock struct {
+	ExtendEvery *hcl.Attribute `hcl:"extend_every,optional"`
+	ExtendBy    *hcl.Attribute `hcl:"extend_by,optional"`
+}
+
+type deadLetterBlock struct {
+	Native   *hcl.Attribute `hcl:"native,optional"`
+	Sink     *adapterBlock  `hcl:"sink,block"`
+	DefRange hcl.Range      `hcl:",def_range"`
+}
+
+// Upper bounds that catch typos (an extra zero) rather than real limits.
+const (
+	maxInFlightLimit = 1_000_000
+	maxBatchSize     = 10_000
+	maxConcurrency   = 1024
+	maxSize          = 1 << 30
+)
+
+// decodePipeline checks one pipeline block; nil when it has errors (which
+// are in e.diags).
+func decodePipeline(e *eval, b *pipelineBlock) *Pipeline {
+	before := len(e.diags)
+	if !validName(b.Name) {
+		e.errorf(b.NameRange, "Invalid pipeline name",
+			"Pipeline names are used in metrics and logs: letters, digits, '_', '-' and '.', not %q.", b.Name)
+	}
+	p := &Pipeline{Name: b.Name, DefRange: b.DefRange}
+	s := &p.Spec
+
+	// The mapping block first: its policy is part of the sinks' configuration.
+	decodeMapping(e, b.Mapping, &s.Mapping)
+
+	if b.Source == nil {
+		e.errorf(b.DefRange, "Missing source block", "Pipeline %q needs a source block, such as source \"nats\" { ... }.", b.Name)
+	} else {
+		s.Source = decodeAdapter(e, "source", b.Source, s.Mapping.options())
+	}
+	if b.Sink == nil {
+		e.errorf(b.DefRange, "Missing sink block", "Pipeline %q needs a sink block, such as sink \"sqs\" { ... }.", b.Name)
+	} else {
+		s.Sink = decodeAdapter(e, "sink", b.Sink, s.Mapping.options())
+	}
+	if d := b.DeadLetter; d != nil {
+		var native bool
+		e.boolean(d.Native, &native)
+		switch {
+		case native && d.Sink != nil:
+			e.errorf(d.Sink.DefRange, "Conflicting dead-letter destinations",
+				"A dead_letter block sets either native = true or a sink block, not both.")
+		case native:
+			s.DeadLetter.Native = true
+		case d.Sink != nil:
+			a := decodeAdapter(e, "sink", d.Sink, deadLetterOptions())
+			s.DeadLetter.Sink = &a
+		default:
+			e.errorf(d.DefRange, "Missing dead-letter destination",
+				"A dead_letter block needs native = true (the source broker's dead-letter queue) or a sink block, such as sink \"sqs\" { ... }. Without the block, failing messages are nacked and the broker's redrive policy applies.")
+		}
+	}
+	s.Engine = decodeEngine(e, b)
+	if e.diags[before:].HasErrors() {
+		return nil
+	}
+	return p
+}
+
+// decodeAdapter decodes and validates an adapter block with the registry.
+func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) Adapter {
+	k := lookupKind(b.Kind)
+	if k == nil {
+		e.diags = append(e.diags, kindDiag(role, b.Kind, b.KindRange))
+		return Adapter{}
+	}
+	decode := k.decodeSink
+	if role == "source" {
+		decode = k.decodeSource
+	}
+	cfg, diags, err := decode(b.Body, e.ctx, opt)
+	e.diags = append(e.diags, dropUnknownNoise(diags)...)
+	if diags.HasErrors() {
+		return Adapter{}
+	}
+	if err != nil {
+		e.diags = append(e.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("Invalid %s %s configuration", b.Kind, role),
+			Detail:   err.Error() + ".",
+			Subject:  locate(b.Body, err.Error(), b.DefRange).Ptr(),
+		})
+		return Adapter{}
+	}
+	return Adapter{Kind: b.Kind, Config: cfg}
+}
+
+// dropUnknownNoise removes gohcl's "value must be known" errors that follow
+// a failed function call (env of an unset variable...): the call's own error
+// says what is wrong, at the argument.
+func dropUnknownNoise(diags hcl.Diagnostics) hcl.Diagnostics {
+	if len(diags) < 2 {
+		return diags
+	}
+	out := diags[:0:0]
+	for _, d := range diags {
+		if d.Summary == "Unsuitable value type" && strings.Contains(d.Detail, "value must be known") {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// locate finds the attribute an adapter's Validate error names. Adapters
+// start their messages with the field's path ("subject: required",
+// "jetstream.ack_wait: invalid duration"), so the diagnostic can point at
+// the value; otherwise it points at the block.
+func locate(body hcl.Body, msg string, def hcl.Range) hcl.Range {
+	sb, ok := body.(*hclsyntax.Body)
+	path, _, found := strings.Cut(msg, ":")
+	if !ok || !found {
+		return def
+	}
+	// "a and b: ..." names several fields: point at the first.
+	path, _, _ = strings.Cut(path, " ")
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
+		part, _, _ = strings.Cut(part, "[") // "filter_subjects[0]"
+		if i == len(parts)-1 {
+			if a, ok := sb.Attributes[part]; ok {
+				return a.Expr.Range()
+			}
+		}
+		var next *hclsyntax.Body
+		for _, blk := range sb.Blocks {
+			if blk.Type == part {
+				if i == len(parts)-1 {
+					return blk.DefRange()
+				}
+				next = blk.Body
+				break
+			}
+		}
+		if next == nil {
+			return def
+		}
+		sb = next
+	}
+	return def
+}
+
+func decodeMapping(e *eval, b *mappingBlock, m *Mapping) {
+	if b == nil {
+		return
+	}
+	var policy string
+	if e.str(b.Policy, &policy) {
+		p, err := mapping.ParsePolicy(policy)
+		if err != nil {
+			e.errorf(b.Policy.Expr.Range(), "Invalid mapping policy", "%s.", err)
+		}
+		m.Policy = p
+	}
+	e.boolean(b.CarrySource, &m.CarrySource)
+	e.integer(b.MaxMessageSize, 0, maxSize, &m.MaxMessageSize)
+
+	r := &m.Rules
+	for _, rb := range b.Rename {
+		if !e.required(rb.DefRange, "from", rb.From) || !e.required(rb.DefRange, "to", rb.To) {
+			continue
+		}
+		var rn rules.Rename
+		okFrom, okTo := e.str(rb.From, &rn.From), e.str(rb.To, &rn.To)
+		if okFrom && rn.From == "" {
+			e.errorf(rb.From.Expr.Range(), "Invalid rename", "\"from\" must name an attribute.")
+		}
+		if okTo && rn.To == "" {
+			e.errorf(rb.To.Expr.Range(), "Invalid rename", "\"to\" must name an attribute.")
+		}
+		r.Rename = append(r.Rename, rn)
+	}
+	e.strings(b.Drop, &r.Drop)
+	for _, sb := range b.Set {
+		st, ok := decodeSet(e, sb)
+		if ok {
+			r.Set = append(r.Set, st)
+		}
+	}
+	for _, f := range []struct {
+		a   *hcl.Attribute
+		dst *string
+	}{
+		{b.GroupKey, &r.GroupKey}, {b.DedupID, &r.DedupID}, {b.Subject, &r.Subject},
+		{b.To, &r.To}, {b.ContentType, &r.ContentType},
+	} {
+		if e.str(f.a, f.dst) {
+			if _, err := rules.Parse(*f.dst); err != nil {
+				e.errorf(f.a.Expr.Range(), "Invalid template", "%s: %s.", f.a.Name, templateError(err))
+			}
+		}
+	}
+}
+
+func templateError(err error) string {
+	var se *rules.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s (at character %d of the template)", se.Msg, se.Offset+1)
+	}
+	return err.Error()
+}
+
+func decodeSet(e *eval, b *setBlock) (rules.Set, bool) {
+	if b.Name == "" {
+		e.errorf(b.NameRange, "Invalid attribute name", "The set block's label names the attribute to set and must not be empty.")
+		return rules.Set{}, false
+	}
+	if !e.required(b.DefRange, "type", b.Type) || !e.required(b.DefRange, "value", b.Value) {
+		return rules.Set{}, false
+	}
+	var dt, text string
+	okT, okV := e.str(b.Type, &dt), e.str(b.Value, &text)
+	if !okT || !okV {
+		return rules.Set{}, false
+	}
+	base, _, err := mapping.SplitDataType(dt)
+	if err != nil {
+		e.errorf(b.Type.Expr.Range(), "Invalid attribute type", "%s. Types are spelled as SQS data types: \"String\", \"Number\", \"Binary\", optionally with a label such as \"Number.int\" or \"String.uuid\".", err)
+		return rules.Set{}, false
+	}
+	if base == mapping.BaseNumber && !mapping.IsDecimalText(text) {
+		e.errorf(b.Value.Expr.Range(), "Invalid attribute value", "%q is not a number, as type %q needs.", text, dt)
+		return rules.Set{}, false
+	}
+	v, err := mapping.ParseValue(dt, text)
+	if err != nil {
+		e.errorf(b.Value.Expr.Range(), "Invalid attribute value", "%s.", err)
+		return rules.Set{}, false
+	}
+	return rules.Set{Name: b.Name, Value: v}, true
+}
+
+// decodeEngine reads the engine's blocks over the defaults.
+func decodeEngine(e *eval, b *pipelineBlock) bridge.Options {
+	o := bridge.DefaultOptions()
+	if x := b.Ordering; x != nil {
+		e.integer(x.MaxInFlight, 1, maxInFlightLimit, &o.Ordering.MaxInFlight)
+		if e.integer(x.PerGroup, 1, maxInFlightLimit, &o.Ordering.PerGroup) && o.Ordering.PerGroup > o.Ordering.MaxInFlight {
+			e.errorf(x.PerGroup.Expr.Range(), "Invalid value", "per_group (%d) cannot exceed max_in_flight (%d).", o.Ordering.PerGroup, o.Ordering.MaxInFlight)
+		}
+	}
+	if x := b.Batch; x != nil {
+		e.integer(x.Size, 1, maxBatchSize, &o.Batch.Size)
+		e.duration(x.Linger, true, &o.Batch.Linger)
+		e.integer(x.Concurrency, 1, maxConcurrency, &o.Batch.Concurrency)
+	}
+	if x := b.Retry; x != nil {
+		r := &o.Retry
+		okI := x.Initial == nil || e.duration(x.Initial, false, &r.Initial)
+		okM := x.Max == nil || e.duration(x.Max, false, &r.Max)
+		switch {
+		case okI && okM && x.Max != nil && r.Max < r.Initial:
+			e.errorf(x.Max.Expr.Range(), "Invalid duration", "max (%s) cannot be shorter than initial (%s).", r.Max, r.Initial)
+		case x.Max == nil && r.Max < r.Initial:
+			r.Max = r.Initial // initial above the default max: a flat delay is meant
+		}
+		e.float(x.Multiplier, 1, 100, &r.Multiplier)
+		e.float(x.Jitter, 0, 1, &r.Jitter)
+		e.integer(x.MaxAttempts, 0, 1_000_000, &r.MaxAttempts)
+		e.duration(x.MaxElapsed, true, &r.MaxElapsed)
+	}
+	if x := b.Lock; x != nil {
+		l := &o.Lock
+		okE := x.ExtendEvery == nil || e.duration(x.ExtendEvery, false, &l.ExtendEvery)
+		okB := x.ExtendBy == nil || e.duration(x.ExtendBy, false, &l.ExtendBy)
+		if okE && okB && l.ExtendBy <= l.ExtendEvery {
+			a := x.ExtendBy
+			if a == nil {
+				a = x.ExtendEvery
+			}
+			e.errorf(a.Expr.Range(), "Invalid lock settings",
+				"extend_by (%s) must be longer than extend_every (%s), or locks lapse between extensions.", l.ExtendBy, l.ExtendEvery)
+		}
+	}
+	e.duration(b.ShutdownTimeout, false, &o.ShutdownTimeout)
+	return o
+}

@@ -1,0 +1,149 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// KnownKinds are the adapter kinds qbridge has or plans. A configuration
+// naming one that this build lacks gets "not available in this build"
+// rather than "unknown".
+var KnownKinds = []string{"amqp", "nats", "servicebus", "sqs"}
+
+// AdapterKind describes one adapter kind for Register, following the adapters'
+// convention: package adapters/<kind> exports SourceConfig and SinkConfig
+// (gohcl-tagged, each with a Validate() error method) and the two
+// constructors.
+type AdapterKind[S, K any] struct {
+	Name      string
+	NewSource func(ctx context.Context, cfg S, log *slog.Logger) (driver.Source, error)
+	NewSink   func(ctx context.Context, cfg K, log *slog.Logger) (driver.Sink, error)
+	// SinkMapping copies the pipeline's mapping options (policy, size limit,
+	// carry-source, the drop callback) into the sink's configuration, whose
+	// untagged fields hold them.
+	SinkMapping func(cfg *K, opt mapping.Options)
+	// SourceMapping does the same for a source that takes options (optional).
+	SourceMapping func(cfg *S, opt mapping.Options)
+}
+
+// kind is the type-erased registry entry.
+type kind struct {
+	name string
+	// decode reads and validates an adapter block body; opt are the mapping
+	// options to apply before validation (OnDrop nil).
+	decodeSource func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error)
+	decodeSink   func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error)
+	openSource   func(ctx context.Context, cfg any, log *slog.Logger) (driver.Source, error)
+	openSink     func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
+}
+
+type validator interface{ Validate() error }
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]*kind{}
+)
+
+// Register adds an adapter kind. It panics on a programming error: a
+// duplicate kind, a missing constructor, or config types without Validate.
+func Register[S, K any](a AdapterKind[S, K]) {
+	if a.Name == "" || a.NewSource == nil || a.NewSink == nil || a.SinkMapping == nil {
+		panic("config.Register: Name, NewSource, NewSink and SinkMapping are required")
+	}
+	if _, ok := any(new(S)).(validator); !ok {
+		panic(fmt.Sprintf("config.Register(%q): %T has no Validate() error method", a.Name, *new(S)))
+	}
+	if _, ok := any(new(K)).(validator); !ok {
+		panic(fmt.Sprintf("config.Register(%q): %T has no Validate() error method", a.Name, *new(K)))
+	}
+	k := &kind{
+		name: a.Name,
+		decodeSource: func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error) {
+			var cfg S
+			if diags := gohcl.DecodeBody(body, ctx, &cfg); diags.HasErrors() {
+				return nil, diags, nil
+			}
+			if a.SourceMapping != nil {
+				a.SourceMapping(&cfg, opt)
+			}
+			return cfg, nil, any(&cfg).(validator).Validate()
+		},
+		decodeSink: func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error) {
+			var cfg K
+			if diags := gohcl.DecodeBody(body, ctx, &cfg); diags.HasErrors() {
+				return nil, diags, nil
+			}
+			a.SinkMapping(&cfg, opt)
+			return cfg, nil, any(&cfg).(validator).Validate()
+		},
+		openSource: func(ctx context.Context, cfg any, log *slog.Logger) (driver.Source, error) {
+			return a.NewSource(ctx, cfg.(S), log)
+		},
+		openSink: func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error) {
+			c := cfg.(K) // a copy: the stored config stays free of the callback
+			a.SinkMapping(&c, opt)
+			return a.NewSink(ctx, c, log)
+		},
+	}
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[a.Name]; dup {
+		panic(fmt.Sprintf("config.Register: kind %q registered twice", a.Name))
+	}
+	registry[a.Name] = k
+}
+
+func lookupKind(name string) *kind {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return registry[name]
+}
+
+// Kinds returns the adapter kinds of this build, sorted.
+func Kinds() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// kindDiag explains why name is not an adapter kind of this build.
+func kindDiag(role, name string, rng hcl.Range) *hcl.Diagnostic {
+	have := strings.Join(quoteAll(Kinds()), ", ")
+	if slices.Contains(KnownKinds, name) {
+		return &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("Adapter kind %q is not available in this build", name),
+			Detail:   fmt.Sprintf("This qbridge binary has the adapter kinds %s.", have),
+			Subject:  rng.Ptr(),
+		}
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  fmt.Sprintf("Unknown adapter kind %q", name),
+		Detail:   fmt.Sprintf("The %s block's label names its adapter: one of %s.", role, have),
+		Subject:  rng.Ptr(),
+	}
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
