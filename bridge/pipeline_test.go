@@ -237,7 +237,7 @@ func TestBackoffDelay(t *testing.T) {
 func dlqOpener(s *memSink) SinkOpener { return s.open }
 
 func TestDeadLetter(t *testing.T) {
-	tooLarge := mapping.Rejectf("sqs", "body", "message of 300000 bytes is too large (limit 262144)")
+	tooLarge := mapping.TooLargef("sqs", "body", "message of 300000 bytes is too large (limit 262144)")
 	tests := []struct {
 		name      string
 		fail      error // from the sink, every attempt

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"errors"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/qbridge/qbridge/mapping"
@@ -34,10 +33,7 @@ const maxDescription = 1024
 func sinkReason(err error) string {
 	var rej *mapping.RejectError
 	if errors.As(err, &rej) {
-		// RejectError has no code; size rejections are worth telling apart
-		// because their fix (Encode policy, a larger limit) differs.
-		r := strings.ToLower(rej.Reason)
-		if strings.Contains(r, "too large") || strings.Contains(r, "exceeds") || strings.Contains(r, "size limit") {
+		if rej.TooLarge {
 			return ReasonTooLarge
 		}
 		return ReasonRejected

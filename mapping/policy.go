@@ -71,6 +71,9 @@ type RejectError struct {
 	Wire   string // "sqs", "servicebus", "servicebus-https", "amqp", "nats"
 	Field  string // e.g. `attribute "x.y"`, "body", "MessageGroupId"
 	Reason string
+	// TooLarge marks a size limit: its remedy (a larger limit, fewer
+	// attributes) differs from other refusals, so the pipeline counts it apart.
+	TooLarge bool
 }
 
 func (e *RejectError) Error() string {
@@ -83,6 +86,11 @@ func (e *RejectError) Error() string {
 // Rejectf builds a *RejectError.
 func Rejectf(wire, field, format string, args ...any) error {
 	return &RejectError{Wire: wire, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// TooLargef builds a *RejectError for a size limit.
+func TooLargef(wire, field, format string, args ...any) error {
+	return &RejectError{Wire: wire, Field: field, Reason: fmt.Sprintf(format, args...), TooLarge: true}
 }
 
 // IsReject reports whether err is, or wraps, a *RejectError.

@@ -26,7 +26,10 @@ type Source interface {
 }
 
 // Delivery is one received message and its settlement handle. Exactly one of
-// Ack, Nack or DeadLetter is called, once.
+// Ack, Nack or DeadLetter is called, once; if it fails, the engine calls
+// nothing more and the broker redelivers the message when its lock or
+// visibility lapses. Extend may be called while the message is queued or
+// being sent, never concurrently with settlement.
 type Delivery interface {
 	Message() *mapping.Message
 	// Ack settles the message as done (SQS delete, AMQP accept, JetStream ack).

@@ -76,7 +76,7 @@ func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message
 	}
 	if opt.MaxMessageSize > 0 {
 		if n := MessageSize(msg).Total; n > opt.MaxMessageSize {
-			return nil, mapping.Rejectf(d.Wire, "message", "encoded size %d bytes exceeds the limit of %d", n, opt.MaxMessageSize)
+			return nil, mapping.TooLargef(d.Wire, "message", "encoded size %d bytes exceeds the limit of %d", n, opt.MaxMessageSize)
 		}
 	}
 	return msg, nil

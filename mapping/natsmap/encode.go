@@ -269,7 +269,7 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 			return nil
 		}
 		if o.Policy != mapping.Drop || len(users) == 0 {
-			return mapping.Rejectf(Wire, "message", "%d bytes with headers, more than the limit of %d", n, limit)
+			return mapping.TooLargef(Wire, "message", "%d bytes with headers, more than the limit of %d", n, limit)
 		}
 		i := 0
 		for j := range users {

@@ -42,7 +42,7 @@ func EncodeBatch(msgs []*mapping.Message, opt mapping.Options) ([]byte, error) {
 		start := len(dst)
 		dst = appendElement(dst, e)
 		if n := len(dst) - start; n > limit {
-			return nil, &BatchError{Index: i, Err: mapping.Rejectf(Wire, "message", "%d bytes, more than the limit of %d", n, limit)}
+			return nil, &BatchError{Index: i, Err: mapping.TooLargef(Wire, "message", "%d bytes, more than the limit of %d", n, limit)}
 		}
 	}
 	dst = append(dst, ']')
@@ -61,7 +61,7 @@ func RenderJSON(m *mapping.Message, opt mapping.Options) ([]byte, error) {
 	}
 	out := appendElement(make([]byte, 0, len(e.bodyText)+e.headerBytes+64), e)
 	if limit := maxSize(&opt); len(out) > limit {
-		return nil, mapping.Rejectf(Wire, "message", "%d bytes, more than the limit of %d", len(out), limit)
+		return nil, mapping.TooLargef(Wire, "message", "%d bytes, more than the limit of %d", len(out), limit)
 	}
 	return out, nil
 }

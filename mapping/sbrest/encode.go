@@ -213,7 +213,7 @@ func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, 
 			max = DefaultMaxMessageSize
 		}
 		if n := e.headerBytes + len(e.body); n > max {
-			return nil, mapping.Rejectf(Wire, "message", "%d bytes with properties, more than the limit of %d", n, max)
+			return nil, mapping.TooLargef(Wire, "message", "%d bytes with properties, more than the limit of %d", n, max)
 		}
 	}
 	return e, nil

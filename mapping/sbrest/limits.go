@@ -34,7 +34,7 @@ func (e *encoded) fitHeaders(opt *mapping.Options, f form, env *mapping.Envelope
 			return nil
 		}
 		if opt.Policy != mapping.Drop {
-			return mapping.Rejectf(Wire, "properties", "%d bytes of properties, more than Service Bus's %d", total, MaxHeaderSize)
+			return mapping.TooLargef(Wire, "properties", "%d bytes of properties, more than Service Bus's %d", total, MaxHeaderSize)
 		}
 		// Leave out the largest user attribute and try again.
 		i := -1
@@ -44,7 +44,7 @@ func (e *encoded) fitHeaders(opt *mapping.Options, f form, env *mapping.Envelope
 			}
 		}
 		if i < 0 {
-			return mapping.Rejectf(Wire, "properties", "%d bytes of properties, more than Service Bus's %d", total, MaxHeaderSize)
+			return mapping.TooLargef(Wire, "properties", "%d bytes of properties, more than Service Bus's %d", total, MaxHeaderSize)
 		}
 		p := e.props[i]
 		opt.Dropped(attrField(p.name), fmt.Sprintf("properties exceed Service Bus's %d bytes", MaxHeaderSize))
@@ -68,7 +68,7 @@ func envelopeProp(env *mapping.Envelope, f form) (*prop, error) {
 	}
 	p := &prop{name: mapping.EnvelopeName, v: wireValue{text: s, quoted: true, inferred: dtString}}
 	if p.size() > MaxPropertySize {
-		return nil, mapping.Rejectf(Wire, mapping.EnvelopeName, "%d bytes, more than Service Bus's %d per property", p.size(), MaxPropertySize)
+		return nil, mapping.TooLargef(Wire, mapping.EnvelopeName, "%d bytes, more than Service Bus's %d per property", p.size(), MaxPropertySize)
 	}
 	return p, nil
 }

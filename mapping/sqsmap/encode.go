@@ -432,7 +432,7 @@ func (e *encoder) fit(native []wireAttr) error {
 			return nil
 		}
 		if opt.Policy != mapping.Drop || big < 0 || len(e.out.Body)+envSize > limit {
-			return mapping.Rejectf(Wire, "message", "size %d bytes exceeds the limit of %d (body %d, attributes %d)",
+			return mapping.TooLargef(Wire, "message", "size %d bytes exceeds the limit of %d (body %d, attributes %d)",
 				size, limit, len(e.out.Body), attrs)
 		}
 		// Drop: leave out the largest attribute and try again.
