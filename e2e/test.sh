@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the tests need (fauxqs with Node 24
-# from npm, RabbitMQ 3.10 from Debian), starts the real brokers on 127.0.0.1,
+# from npm, RabbitMQ 3.10 from Debian, rhea and @azure/service-bus for the
+# Service Bus test server), starts the real brokers on 127.0.0.1,
 # and runs every test: gofmt, go vet, every fuzz target briefly, every
 # benchmark once (so they keep working), then unit and e2e tests with -race.
 #   FUZZTIME=3s     time per fuzz target (0 to skip fuzzing)
@@ -22,6 +23,9 @@ stop_brokers() {
 trap stop_brokers EXIT
 echo "== starting brokers (state in $QBRIDGE_BROKERS_DIR)"
 bash e2e/brokers/up.sh >/dev/null
+# The Service Bus test server and the official JS SDK (npm, pinned); the
+# tests start the server themselves.
+bash e2e/sbserver/install.sh >/dev/null
 set -a
 # shellcheck disable=SC1091
 . "$QBRIDGE_BROKERS_DIR/env"
