@@ -55,6 +55,7 @@ type Pipeline struct {
 	dlq      driver.Sink
 
 	settling sync.WaitGroup // settlement goroutines
+	admitted uint64         // items placed so far: the next item's seq
 }
 
 // New checks cfg and returns a pipeline ready to Run.
@@ -125,6 +126,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Go(func() { p.heartbeat(workers) })
 
 	p.log.Info("pipeline started", "source", p.cfg.SourceKind, "sink", p.cfg.SinkKind)
+	if p.cfg.DeadLetter.Sink == nil && !p.cfg.DeadLetter.Native {
+		// Without a destination nothing is dropped, but a message that can
+		// never be delivered keeps coming back (at once on brokers without a
+		// redelivery delay, such as RabbitMQ 3.x).
+		p.log.Warn("no dead_letter is configured: messages that cannot be delivered are handed back to the source for redelivery; configure dead_letter { sink ... } or { native = true }")
+	}
 	var closeErr error
 	for fails := 0; ; {
 		src, ok := p.openSource(ctx)
@@ -372,9 +379,7 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc) {
 		}
 	}
 	p.mu.Unlock()
-	for _, it := range nacks {
-		p.goSettle(func() { p.nack(it, 0) })
-	}
+	p.goNackInOrder(nacks)
 
 	if !p.waitIdle(p.opt.ShutdownTimeout) {
 		if cancelWork != nil {
@@ -398,9 +403,7 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc) {
 		}
 		p.mu.Unlock()
 		p.log.Warn("drain deadline passed; nacking what is left", "messages", len(rest))
-		for _, it := range rest {
-			p.goSettle(func() { p.nack(it, 0) })
-		}
+		p.goNackInOrder(rest)
 		if !p.waitIdle(opTimeout) {
 			p.log.Error("settlements still pending after the drain; the broker redelivers them when their locks lapse")
 		}

@@ -14,6 +14,7 @@ type item struct {
 	orig      *mapping.Message // as the source decoded it; what a dead-letter sink gets
 	msg       *mapping.Message // after Transform; what the sink gets
 	group     string
+	seq       uint64 // source order: items are numbered as they are placed
 	preErr    error  // undecodable or refused by Transform: dead-letter without sending
 	preReason string // ReasonCorrupt or ReasonMapping
 	recvAt    time.Time
@@ -61,6 +62,8 @@ func (p *Pipeline) broadcast() {
 
 // place puts a new item in its group's order, or straight to the senders.
 func (p *Pipeline) place(it *item) {
+	it.seq = p.admitted
+	p.admitted++
 	p.live[it] = struct{}{}
 	if it.group == "" {
 		it.active = true

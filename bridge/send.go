@@ -1,9 +1,11 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -178,9 +180,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 	for _, d := range dls {
 		p.goSettle(func() { p.deadLetter(d.it, d.reason, d.err) })
 	}
-	for _, it := range nacks {
-		p.goSettle(func() { p.nack(it, 0) })
-	}
+	p.goNackInOrder(nacks)
 }
 
 func (p *Pipeline) exhausted(it *item, now time.Time) bool {
@@ -209,6 +209,30 @@ func (p *Pipeline) scheduleRetry(it *item) time.Duration {
 // not hold up sending; their number is bounded by MaxInFlight.
 func (p *Pipeline) goSettle(f func()) {
 	p.settling.Go(f)
+}
+
+// goNackInOrder nacks items (for immediate redelivery) with one goroutine
+// per group that nacks the group's items one after the other in source
+// order: brokers redeliver in the order of the nacks (a JetStream Nak joins
+// the consumer's redelivery queue), so concurrent nacks of one group would
+// let its messages come back out of order.
+func (p *Pipeline) goNackInOrder(items []*item) {
+	chains := map[string][]*item{}
+	for _, it := range items {
+		if it.group == "" {
+			p.goSettle(func() { p.nack(it, 0) })
+			continue
+		}
+		chains[it.group] = append(chains[it.group], it)
+	}
+	for _, chain := range chains {
+		slices.SortFunc(chain, func(a, b *item) int { return cmp.Compare(a.seq, b.seq) })
+		p.goSettle(func() {
+			for _, it := range chain {
+				p.nack(it, 0)
+			}
+		})
+	}
 }
 
 // settle calls op on the delivery unless it was settled already. It holds

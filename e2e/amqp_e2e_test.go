@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -810,8 +811,10 @@ pipeline "restart" {
 
 // 5. Poison messages: application properties of type decimal128 and char
 // (raw AMQP bytes, as a .NET producer writes them) between good messages.
-// The source's decode guard rejects exactly those deliveries with
-// amqp:decode-error and a clear reason; the good ones flow on.
+// The source's decode guard hands exactly those deliveries to the engine as
+// undecodable: they reach the dead-letter sink (raw bytes, reason corrupt,
+// a description naming the type) and are counted; the good ones flow on
+// in order.
 func TestAmqpPoisonMessages(t *testing.T) {
 	url := amqpURL(t)
 	a, b := "/queue/"+amqpQueueName(t, "a"), "/queue/"+amqpQueueName(t, "b")
@@ -858,18 +861,43 @@ pipeline "poison" {
 	if s != 2 {
 		t.Errorf("sent %v, want 2", s)
 	}
-	dl := d.metric("qbridge_messages_dead_lettered_total")
-	t.Logf("metrics: received %v, sent %v, dead_lettered %v", r, s, dl)
-	if dl == 0 {
-		// Known gap (reported): the AMQP source rejects an undecodable
-		// message itself (adapters/amqp source.deliver → rejectUndecodable)
-		// instead of handing the engine a driver.DecodeErrorer delivery, so
-		// the pipeline's dead_letter block (here a sink) never sees it and
-		// no pipeline metric counts it; only the log line above does. On a
-		// queue without a dead-letter exchange the message is dropped.
-		t.Logf("GAP: the 2 poison messages are not in qbridge_messages_dead_lettered_total{reason=\"corrupt\"} and did not reach the dead-letter sink")
+	// The source hands each poison message to the engine as undecodable
+	// (driver.DecodeErrorer): it reaches the dead-letter sink as the raw
+	// AMQP bytes of the message, with reason corrupt and a description
+	// naming the type, in its place between the good ones.
+	dead := amqpReceiveN(t, amqpReceiver(t, url, dlq), 2, 20*time.Second)
+	for i, want := range [][2]string{
+		{"poison-decimal", "application-properties: decimal128 not implemented by go-amqp"},
+		{"poison-char", "application-properties: char not implemented by go-amqp"},
+	} {
+		m := dead[i]
+		reason, _ := m.ApplicationProperties["DeadLetterReason"].(string)
+		desc, _ := m.ApplicationProperties["DeadLetterErrorDescription"].(string)
+		if amqpID(m) != want[0] || reason != "corrupt" || !strings.Contains(desc, want[1]) {
+			t.Errorf("dead letter %d: id %q, DeadLetterReason %q, DeadLetterErrorDescription %q; want %s, corrupt, %q",
+				i, amqpID(m), reason, desc, want[0], want[1])
+		}
+		if m.Properties == nil || m.Properties.ContentType == nil || *m.Properties.ContentType != "application/vnd.qbridge.amqp-message" ||
+			len(m.Data) != 1 || !bytes.Contains(m.Data[0], []byte(want[0])) {
+			t.Errorf("dead letter %d: not the raw message: %+v %q", i, m.Properties, m.Data)
+		}
+		t.Logf("%s dead-lettered: %s: %s (%d raw bytes)", want[0], reason, desc, len(m.GetData()))
 	}
-	// rejected, so gone from the source queue for good
+	if raw := dead[0].GetData(); !bytes.Contains(raw, append([]byte{0x94}, amqpMagicUUID[:]...)) {
+		t.Errorf("the dead letter lost the decimal128: % x", raw)
+	}
+	// the copy is confirmed just before the engine counts it
+	dl := d.metric("qbridge_messages_dead_lettered_total", "reason=corrupt")
+	for deadline := time.Now().Add(5 * time.Second); dl < 2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		dl = d.metric("qbridge_messages_dead_lettered_total", "reason=corrupt")
+	}
+	t.Logf("metrics: received %v, sent %v, dead_lettered{corrupt} %v", r, s, dl)
+	if r != 4 || dl != 2 {
+		t.Errorf("received %v, dead-lettered (corrupt) %v; want 4 and 2", r, dl)
+	}
+	// settled (accepted after the dead-letter copy), so gone from the
+	// source queue for good, and nothing more in the dead-letter queue
 	if err := d.Stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,8 @@
 // Ack → Accept, Nack → Modify(delivery-failed) or Release, DeadLetter →
 // Reject with an error. A decode guard (internal/amqpguard) keeps messages go-amqp
 // cannot decode (decimal32/64/128, char, ...) from killing the link over
-// and over: they are rejected with amqp:decode-error instead.
+// and over: they come out as driver.DecodeErrorer deliveries holding their
+// raw AMQP bytes (RawMessageContentType), which the engine dead-letters.
 //
 // Sink: sender links per target address (a template), pipelined transfers,
 // each confirmed by the broker's Accepted outcome before Send returns.

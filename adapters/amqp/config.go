@@ -36,9 +36,6 @@ const (
 	DefaultMaxLinks       = 64
 	// DefaultRejectCondition is the error condition of DeadLetter's Reject.
 	DefaultRejectCondition = "amqp:internal-error"
-	// DecodeErrorCondition is the condition of the Reject of a message that
-	// cannot be decoded (by go-amqp or by amqpmap).
-	DecodeErrorCondition = "amqp:decode-error"
 )
 
 // SASLConfig is the `sasl { ... }` block.

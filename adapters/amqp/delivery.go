@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -86,6 +87,11 @@ func (p *settlePolicy) linkEnded(modifySent bool, err error) bool {
 	return true
 }
 
+var (
+	_ driver.DecodeErrorer = (*delivery)(nil)
+	_ driver.DeadLetterer  = (*delivery)(nil)
+)
+
 // delivery is one received message and its settlement handle.
 type delivery struct {
 	st      settler
@@ -94,9 +100,18 @@ type delivery struct {
 	pol     *settlePolicy
 	modSent *atomic.Bool // the link's "a Modify went out" flag; may be nil
 	settled atomic.Bool
+	// decodeErr: the message cannot be decoded; m holds its raw bytes
+	// (RawMessageContentType) and the engine dead-letters it. Its settlement
+	// is a delivery's like any other: DeadLetter rejects it; Nack (the
+	// engine's fallback when the dead-letter sink failed) hands it back, so
+	// the dead-letter copy is retried (at-least-once).
+	decodeErr error
 }
 
 func (d *delivery) Message() *mapping.Message { return d.m }
+
+// DecodeError is nil, or why the message could not be decoded.
+func (d *delivery) DecodeError() error { return d.decodeErr }
 
 // Ack accepts the message.
 func (d *delivery) Ack(ctx context.Context) error {

@@ -12,6 +12,8 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/amqpguard"
+	"github.com/qbridge/qbridge/mapping"
 )
 
 // fakeSettler records settlements; modifyErr is what ModifyMessage returns.
@@ -260,3 +262,60 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("after reset: %v", d)
 	}
 }
+
+// A message that cannot be decoded comes out as a delivery whose
+// DecodeError says why and whose Message holds the raw AMQP bytes; its
+// settlement is any delivery's: DeadLetter rejects with reject_condition,
+// Nack (the engine's fallback when the dead-letter copy failed) hands it
+// back. A good message's DecodeError is nil.
+func TestUndecodableDelivery(t *testing.T) {
+	log, logs := testLog(t)
+	pol, _ := testPolicy(nackRelease)
+	s := &source{set: sourceSettings{address: "/queue/q"}, log: log, poison: amqpguard.NewLog(), pol: pol}
+	l := &rlink{}
+
+	good := s.deliver(l, &amqp.Message{Properties: &amqp.MessageProperties{MessageID: "ok"}, Data: [][]byte{[]byte("b")}})
+	if err := good.(driver.DecodeErrorer).DecodeError(); err != nil || good.Message().ID != "ok" {
+		t.Fatalf("good: %v %+v", err, good.Message())
+	}
+
+	bad := &amqp.Message{
+		Header:                &amqp.MessageHeader{DeliveryCount: 2},
+		Properties:            &amqp.MessageProperties{MessageID: uint64(7), GroupID: ptr("g"), ContentType: ptr("text/plain")},
+		ApplicationProperties: map[string]any{mapping.EnvelopeName: "{not json"},
+		Value:                 "v",
+	}
+	d := s.deliver(l, bad)
+	err := d.(driver.DecodeErrorer).DecodeError()
+	if err == nil || !strings.Contains(err.Error(), "malformed envelope") {
+		t.Fatalf("decode error %v", err)
+	}
+	m := d.Message()
+	if m.ID != "7" || m.IDKind != mapping.KindUint64 || m.GroupKey != "g" || m.ContentType != RawMessageContentType ||
+		m.Source.DeliveryCount != 3 || m.Source.Address != "/queue/q" || m.Source.Protocol != "amqp" {
+		t.Fatalf("message %+v", m)
+	}
+	var back amqp.Message
+	if err := back.UnmarshalBinary(m.Body); err != nil || back.Value != "v" || back.ApplicationProperties[mapping.EnvelopeName] != "{not json" {
+		t.Fatalf("raw body: %v %+v", err, back)
+	}
+	if s.undecodable.Load() != 1 || !strings.Contains(logs.String(), "cannot be decoded") {
+		t.Fatalf("not counted or logged:\n%s", logs)
+	}
+
+	st := &fakeSettler{}
+	d.(*delivery).st = st
+	if err := d.(driver.DeadLetterer).DeadLetter(context.Background(), "corrupt", err.Error()); err != nil {
+		t.Fatal(err)
+	}
+	if st.calls[0] != "reject" || st.rejectErr.Condition != DefaultRejectCondition || !strings.HasPrefix(st.rejectErr.Description, "corrupt: ") {
+		t.Fatalf("%v %+v", st.calls, st.rejectErr)
+	}
+	d = s.deliver(l, bad)
+	d.(*delivery).st = st
+	if err := d.Nack(context.Background(), 0); err != nil || st.calls[1] != "release" {
+		t.Fatalf("%v %v", err, st.calls)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -332,45 +333,99 @@ func TestBacklogDrainCredit1(t *testing.T) {
 	expectNone(t, src, 300*time.Millisecond)
 }
 
+// undecodableDelivery checks that d is the delivery of a message that
+// cannot be decoded (driver.DecodeErrorer, error containing reason) and
+// returns its raw body.
+func undecodableDelivery(t *testing.T, d driver.Delivery, addr, id, reason string) []byte {
+	t.Helper()
+	de, ok := d.(driver.DecodeErrorer)
+	if !ok || de.DecodeError() == nil {
+		t.Fatalf("%s: not an undecodable delivery: %+v", id, d.Message())
+	}
+	if err := de.DecodeError(); !strings.Contains(err.Error(), reason) {
+		t.Fatalf("%s: decode error %q lacks %q", id, err, reason)
+	}
+	m := d.Message()
+	if m.ID != id || m.ContentType != RawMessageContentType || m.BodyType != mapping.BodyData || len(m.Attributes) != 0 ||
+		m.Source.Protocol != "amqp" || m.Source.Address != addr || m.Source.DeliveryCount != 1 {
+		t.Fatalf("%s: message %+v", id, m)
+	}
+	if _, ok := d.(driver.DeadLetterer); !ok {
+		t.Fatal("no DeadLetterer")
+	}
+	return m.Body
+}
+
 // Poison messages: a decimal128 and a char application property (a .NET
 // producer's decimal or char) between good messages. go-amqp cannot decode
-// them; without the guard the link dies on the first one forever.
-func TestPoisonMessagesRejected(t *testing.T) {
+// them; without the guard the link dies on the first one forever. With it,
+// each comes out in its place as a driver.DecodeErrorer delivery holding
+// the message's raw bytes, for the engine to dead-letter.
+func TestPoisonMessagesHandedOver(t *testing.T) {
 	url := brokerURL(t)
+	decimal := append([]byte{0x94}, magicUUID[:]...)
+	char := []byte{0x73, 0x0c, 0x4a, 0x0c, 0x4a}
 	for _, guard := range []string{"scan", "full"} {
 		t.Run(guard, func(t *testing.T) {
 			q := queue(t)
 			snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
 			rw := &rewriteConn{
 				from: [][]byte{append([]byte{0x98}, magicUUID[:]...), {0x71, 0x0c, 0x4a, 0x0c, 0x4a}},
-				to:   [][]byte{append([]byte{0x94}, magicUUID[:]...), {0x73, 0x0c, 0x4a, 0x0c, 0x4a}},
+				to:   [][]byte{decimal, char},
 			}
 			raw := rawSender(t, url, q, rw)
 			ctx := ctxT(t, 30*time.Second)
 			sendAll(t, snk, []*mapping.Message{textMsg("good-1")})
 			if err := raw.Send(ctx, &amqp.Message{Properties: &amqp.MessageProperties{MessageID: "poison-decimal"},
-				ApplicationProperties: map[string]any{"price": magicUUID}, Data: [][]byte{[]byte("x")}}, nil); err != nil {
+				ApplicationProperties: map[string]any{"price": magicUUID}, Data: [][]byte{[]byte("body-x")}}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := raw.Send(ctx, &amqp.Message{Properties: &amqp.MessageProperties{MessageID: "poison-char"},
-				ApplicationProperties: map[string]any{"grade": magicInt}, Data: [][]byte{[]byte("y")}}, nil); err != nil {
+				ApplicationProperties: map[string]any{"grade": magicInt}, Data: [][]byte{[]byte("body-y")}}, nil); err != nil {
 				t.Fatal(err)
 			}
 			sendAll(t, snk, []*mapping.Message{textMsg("good-2")})
 
 			src, logs := newTestSource(t, SourceConfig{URL: url, Address: q, DecodeGuard: guard})
-			for _, want := range []string{"good-1", "good-2"} {
-				d := receiveN(t, src, 1, 10*time.Second)[0]
-				if d.Message().ID != want {
-					t.Fatalf("got %s, want %s", d.Message().ID, want)
-				}
-				if err := d.Ack(ctx); err != nil {
-					t.Fatal(err)
+			next := func() driver.Delivery { return receiveN(t, src, 1, 10*time.Second)[0] }
+			if d := next(); d.Message().ID != "good-1" || d.(driver.DecodeErrorer).DecodeError() != nil {
+				t.Fatalf("got %+v", d.Message())
+			} else if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Nack (the engine's fallback when its dead-letter copy failed)
+			// hands it back: it comes again, still undecodable.
+			d := next()
+			undecodableDelivery(t, d, q, "poison-decimal", "application-properties: decimal128 not implemented by go-amqp")
+			if err := d.Nack(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+			d = next()
+			body := undecodableDelivery(t, d, q, "poison-decimal", "application-properties: decimal128 not implemented by go-amqp")
+			for _, want := range [][]byte{decimal, []byte("poison-decimal"), []byte("price"), []byte("body-x")} {
+				if !bytes.Contains(body, want) {
+					t.Errorf("raw body lacks % x:\n% x", want, body)
 				}
 			}
+			if err := d.(driver.DeadLetterer).DeadLetter(ctx, "corrupt", "cannot decode"); err != nil {
+				t.Fatal(err)
+			}
+			d = next()
+			body = undecodableDelivery(t, d, q, "poison-char", "application-properties: char not implemented by go-amqp")
+			if !bytes.Contains(body, char) || !bytes.Contains(body, []byte("body-y")) {
+				t.Errorf("raw body % x", body)
+			}
+			if err := d.(driver.DeadLetterer).DeadLetter(ctx, "corrupt", "cannot decode"); err != nil {
+				t.Fatal(err)
+			}
+			if d := next(); d.Message().ID != "good-2" || d.(driver.DecodeErrorer).DecodeError() != nil {
+				t.Fatalf("got %+v", d.Message())
+			} else if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
 			expectNone(t, src, 300*time.Millisecond)
-			if n := src.undecodable.Load(); n != 2 {
-				t.Errorf("%d undecodable, want 2", n)
+			if n := src.undecodable.Load(); n != 3 {
+				t.Errorf("%d undecodable, want 3 (one redelivered)", n)
 			}
 			if n := src.reconnects.Load(); n != 0 {
 				t.Errorf("%d reconnects: the poison killed the link", n)
@@ -412,26 +467,39 @@ func TestPoisonWithoutGuardRecovers(t *testing.T) {
 	if err := src.Ready(context.Background()); err != nil && !strings.Contains(err.Error(), "not connected") {
 		t.Fatal(err)
 	}
-	// a source with the guard clears it
+	// a source with the guard hands it over; dead-lettered, it is gone
 	src2, _ := newTestSource(t, SourceConfig{URL: url, Address: q})
-	expectNone(t, src2, 500*time.Millisecond)
-	if src2.undecodable.Load() != 1 {
-		t.Fatal("not rejected by the guarded source")
+	d := receiveN(t, src2, 1, 10*time.Second)[0]
+	undecodableDelivery(t, d, q, "", "decimal128 not implemented by go-amqp")
+	if err := d.(driver.DeadLetterer).DeadLetter(ctxT(t, 10*time.Second), "corrupt", "x"); err != nil {
+		t.Fatal(err)
 	}
+	expectNone(t, src2, 500*time.Millisecond)
 }
 
-// A message amqpmap refuses (malformed carry envelope) is rejected too.
-func TestMappingRejectRejected(t *testing.T) {
+// A message amqpmap refuses (malformed carry envelope) is handed over the
+// same way, its body go-amqp's re-encoding of the message.
+func TestMappingRejectHandedOver(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
 	raw := rawSender(t, url, q, nil)
-	if err := raw.Send(ctxT(t, 10*time.Second), &amqp.Message{ApplicationProperties: map[string]any{mapping.EnvelopeName: "{not json"}, Value: "x"}, nil); err != nil {
+	if err := raw.Send(ctxT(t, 10*time.Second), &amqp.Message{Properties: &amqp.MessageProperties{MessageID: "bad-envelope"},
+		ApplicationProperties: map[string]any{mapping.EnvelopeName: "{not json"}, Value: "x"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	src, logs := newTestSource(t, SourceConfig{URL: url, Address: q})
+	d := receiveN(t, src, 1, 10*time.Second)[0]
+	body := undecodableDelivery(t, d, q, "bad-envelope", "malformed envelope")
+	var m amqp.Message
+	if err := m.UnmarshalBinary(body); err != nil || m.Value != "x" || m.ApplicationProperties[mapping.EnvelopeName] != "{not json" {
+		t.Fatalf("raw body: %v %+v", err, m)
+	}
+	if err := d.(driver.DeadLetterer).DeadLetter(ctxT(t, 10*time.Second), "corrupt", "x"); err != nil {
+		t.Fatal(err)
+	}
 	expectNone(t, src, 500*time.Millisecond)
 	if src.undecodable.Load() != 1 || !strings.Contains(logs.String(), "malformed envelope") {
-		t.Fatalf("not rejected: %d", src.undecodable.Load())
+		t.Fatalf("undecodable %d", src.undecodable.Load())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/amqpguard"
+	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 )
 
@@ -51,7 +52,7 @@ type source struct {
 
 	guardFull    atomic.Bool // escalated from scan to full
 	creditWarned atomic.Bool
-	undecodable  atomic.Int64 // messages rejected because they cannot be decoded
+	undecodable  atomic.Int64 // messages handed over as undecodable (driver.DecodeErrorer)
 	reconnects   atomic.Int64
 }
 
@@ -112,43 +113,63 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 	}
 }
 
-// deliver decodes msg; a message that cannot be decoded is rejected here and
-// nil returned.
+// RawMessageContentType is the content type of the message an undecodable
+// delivery carries (driver.DecodeErrorer): its body is the AMQP encoding of
+// the received message, every section as it came on the wire.
+const RawMessageContentType = "application/vnd.qbridge.amqp-message"
+
+// deliver decodes msg. A message that cannot be decoded (a guard stub, or
+// one amqpmap refuses) comes back as a delivery whose DecodeError says why,
+// for the engine to dead-letter.
 func (s *source) deliver(l *rlink, msg *amqp.Message) driver.Delivery {
 	if info, ok := s.poison.Match(msg.Annotations); ok {
-		s.rejectUndecodable(l, msg, "the AMQP client (go-amqp) cannot decode it: "+info.Reason, info.Size)
-		return nil
+		return s.undecodableDelivery(l, msg, info.Raw, info.Size, errors.New(info.Reason))
 	}
 	m, err := amqpmap.Decode(msg)
 	if err != nil {
-		s.rejectUndecodable(l, msg, err.Error(), 0)
-		return nil
+		// go-amqp decoded it: its re-encoding holds every section.
+		raw, merr := msg.MarshalBinary()
+		if merr != nil {
+			raw = nil
+		}
+		return s.undecodableDelivery(l, msg, raw, len(raw), err)
 	}
 	m.Source.Address = s.set.address
 	return &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent}
 }
 
-func (s *source) rejectUndecodable(l *rlink, msg *amqp.Message, reason string, size int) {
+// undecodableDelivery returns the delivery of a message that cannot be
+// decoded: its Message has the raw AMQP bytes as body
+// (RawMessageContentType), what the header and properties tell (ids,
+// group, delivery count) and the source facts; DecodeError is cause.
+func (s *source) undecodableDelivery(l *rlink, msg *amqp.Message, raw []byte, size int, cause error) driver.Delivery {
 	n := s.undecodable.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.connectTimeout)
-	defer cancel()
-	err := l.rcv.RejectMessage(ctx, msg, &amqp.Error{Condition: DecodeErrorCondition, Description: truncate("qbridge: "+reason, 4096)})
-	args := []any{"address", s.set.address, "reason", reason, "delivery_tag", hex.EncodeToString(msg.DeliveryTag),
+	// The guard's stub keeps the header and properties when they decode.
+	m, err := amqpmap.Decode(&amqp.Message{Header: msg.Header, Properties: msg.Properties})
+	if err != nil {
+		m, err = amqpmap.Decode(&amqp.Message{Header: msg.Header})
+	}
+	if err != nil || m == nil { // cannot happen: a header alone always maps
+		m = &mapping.Message{Source: mapping.Source{Protocol: "amqp", PartitionID: -1, DeliveryCount: 1}}
+	}
+	m.Body, m.BodyType, m.ContentType, m.ContentEncoding = raw, mapping.BodyData, RawMessageContentType, ""
+	m.Source.Address = s.set.address
+	if raw == nil && size > 0 {
+		cause = fmt.Errorf("%w (its %d bytes were not kept)", cause, size)
+	}
+	args := []any{"address", s.set.address, "reason", cause.Error(), "delivery_tag", hex.EncodeToString(msg.DeliveryTag),
 		"undecodable_total", n}
-	if msg.Properties != nil && msg.Properties.MessageID != nil {
-		args = append(args, "message_id", fmt.Sprint(msg.Properties.MessageID))
+	if m.ID != "" {
+		args = append(args, "message_id", m.ID)
 	}
 	if msg.Header != nil {
-		args = append(args, "delivery_count", msg.Header.DeliveryCount+1)
+		args = append(args, "delivery_count", m.Source.DeliveryCount)
 	}
 	if size > 0 {
 		args = append(args, "size", size)
 	}
-	if err != nil {
-		s.log.Error("amqp source: cannot decode a message and could not reject it (the broker gets it back)", append(args, "error", err)...)
-		return
-	}
-	s.log.Error("amqp source: rejected a message that cannot be decoded ("+DecodeErrorCondition+")", args...)
+	s.log.Warn("amqp source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)", args...)
+	return &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, decodeErr: cause}
 }
 
 // current returns the live link, connecting with backoff while ctx lasts.
@@ -210,7 +231,9 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 	}
 	if mode != guardOff {
 		wrap = func(c net.Conn) net.Conn {
-			return amqpguard.Wrap(c, amqpguard.Options{Full: mode == guardFull, Log: s.poison})
+			// The receiver link sets no max-message-size: a kept payload is
+			// as large as the broker sends (the guard holds it whole anyway).
+			return amqpguard.Wrap(c, amqpguard.Options{Full: mode == guardFull, Log: s.poison, KeepRaw: true})
 		}
 	}
 	d, err := dialAny(ctx, &s.set.conn, &next, wrap)

@@ -6,7 +6,7 @@
 // the scan is not sure or in full mode, with go-amqp's own decoder. A payload
 // that fails is replaced by a stub message (the original header and
 // properties when they decode, plus a marker message annotation) and the
-// reason recorded in the Log. The transfer itself (delivery id, tag,
+// reason (and, with Options.KeepRaw, the original bytes) recorded in the Log. The transfer itself (delivery id, tag,
 // settlement, handle) is left as it was, so go-amqp's link and flow state stay
 // right and the source can Reject exactly that delivery. Without the guard,
 // go-amqp closes the link with amqp:internal-error "decimal128 not
@@ -39,10 +39,22 @@ const markerKey = MarkerAnnotation
 
 const maxPoisonEntries = 4096
 
+// maxLogRaw bounds the original payloads a Log holds for stubs not yet
+// matched (a stub whose link died is never matched): beyond it the oldest
+// entries lose their Raw.
+const maxLogRaw = 64 << 20
+
 // Info is what the guard learnt about a payload it replaced.
 type Info struct {
+	// Reason names the section and the type go-amqp cannot decode, e.g.
+	// "application-properties: decimal128 not implemented by go-amqp".
 	Reason string
 	Size   int // bytes of the original payload
+	// Raw is the original payload, every section exactly as it came in the
+	// transfer frames (header, annotations, properties, application
+	// properties, body, footer), when Options.KeepRaw asked for it and it
+	// was within Options.MaxRaw; nil otherwise.
+	Raw []byte
 }
 
 // Log maps stub markers to the reasons; shared by the guards of one
@@ -54,6 +66,7 @@ type Log struct {
 	seq   uint64
 	m     map[uint64]Info
 	order []uint64
+	raw   int // bytes of Raw held in m
 }
 
 // NewLog returns an empty Log.
@@ -68,10 +81,21 @@ func (l *Log) add(info Info) string {
 	defer l.mu.Unlock()
 	l.seq++
 	l.m[l.seq] = info
+	l.raw += len(info.Raw)
 	l.order = append(l.order, l.seq)
 	for len(l.order) > maxPoisonEntries {
+		l.raw -= len(l.m[l.order[0]].Raw)
 		delete(l.m, l.order[0])
 		l.order = l.order[1:]
+	}
+	// Over the byte bound, the oldest entries (but never the new one) keep
+	// their reason and lose their payload.
+	for i := 0; l.raw > maxLogRaw && i < len(l.order)-1; i++ {
+		if e, ok := l.m[l.order[i]]; ok && e.Raw != nil {
+			l.raw -= len(e.Raw)
+			e.Raw = nil
+			l.m[l.order[i]] = e
+		}
 	}
 	return l.nonce + "/" + strconv.FormatUint(l.seq, 10)
 }
@@ -102,6 +126,7 @@ func (l *Log) Match(annotations map[any]any) (Info, bool) {
 	if !ok {
 		info = Info{Reason: "the AMQP client cannot decode the message (details no longer known)"}
 	}
+	l.raw -= len(info.Raw)
 	delete(l.m, seq)
 	return info, true
 }
@@ -131,12 +156,21 @@ type Options struct {
 	// take; an error replaces the payload with a stub like a decode
 	// failure. It must be cheap for ordinary payloads.
 	Check func(payload []byte) error
+	// KeepRaw keeps a copy of every replaced payload in its Log entry
+	// (Info.Raw), for a dead-letter copy that loses nothing. Only replaced
+	// payloads are copied: good ones cost nothing more.
+	KeepRaw bool
+	// MaxRaw bounds the payloads KeepRaw keeps (larger ones: Raw is nil);
+	// 0 keeps any size, i.e. as large as the receiving link accepts (the
+	// guard holds a whole delivery anyway to check it).
+	MaxRaw int
 }
 
 // Wrap returns c guarded: the net.Conn to give to go-amqp.
 func Wrap(c net.Conn, opt Options) net.Conn {
 	g := newGuard(c, opt.Full, opt.Log, opt.OnPoison)
 	g.extra = opt.Check
+	g.keepRaw, g.maxRaw = opt.KeepRaw, opt.MaxRaw
 	return g
 }
 
@@ -148,6 +182,8 @@ type guard struct {
 	// onPoison is told about every replaced payload (for logs and counts).
 	onPoison func(reason string, size int)
 	extra    func(payload []byte) error
+	keepRaw  bool
+	maxRaw   int
 
 	in          []byte
 	out         []byte
@@ -300,7 +336,9 @@ func (g *guard) frame(f []byte) {
 func (g *guard) check(payload []byte) (stub []byte, ok bool) {
 	var err error
 	if g.full || scanSuspect(payload) {
-		err = decodeCheck(payload)
+		if err = decodeCheck(payload); err != nil {
+			err = diagnose(payload, err)
+		}
 	}
 	if err == nil && g.extra != nil {
 		err = g.extra(payload)
@@ -312,7 +350,39 @@ func (g *guard) check(payload []byte) (stub []byte, ok bool) {
 	if g.onPoison != nil {
 		g.onPoison(reason, len(payload))
 	}
-	return makeStub(payload, g.log.add(Info{Reason: reason, Size: len(payload)})), false
+	info := Info{Reason: reason, Size: len(payload)}
+	if g.keepRaw && (g.maxRaw <= 0 || len(payload) <= g.maxRaw) {
+		// payload may alias the read buffer: copy it
+		info.Raw = append(make([]byte, 0, len(payload)), payload...)
+	}
+	return makeStub(payload, g.log.add(info)), false
+}
+
+// sectionNames are the message sections by their descriptor code 0x70..0x78.
+var sectionNames = [...]string{"header", "delivery-annotations", "message-annotations", "properties",
+	"application-properties", "data", "amqp-sequence", "amqp-value", "footer"}
+
+// diagnose names the section go-amqp fails on: err, the failure on the whole
+// payload, becomes "application-properties: decimal128 not implemented by
+// go-amqp". When no section fails on its own, err is returned as it is.
+func diagnose(payload []byte, err error) error {
+	for p := payload; len(p) > 3 && p[0] == 0 && p[1] == 0x53; {
+		n, ok := skip(p)
+		if !ok {
+			break
+		}
+		if code := p[2]; code >= 0x70 && code <= 0x78 {
+			if serr := decodeCheck(p[:n]); serr != nil {
+				msg := serr.Error()
+				if strings.HasSuffix(msg, " not implemented") {
+					msg += " by go-amqp"
+				}
+				return fmt.Errorf("%s: %s", sectionNames[code-0x70], msg)
+			}
+		}
+		p = p[n:]
+	}
+	return err
 }
 
 // decodeCheck runs go-amqp's decoder; a panic in it counts as a failure.
@@ -326,10 +396,12 @@ func decodeCheck(payload []byte) (err error) {
 	return m.UnmarshalBinary(payload)
 }
 
-// makeStub keeps the header and properties sections when each decodes on its
-// own (for the logs: message-id, delivery-count) and adds the marker.
+// makeStub keeps the header, delivery-annotations, message-annotations and
+// properties sections when each decodes on its own (for the logs and for
+// settlement: message-id, delivery-count, a lock token, a broker's
+// sequence number) and adds the marker to the message annotations.
 func makeStub(payload []byte, marker string) []byte {
-	var header, props []byte
+	var header, dann, mann, props []byte
 	for p := payload; len(p) > 3 && p[0] == 0 && p[1] == 0x53; {
 		n, ok := skip(p)
 		if !ok {
@@ -339,20 +411,49 @@ func makeStub(payload []byte, marker string) []byte {
 			switch p[2] {
 			case 0x70:
 				header = sec
+			case 0x71:
+				dann = sec
+			case 0x72:
+				mann = sec
 			case 0x73:
 				props = sec
 			}
 		}
 		p = p[n:]
 	}
-	ann, err := (&amqp.Message{Annotations: amqp.Annotations{amqp.Symbol(markerKey): marker}}).MarshalBinary()
-	if err != nil { // cannot happen with a string value
-		ann = nil
-	}
-	stub := make([]byte, 0, len(header)+len(ann)+len(props))
+	ann := stubAnnotations(mann, marker)
+	stub := make([]byte, 0, len(header)+len(dann)+len(ann)+len(props))
 	stub = append(stub, header...)
+	stub = append(stub, dann...)
 	stub = append(stub, ann...)
 	return append(stub, props...)
+}
+
+// stubAnnotations is the message-annotations section of a stub: the
+// original annotations (when they re-encode) plus the marker.
+func stubAnnotations(section []byte, marker string) []byte {
+	only := func() []byte {
+		b, err := (&amqp.Message{Annotations: amqp.Annotations{amqp.Symbol(markerKey): marker}}).MarshalBinary()
+		if err != nil { // cannot happen with a string value
+			return nil
+		}
+		return b
+	}
+	if section == nil {
+		return only()
+	}
+	var m amqp.Message
+	if err := m.UnmarshalBinary(section); err != nil || m.Annotations == nil {
+		return only()
+	}
+	delete(m.Annotations, markerKey) // a forged marker
+	delete(m.Annotations, amqp.Symbol(markerKey))
+	m.Annotations[amqp.Symbol(markerKey)] = marker
+	b, err := (&amqp.Message{Annotations: m.Annotations}).MarshalBinary()
+	if err != nil { // e.g. a key type go-amqp decodes but does not encode
+		return only()
+	}
+	return b
 }
 
 // withPayload returns frame f with its payload replaced and its size fixed.

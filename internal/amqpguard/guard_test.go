@@ -3,6 +3,7 @@ package amqpguard
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -89,14 +90,22 @@ func readFrames(t *testing.T, b []byte) []parsedFrame {
 	return out
 }
 
-// runGuard pushes input through a guard in chunks of chunk bytes and returns
-// everything it lets out, and the reasons it recorded.
+// runGuard pushes input through a guard (keeping raw payloads) in chunks of
+// chunk bytes and returns everything it lets out, and the reasons it
+// recorded.
 func runGuard(t *testing.T, full bool, input []byte, chunk int) ([]byte, *Log, []string) {
+	t.Helper()
+	return runGuardOpt(t, Options{Full: full, KeepRaw: true}, input, chunk)
+}
+
+func runGuardOpt(t *testing.T, opt Options, input []byte, chunk int) ([]byte, *Log, []string) {
 	t.Helper()
 	a, b := net.Pipe()
 	log := NewLog()
 	var reasons []string
-	g := newGuard(b, full, log, func(r string, _ int) { reasons = append(reasons, r) })
+	opt.Log = log
+	opt.OnPoison = func(r string, _ int) { reasons = append(reasons, r) }
+	g := Wrap(b, opt)
 	go func() {
 		for i := 0; i < len(input); i += chunk {
 			_, _ = a.Write(input[i:min(i+chunk, len(input))])
@@ -155,6 +164,8 @@ func TestGuardReplacesUndecodableTransfer(t *testing.T) {
 	id := "poison-1"
 	poison := marshal(t, &amqp.Message{
 		Header:                &amqp.MessageHeader{Durable: true, Priority: 4, DeliveryCount: 2},
+		DeliveryAnnotations:   amqp.Annotations{"x-opt-lock-token": amqp.UUID{7}},
+		Annotations:           amqp.Annotations{"x-opt-sequence-number": int64(42), markerKey: "forged"},
 		Properties:            &amqp.MessageProperties{MessageID: id},
 		ApplicationProperties: map[string]any{"d": magicUUID},
 		Data:                  [][]byte{[]byte("bad")},
@@ -188,8 +199,16 @@ func TestGuardReplacesUndecodableTransfer(t *testing.T) {
 		if m.ApplicationProperties != nil || m.Data != nil {
 			t.Fatal("stub keeps the undecodable sections")
 		}
-		if !strings.Contains(info.Reason, "decimal128") || info.Size != len(poison) {
+		if m.Annotations["x-opt-sequence-number"] != int64(42) || m.DeliveryAnnotations["x-opt-lock-token"] != (amqp.UUID{7}) {
+			t.Fatalf("stub lost the annotations: %v %v", m.Annotations, m.DeliveryAnnotations)
+		}
+		if info.Reason != "application-properties: decimal128 not implemented by go-amqp" || info.Size != len(poison) {
 			t.Fatalf("info %+v", info)
+		}
+		// the original bytes, every section, intact although the read
+		// buffer they came from was reused
+		if !bytes.Equal(info.Raw, poison) {
+			t.Fatalf("raw % x\nwant % x", info.Raw, poison)
 		}
 		// a stub stays a stub once its entry is taken
 		if again, ok := log.Match(m.Annotations); !ok || again.Reason == info.Reason {
@@ -233,8 +252,54 @@ func TestGuardSplitDeliveries(t *testing.T) {
 		t.Fatal("more flags changed")
 	}
 	_, info := stubMessage(t, log, frames[0].payload)
-	if !strings.Contains(info.Reason, "char not implemented") {
+	if info.Reason != "application-properties: char not implemented by go-amqp" || !bytes.Equal(info.Raw, poison) {
 		t.Fatalf("info %+v", info)
+	}
+}
+
+// Raw is kept only when asked for, and within MaxRaw.
+func TestGuardKeepRawBounds(t *testing.T) {
+	poison := poisonPayload(t, "decimal32")
+	in := transferFrame(0, 0, 1, false, false, poison)
+	for _, tt := range []struct {
+		opt  Options
+		kept bool
+	}{
+		{Options{}, false},
+		{Options{KeepRaw: true}, true},
+		{Options{KeepRaw: true, MaxRaw: len(poison)}, true},
+		{Options{KeepRaw: true, MaxRaw: len(poison) - 1}, false},
+	} {
+		out, log, _ := runGuardOpt(t, tt.opt, in, 1024)
+		_, info := stubMessage(t, log, readFrames(t, out)[0].payload)
+		if kept := info.Raw != nil; kept != tt.kept || info.Size != len(poison) ||
+			info.Reason != "application-properties: decimal32 not implemented by go-amqp" {
+			t.Errorf("%+v: kept %v, info %+v", tt.opt, kept, info)
+		}
+	}
+}
+
+// diagnose names the failing section; a failure no section has on its own
+// keeps go-amqp's error.
+func TestDiagnose(t *testing.T) {
+	for typ, want := range map[string]string{
+		"decimal64": "application-properties: decimal64 not implemented by go-amqp",
+		"char":      "application-properties: char not implemented by go-amqp",
+	} {
+		p := poisonPayload(t, typ)
+		if got := diagnose(p, decodeCheck(p)).Error(); got != want {
+			t.Errorf("%s: %q, want %q", typ, got, want)
+		}
+	}
+	// an amqp-value holding a decimal128
+	v := []byte{0x00, 0x53, 0x77, 0x94}
+	v = append(v, make([]byte, 16)...)
+	if got := diagnose(v, decodeCheck(v)).Error(); got != "amqp-value: decimal128 not implemented by go-amqp" {
+		t.Errorf("amqp-value: %q", got)
+	}
+	whole := errors.New("whole")
+	if got := diagnose([]byte{0x00, 0x53, 0x99, 0x40}, whole); got != whole {
+		t.Errorf("unknown section: %v", got)
 	}
 }
 
@@ -276,6 +341,26 @@ func TestPoisonLogBounded(t *testing.T) {
 	if !ok || info.Reason == "" {
 		t.Fatal("evicted stub not recognised")
 	}
+	// the payloads of unmatched entries are bounded in bytes: the oldest
+	// lose theirs, the newest keeps it, a match gives the bytes back
+	log = NewLog()
+	raw := make([]byte, maxLogRaw/4+1)
+	var markers []string
+	for range 5 {
+		markers = append(markers, log.add(Info{Reason: "r", Raw: raw}))
+	}
+	if log.raw > maxLogRaw {
+		t.Fatalf("%d raw bytes held", log.raw)
+	}
+	if info, _ := log.Match(amqp.Annotations{markerKey: markers[0]}); info.Raw != nil {
+		t.Fatal("oldest entry kept its payload")
+	}
+	if info, _ := log.Match(amqp.Annotations{markerKey: markers[4]}); len(info.Raw) != len(raw) {
+		t.Fatal("newest entry lost its payload")
+	}
+	if want := 2 * len(raw); log.raw != want {
+		t.Fatalf("%d raw bytes held, want %d", log.raw, want)
+	}
 	// another log's stub or a forged marker is a normal message
 	if _, ok := NewLog().Match(amqp.Annotations{markerKey: first}); ok {
 		t.Fatal("foreign marker matched")
@@ -300,4 +385,19 @@ func FuzzGuard(f *testing.F) {
 		}()
 		_, _ = io.ReadAll(g)
 	})
+}
+
+// A good message costs no allocation, KeepRaw or not: only replaced
+// payloads are copied.
+func TestGuardGoodPathAllocFree(t *testing.T) {
+	g := newGuard(nil, false, NewLog(), nil)
+	g.keepRaw = true
+	good := marshal(t, sampleMessages()[6])
+	if n := testing.AllocsPerRun(100, func() {
+		if _, ok := g.check(good); !ok {
+			t.Fatal("good message replaced")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per good message", n)
+	}
 }
