@@ -256,7 +256,7 @@ func TestDiagnostics(t *testing.T) {
 		{"missing sink", "pipeline \"p\" {\n  source \"test\" { address = \"/x\" }\n}\n", "Missing sink block", "", 1, 1},
 		{"two sources", pipe(`  source "test" { address = "/b" }`), "Duplicate source block", "", 4, 3},
 		{"unknown kind", "pipeline \"p\" {\n  source \"kafka\" {}\n  sink \"test\" {}\n}\n", `Unknown adapter kind "kafka"`, `"nats"`, 2, 10},
-		{"unavailable kind", "pipeline \"p\" {\n  source \"test\" { address = \"/x\" }\n  sink \"servicebus\" {}\n}\n", `Adapter kind "servicebus" is not available in this build`, `"nats"`, 3, 8},
+		{"servicebus sink validated", "pipeline \"p\" {\n  source \"test\" { address = \"/x\" }\n  sink \"servicebus\" {}\n}\n", "Invalid servicebus sink configuration", "connection_string: required", 3, 3},
 		{"adapter unknown field", "pipeline \"p\" {\n  source \"test\" {\n    address = \"/x\"\n    adress = \"/y\"\n  }\n  sink \"test\" {}\n}\n", "Unsupported argument", `"adress"`, 4, 5},
 		{"adapter missing field", "pipeline \"p\" {\n  source \"test\" {}\n  sink \"test\" {}\n}\n", "Missing required argument", `"address"`, 2, 17},
 		{"adapter validate at attribute", "pipeline \"p\" {\n  source \"test\" { address = \"in\" }\n  sink \"test\" {}\n}\n", "Invalid test source configuration", "address: must start with /", 2, 29},
@@ -571,7 +571,7 @@ pipeline "broken" {
 
 func TestKinds(t *testing.T) {
 	got := strings.Join(Kinds(), ",")
-	if got != "amqp,nats,sqs,test" {
+	if got != "amqp,nats,servicebus,sqs,test" {
 		t.Errorf("Kinds = %s", got)
 	}
 }

@@ -1,0 +1,23 @@
+package config
+
+import (
+	"github.com/qbridge/qbridge/adapters/servicebus"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+func init() {
+	Register(AdapterKind[servicebus.SourceConfig, servicebus.SinkConfig]{
+		Name:      "servicebus",
+		NewSource: servicebus.NewSource,
+		NewSink:   servicebus.NewSink,
+		// The sink block has its own max_message_size: the mapping block's
+		// value applies only where it is set.
+		SinkMapping: func(c *servicebus.SinkConfig, o mapping.Options) {
+			c.Policy, c.OnDrop = o.Policy, o.OnDrop
+			if o.MaxMessageSize != 0 {
+				c.MaxMessageSize = o.MaxMessageSize
+			}
+			c.CarrySource = c.CarrySource || o.CarrySource
+		},
+	})
+}
