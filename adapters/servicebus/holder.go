@@ -1,0 +1,119 @@
+package servicebus
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// settleTimeout bounds a settlement or renewal the adapter makes on its own.
+const settleTimeout = 15 * time.Second
+
+// lockOps are the lock operations of one peek-locked message.
+type lockOps interface {
+	// renew renews the lock and returns the new expiry (zero: unknown).
+	renew(ctx context.Context) (time.Time, error)
+	// abandon hands the message back for redelivery.
+	abandon(ctx context.Context) error
+}
+
+// holder emulates a Nack delay: Service Bus has no abandon delay, so the
+// message is kept locked (its lock renewed) for the delay and abandoned
+// then. On close every held message is abandoned at once.
+type holder struct {
+	renewEvery time.Duration
+	log        *slog.Logger
+	what       string // "servicebus source" for logs
+
+	mu     sync.Mutex
+	closed bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func newHolder(renewEvery time.Duration, log *slog.Logger, what string) *holder {
+	return &holder{renewEvery: renewEvery, log: log, what: what, stop: make(chan struct{})}
+}
+
+// renewAt is when to renew a lock that expires at lockedUntil: after
+// renewEvery, but never later than half the remaining lock time.
+func renewAt(now, lockedUntil time.Time, every time.Duration) time.Time {
+	next := now.Add(every)
+	if !lockedUntil.IsZero() {
+		if half := now.Add(lockedUntil.Sub(now) / 2); half.Before(next) {
+			next = half
+		}
+	}
+	return next
+}
+
+// hold keeps ops' message locked for delay and abandons it then; done is
+// called once the message is handed back (or its lock is lost). It returns
+// false when the holder is closed (the caller abandons at once).
+func (h *holder) hold(delay time.Duration, lockedUntil time.Time, ops lockOps, id string, done func()) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer done()
+		deadline := time.Now().Add(delay)
+		for {
+			now := time.Now()
+			next := renewAt(now, lockedUntil, h.renewEvery)
+			if !next.Before(deadline) {
+				next = deadline
+			}
+			t := time.NewTimer(next.Sub(now))
+			select {
+			case <-t.C:
+			case <-h.stop:
+				t.Stop()
+				deadline = time.Time{}
+			}
+			if !time.Now().Before(deadline) {
+				ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+				err := ops.abandon(ctx)
+				cancel()
+				if err != nil {
+					h.log.Warn(h.what+": abandoning a message after its Nack delay failed; it is redelivered when its lock expires",
+						"message_id", id, "error", err)
+				}
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+			lu, err := ops.renew(ctx)
+			cancel()
+			if err != nil {
+				h.log.Warn(h.what+": renewing the lock of a message held for its Nack delay failed; it is redelivered when the lock expires",
+					"message_id", id, "error", err)
+				return
+			}
+			lockedUntil = lu
+		}
+	}()
+	return true
+}
+
+// close abandons every held message and waits (at most until ctx ends).
+func (h *holder) close(ctx context.Context) {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.stop)
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

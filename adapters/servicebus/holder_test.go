@@ -1,0 +1,80 @@
+package servicebus
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeLock struct {
+	mu        sync.Mutex
+	renews    []time.Time
+	abandoned time.Time
+	lockFor   time.Duration
+	renewErr  error
+}
+
+func (f *fakeLock) renew(context.Context) (time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renews = append(f.renews, time.Now())
+	return time.Now().Add(f.lockFor), f.renewErr
+}
+
+func (f *fakeLock) abandon(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.abandoned = time.Now()
+	return nil
+}
+
+func (f *fakeLock) state() (int, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.renews), f.abandoned
+}
+
+// The holder renews the lock (every renewEvery, or at half the remaining
+// lock time when that is sooner) and abandons when the delay ends.
+func TestHolderRenewsThenAbandons(t *testing.T) {
+	t.Parallel()
+	h := newHolder(100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	f := &fakeLock{lockFor: time.Second}
+	done := make(chan struct{})
+	start := time.Now()
+	if !h.hold(550*time.Millisecond, start.Add(time.Second), f, "id", func() { close(done) }) {
+		t.Fatal("hold refused")
+	}
+	<-done
+	n, ab := f.state()
+	if el := ab.Sub(start); el < 550*time.Millisecond || el > 900*time.Millisecond {
+		t.Fatalf("abandoned after %s", el)
+	}
+	if n < 4 || n > 6 {
+		t.Fatalf("%d renewals in 550 ms at 100 ms", n)
+	}
+	// a short lock: renewed at half its remaining time
+	f2 := &fakeLock{lockFor: 80 * time.Millisecond}
+	done2 := make(chan struct{})
+	h.hold(400*time.Millisecond, time.Now().Add(80*time.Millisecond), f2, "id2", func() { close(done2) })
+	<-done2
+	if n, _ := f2.state(); n < 8 {
+		t.Fatalf("%d renewals of an 80 ms lock in 400 ms", n)
+	}
+	// close abandons at once
+	f3 := &fakeLock{lockFor: time.Second}
+	done3 := make(chan struct{})
+	h.hold(time.Hour, time.Time{}, f3, "id3", func() { close(done3) })
+	start = time.Now()
+	h.close(context.Background())
+	<-done3
+	if _, ab := f3.state(); ab.IsZero() || ab.Sub(start) > 100*time.Millisecond {
+		t.Fatalf("close: abandoned %v", ab)
+	}
+	if h.hold(time.Second, time.Time{}, f3, "id4", func() {}) {
+		t.Fatal("hold after close")
+	}
+}

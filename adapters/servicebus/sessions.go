@@ -1,0 +1,279 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+)
+
+// sessionSource consumes a session-enabled queue or subscription: up to
+// max_concurrent sessions at once, each accepted with accept-next-session
+// and served by one worker that hands out one message at a time and waits
+// for its settlement before receiving the next, so a session's messages
+// are processed one by one, in order. The worker renews the session lock
+// for as long as it holds the session, and releases the session when it
+// has had no message for idle_timeout.
+type sessionSource struct {
+	*amqpCommon
+	out    chan driver.Delivery
+	errc   chan error // closed on the first fatal error, kept in failed
+	failed atomic.Pointer[errBox]
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	held     atomic.Int32 // sessions held now
+	accepted atomic.Int64 // sessions accepted so far
+}
+
+var (
+	_ driver.Source       = (*sessionSource)(nil)
+	_ driver.ReadyChecker = (*sessionSource)(nil)
+)
+
+func newSessionSource(c *amqpCommon) *sessionSource {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sessionSource{amqpCommon: c, out: make(chan driver.Delivery), errc: make(chan error), ctx: ctx, cancel: cancel}
+	for i := 0; i < c.set.maxSessions; i++ {
+		s.wg.Add(1)
+		go s.worker()
+	}
+	c.log.Info("servicebus source: ready", "namespace", c.set.conn.description, "entity", c.set.entityPath,
+		"sessions", c.set.maxSessions, "session_idle_timeout", c.set.sessionIdle, "decode_guard", c.set.guard)
+	return s
+}
+
+// Receive returns the messages the session workers have ready: it blocks
+// for the first, then takes what is there without waiting.
+func (s *sessionSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
+	var out []driver.Delivery
+	select {
+	case d := <-s.out:
+		out = append(out, d)
+	case <-s.errc:
+		return nil, s.failed.Load().err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closed:
+		return nil, errClosed
+	}
+	for len(out) < limit {
+		select {
+		case d := <-s.out:
+			out = append(out, d)
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// fail records the first fatal error; Receive returns it from then on.
+func (s *sessionSource) fail(err error) {
+	if s.failed.CompareAndSwap(nil, &errBox{err}) {
+		close(s.errc)
+	}
+}
+
+func (s *sessionSource) worker() {
+	defer s.wg.Done()
+	bo := backoff{base: s.set.conn.backoff, max: s.set.conn.backoffMax}
+	for s.ctx.Err() == nil {
+		sr, err := s.accept()
+		switch {
+		case s.ctx.Err() != nil:
+			if sr != nil {
+				s.closeSession(sr)
+			}
+			return
+		case err == nil:
+			bo.reset()
+			s.setErr(nil)
+			s.serve(sr)
+			continue
+		case sdkCode(err) == azservicebus.CodeTimeout || errors.Is(err, context.DeadlineExceeded):
+			bo.reset() // no session has messages
+			s.setErr(nil)
+			continue
+		}
+		s.setErr(err)
+		if ferr, ok := s.fatalErr(err); ok {
+			s.fail(fmt.Errorf("servicebus source: %s: accept session: %w", s.set.entityPath, explain(ferr, true)))
+			return
+		}
+		wait := bo.next()
+		s.log.Warn("servicebus source: accepting a session failed; retrying", "entity", s.set.entityPath, "error", err, "retry_in", wait.Round(time.Millisecond))
+		if sleepCtx(s.ctx, nil, wait) != nil {
+			return
+		}
+	}
+}
+
+// accept takes the next session that has messages, waiting up to
+// receive_wait (the broker answers com.microsoft:timeout when none frees).
+func (s *sessionSource) accept() (*azservicebus.SessionReceiver, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.set.receiveWait)
+	defer cancel()
+	opts := &azservicebus.SessionReceiverOptions{ReceiveMode: azservicebus.ReceiveModePeekLock}
+	if s.set.queue != "" {
+		return s.client.AcceptNextSessionForQueue(ctx, s.set.queue, opts)
+	}
+	return s.client.AcceptNextSessionForSubscription(ctx, s.set.topic, s.set.subscription, opts)
+}
+
+// sessionLock serializes the renewals of one session's lock (the SDK's
+// SessionReceiver does not guard its lock time).
+type sessionLock struct {
+	mu sync.Mutex
+	sr *azservicebus.SessionReceiver
+}
+
+func (l *sessionLock) renew(ctx context.Context) (time.Time, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.sr.RenewSessionLock(ctx, nil)
+	return l.sr.LockedUntil(), err
+}
+
+func (l *sessionLock) lockedUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sr.LockedUntil()
+}
+
+// serve hands out the session's messages one at a time until the session
+// is idle, its lock is lost, or the source closes.
+func (s *sessionSource) serve(sr *azservicebus.SessionReceiver) {
+	id := sr.SessionID()
+	s.held.Add(1)
+	s.accepted.Add(1)
+	defer s.held.Add(-1)
+	defer s.closeSession(sr)
+	lock := &sessionLock{sr: sr}
+	sctx, scancel := context.WithCancel(s.ctx)
+	defer scancel()
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		s.renewSession(sctx, scancel, lock, id)
+	}()
+	defer func() { scancel(); <-renewDone }()
+	s.log.Debug("servicebus source: session accepted", "entity", s.set.entityPath, "session_id", id, "locked_until", lock.lockedUntil())
+	for {
+		rctx, cancel := context.WithTimeout(sctx, s.set.sessionIdle)
+		msgs, err := receiveSession(rctx, sr)
+		cancel()
+		if sctx.Err() != nil {
+			return
+		}
+		if len(msgs) == 0 {
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				s.log.Debug("servicebus source: releasing an idle session", "entity", s.set.entityPath, "session_id", id)
+				return
+			}
+			s.setErr(err)
+			s.undecodableErr(err)
+			s.log.Warn("servicebus source: receiving from a session failed; releasing it", "entity", s.set.entityPath, "session_id", id, "error", err)
+			return
+		}
+		for _, rm := range msgs {
+			d, dd := s.wrapSession(sr, rm, lock)
+			if dd == nil {
+				continue // undecodable, settled
+			}
+			select {
+			case s.out <- dd:
+			case <-sctx.Done():
+				return
+			}
+			select {
+			case <-d.done:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (s *sessionSource) wrapSession(sr *azservicebus.SessionReceiver, rm *azservicebus.ReceivedMessage, lock *sessionLock) (*delivery, driver.Delivery) {
+	dd := s.wrap(sr, rm, lock.renew)
+	switch d := dd.(type) {
+	case dlDelivery:
+		return d.delivery, dd
+	case *delivery:
+		return d, dd
+	}
+	return nil, nil
+}
+
+// receiveSession takes one message (a panic in the SDK becomes an error).
+func receiveSession(ctx context.Context, sr *azservicebus.SessionReceiver) (msgs []*azservicebus.ReceivedMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msgs, err = nil, fmt.Errorf("the Service Bus SDK panicked reading a message: %v", r)
+		}
+	}()
+	return sr.ReceiveMessages(ctx, 1, nil)
+}
+
+// renewSession keeps the session lock until ctx ends; a failed renewal
+// ends the session (cancel).
+func (s *sessionSource) renewSession(ctx context.Context, cancel context.CancelFunc, lock *sessionLock, id string) {
+	for {
+		now := time.Now()
+		t := time.NewTimer(renewAt(now, lock.lockedUntil(), s.set.lockRenewal).Sub(now))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		rctx, rcancel := context.WithTimeout(ctx, settleTimeout)
+		_, err := lock.renew(rctx)
+		rcancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("servicebus source: renewing a session lock failed; releasing the session", "entity", s.set.entityPath, "session_id", id, "error", err)
+				cancel()
+			}
+			return
+		}
+	}
+}
+
+func (s *sessionSource) closeSession(sr *azservicebus.SessionReceiver) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := sr.Close(ctx); err != nil && s.ctx.Err() == nil {
+		s.log.Debug("servicebus source: closing a session receiver", "entity", s.set.entityPath, "error", err)
+	}
+}
+
+// Close releases the sessions (their unsettled messages come back when
+// the session is accepted again) and closes the connection.
+func (s *sessionSource) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.cancel()
+		s.hold.close(ctx)
+		done := make(chan struct{})
+		go func() {
+			s.wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		err = s.client.Close(ctx)
+	})
+	return err
+}

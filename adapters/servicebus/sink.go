@@ -1,0 +1,224 @@
+package servicebus
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/amqpmap"
+	"github.com/qbridge/qbridge/mapping/sbmap"
+)
+
+// sendParallel bounds the batches one Send call has in flight at once.
+const sendParallel = 8
+
+// NewSink returns a sink for a queue or topic, over AMQP (the Azure SDK)
+// or HTTPS.
+func NewSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("servicebus sink: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return newSink(ctx, set, log, nil)
+}
+
+func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azcore.TokenCredential) (driver.Sink, error) {
+	if cred == nil && set.conn.cs == nil {
+		var err error
+		if cred, err = newCredential(set.conn.cred); err != nil {
+			return nil, fmt.Errorf("servicebus sink: %w", err)
+		}
+	}
+	common := &sinkCommon{set: set, log: log}
+	if set.conn.https {
+		return newHTTPSSink(common, cred), nil
+	}
+	// The sender's connection only receives management replies: no guard.
+	var tlsErr atomic.Pointer[errBox]
+	client, err := newSDKClient(set.conn, guardSettings{onTLSError: func(err error) { tlsErr.Store(&errBox{err}) }}, cred)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus sink: %w", err)
+	}
+	snk := &amqpSink{sinkCommon: common, client: client, senders: newSenderCache(set.maxSenders)}
+	if name := set.entity.String(); !strings.Contains(name, "{") {
+		// A fixed entity: attach now, so that a wrong key or entity name
+		// fails at start rather than with the first message.
+		if err := snk.probe(ctx, name); err != nil {
+			_ = client.Close(context.Background())
+			if b := tlsErr.Load(); b != nil {
+				err = b.err
+			}
+			return nil, fmt.Errorf("servicebus sink: %s: %w", name, err)
+		}
+	}
+	log.Info("servicebus sink: ready", "namespace", set.conn.description, set.entityField, set.entity.String(),
+		"max_message_size", set.maxMessageSize)
+	return snk, nil
+}
+
+// sinkCommon is what the AMQP and HTTPS sinks share.
+type sinkCommon struct {
+	set     *sinkSettings
+	log     *slog.Logger
+	lastErr atomic.Pointer[errBox]
+}
+
+// target resolves the entity of m and applies default_session.
+func (s *sinkCommon) target(m *mapping.Message) (string, *mapping.Message, error) {
+	entity, err := s.set.entity.Execute(m)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := entityName(s.set.entityField, entity, false); err != nil || entity == "" {
+		if err == nil {
+			err = errors.New("empty")
+		}
+		return "", nil, mapping.Rejectf(sbmap.Wire, s.set.entityField, "template %q yields an unusable entity name: %v", s.set.entity.String(), err)
+	}
+	if m.GroupKey == "" && s.set.defaultSession != "" {
+		c := *m
+		c.GroupKey = s.set.defaultSession
+		m = &c
+	}
+	// The AMQP header holds at most 49.7 days of TTL. Service Bus caps a
+	// message's TTL at the entity's default anyway, so under the reject
+	// policy a longer TTL is capped rather than refused (drop and encode
+	// keep their own rules: leave it out, or cap and carry the exact TTL).
+	if !s.set.conn.https && m.TTL > amqpmap.MaxTTL && s.set.opt.Policy == mapping.Reject {
+		c := *m
+		c.TTL = amqpmap.MaxTTL
+		m = &c
+	}
+	return entity, m, nil
+}
+
+// batchKey is what the messages of one batch share: the entity, and the
+// partition (PartitionKey, else SessionId): a partitioned entity takes a
+// batch for one partition only.
+type batchKey struct{ entity, partition string }
+
+func partitionOf(m *mapping.Message) string {
+	if m.PartitionKey != "" {
+		return m.PartitionKey
+	}
+	return m.GroupKey
+}
+
+// groupBy splits the indexes of items by key, keeping their order.
+func groupBy[T any](items []T, key func(T) batchKey) ([]batchKey, map[batchKey][]T) {
+	var order []batchKey
+	groups := map[batchKey][]T{}
+	for _, it := range items {
+		k := key(it)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	return order, groups
+}
+
+// eachGroup runs send for every group, sendParallel at a time.
+func eachGroup[T any](order []batchKey, groups map[batchKey][]T, send func(batchKey, []T)) {
+	sem := make(chan struct{}, sendParallel)
+	var wg sync.WaitGroup
+	for _, k := range order {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			send(k, groups[k])
+		})
+	}
+	wg.Wait()
+}
+
+// sessionHint explains a refusal that names sessions.
+func sessionHint(err error) error {
+	if err != nil && strings.Contains(strings.ToLower(err.Error()), "session") {
+		return fmt.Errorf("%w (a session-enabled entity needs a SessionId: give messages a group key or set default_session)", err)
+	}
+	return err
+}
+
+func (s *sinkCommon) record(err error) {
+	if err == nil || driver.IsPermanent(err) {
+		s.lastErr.Store(nil)
+		return
+	}
+	s.lastErr.Store(&errBox{err})
+}
+
+// Ready reports the last send failure, if the last send failed for a
+// reason other than the message.
+func (s *sinkCommon) Ready(context.Context) error {
+	if b := s.lastErr.Load(); b != nil {
+		return b.err
+	}
+	return nil
+}
+
+// senderCache keeps the most recently used senders, one per entity.
+type senderCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // of *cachedSender, most recent first
+	byKey map[string]*list.Element
+}
+
+type cachedSender struct {
+	entity string
+	s      *azservicebus.Sender
+}
+
+func newSenderCache(max int) *senderCache {
+	return &senderCache{max: max, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+// get returns the sender of entity, creating it (and evicting the least
+// recently used one) as needed; evicted senders are returned for closing.
+func (c *senderCache) get(entity string, create func() (*azservicebus.Sender, error)) (*azservicebus.Sender, []*azservicebus.Sender, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[entity]; ok {
+		c.order.MoveToFront(e)
+		return e.Value.(*cachedSender).s, nil, nil
+	}
+	snd, err := create()
+	if err != nil {
+		return nil, nil, err
+	}
+	c.byKey[entity] = c.order.PushFront(&cachedSender{entity: entity, s: snd})
+	var evicted []*azservicebus.Sender
+	for c.order.Len() > c.max {
+		e := c.order.Back()
+		cs := c.order.Remove(e).(*cachedSender)
+		delete(c.byKey, cs.entity)
+		evicted = append(evicted, cs.s)
+	}
+	return snd, evicted, nil
+}
+
+func (c *senderCache) all() []*azservicebus.Sender {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*azservicebus.Sender
+	for e := c.order.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(*cachedSender).s)
+	}
+	c.order.Init()
+	clear(c.byKey)
+	return out
+}

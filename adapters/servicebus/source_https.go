@@ -1,0 +1,300 @@
+package servicebus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/sbmap"
+	"github.com/qbridge/qbridge/mapping/sbrest"
+)
+
+// httpsSource peek-locks messages over the REST API: max_messages workers
+// each long-poll POST {entity}/messages/head?timeout=N and hand the
+// message over, renewing its lock while it waits to be taken.
+type httpsSource struct {
+	set  *sourceSettings
+	log  *slog.Logger
+	c    *restClient
+	hold *holder
+
+	out    chan *httpsDelivery
+	errc   chan error // closed on the first fatal error, kept in failed
+	failed atomic.Pointer[errBox]
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	lastErr   atomic.Pointer[errBox]
+}
+
+var (
+	_ driver.Source       = (*httpsSource)(nil)
+	_ driver.ReadyChecker = (*httpsSource)(nil)
+)
+
+func newHTTPSSource(set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) *httpsSource {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &httpsSource{set: set, log: log, c: newRESTClient(set.conn, cred), hold: newHolder(set.lockRenewal, log, "servicebus source"),
+		out: make(chan *httpsDelivery), errc: make(chan error), ctx: ctx, cancel: cancel, closed: make(chan struct{})}
+	for i := 0; i < set.maxMessages; i++ {
+		s.wg.Add(1)
+		go s.worker()
+	}
+	log.Info("servicebus source: ready", "namespace", set.conn.description, "entity", set.restPath,
+		"receivers", set.maxMessages, "receive_wait", set.receiveWait)
+	return s
+}
+
+// Receive returns the messages the workers have ready: it blocks for the
+// first, then takes what is there.
+func (s *httpsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
+	var out []driver.Delivery
+	select {
+	case d := <-s.out:
+		out = append(out, d)
+	case <-s.errc:
+		return nil, s.failed.Load().err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closed:
+		return nil, errClosed
+	}
+	for len(out) < limit {
+		select {
+		case d := <-s.out:
+			out = append(out, d)
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+func (s *httpsSource) worker() {
+	defer s.wg.Done()
+	bo := backoff{base: s.set.conn.backoff, max: s.set.conn.backoffMax}
+	for s.ctx.Err() == nil {
+		d, err := s.peekLock(s.ctx)
+		if s.ctx.Err() != nil {
+			if d != nil {
+				s.unlock(d)
+			}
+			return
+		}
+		if err != nil {
+			s.lastErr.Store(&errBox{err})
+			if restFatal(err) {
+				if s.failed.CompareAndSwap(nil, &errBox{fmt.Errorf("servicebus source: %s: %w", s.set.restPath, err)}) {
+					close(s.errc)
+				}
+				return
+			}
+			wait := bo.next()
+			s.log.Warn("servicebus source: peek-lock failed; retrying", "entity", s.set.restPath, "error", err, "retry_in", wait.Round(time.Millisecond))
+			if sleepCtx(s.ctx, nil, wait) != nil {
+				return
+			}
+			continue
+		}
+		bo.reset()
+		s.lastErr.Store(nil)
+		if d != nil && !s.handOver(d) {
+			s.unlock(d)
+			return
+		}
+	}
+}
+
+// handOver waits for Receive to take d, renewing its lock meanwhile.
+func (s *httpsSource) handOver(d *httpsDelivery) bool {
+	lockedUntil := d.m.Source.LockedUntil
+	for {
+		now := time.Now()
+		t := time.NewTimer(renewAt(now, lockedUntil, s.set.lockRenewal).Sub(now))
+		select {
+		case s.out <- d:
+			t.Stop()
+			return true
+		case <-s.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, settleTimeout)
+		lu, err := d.renewLock(ctx)
+		cancel()
+		if err != nil {
+			s.log.Warn("servicebus source: renewing the lock of a message waiting to be taken failed; dropping it (it is delivered again)", "entity", s.set.restPath, "error", err)
+			return true // nothing to unlock
+		}
+		lockedUntil = lu
+	}
+}
+
+func (s *httpsSource) unlock(d *httpsDelivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	_ = d.abandonNow(ctx)
+}
+
+// peekLock takes one message; nil, nil when none came within receive_wait.
+func (s *httpsSource) peekLock(ctx context.Context) (*httpsDelivery, error) {
+	u := s.c.base + "/" + escapePath(s.set.restPath) + "/messages/head?timeout=" + timeoutParam(s.set.receiveWait)
+	ctx, cancel := context.WithTimeout(ctx, s.set.receiveWait+30*time.Second)
+	defer cancel()
+	resp, body, err := s.c.do(ctx, "peek-lock", http.MethodPost, u, s.set.restPath, nil, nil, http.StatusCreated, http.StatusNoContent)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		return nil, nil
+	}
+	lock, ok, err := sbrest.LockLocation(resp.Header)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("servicebus-https: peek-lock: a 201 response without a usable Location (%v); the message is delivered again when its lock expires", err)
+	}
+	lockURL, err := s.c.lockURL(lock.URL)
+	if err != nil {
+		return nil, err
+	}
+	d := &httpsDelivery{src: s, lockURL: lockURL}
+	m, derr := sbrest.Decode(resp.Header, body)
+	if derr != nil {
+		s.log.Error("servicebus source: cannot decode a received message; it must be dead-lettered",
+			"entity", s.set.restPath, "lock_token", lock.LockToken, "error", derr)
+		m, d.err = rawRESTModel(resp.Header, body, lock), derr
+	}
+	m.Source.Address = s.set.entityPath
+	d.m = m
+	return d, nil
+}
+
+// rawRESTModel keeps what can be read of a message sbrest refuses: the
+// body and the ids of BrokerProperties.
+func rawRESTModel(h http.Header, body []byte, lock sbrest.Lock) *mapping.Message {
+	m := &mapping.Message{Body: body, ContentType: h.Get("Content-Type"), Source: mapping.Source{
+		Protocol: sbmap.Wire, PartitionID: -1, LockToken: lock.LockToken}}
+	var bp struct {
+		MessageId      string
+		SessionId      string
+		SequenceNumber json.Number
+		DeliveryCount  int
+	}
+	if json.Unmarshal([]byte(h.Get("BrokerProperties")), &bp) == nil {
+		m.ID, m.GroupKey, m.Source.SequenceNumber, m.Source.DeliveryCount = bp.MessageId, bp.SessionId, bp.SequenceNumber.String(), bp.DeliveryCount
+	}
+	return m
+}
+
+// Ready reports the last peek-lock failure, if the last one failed.
+func (s *httpsSource) Ready(context.Context) error {
+	select {
+	case <-s.closed:
+		return errClosed
+	default:
+	}
+	if b := s.lastErr.Load(); b != nil {
+		return b.err
+	}
+	return nil
+}
+
+// Close stops the workers (a message being handed over is unlocked) and
+// abandons the messages held for a Nack delay.
+func (s *httpsSource) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.cancel()
+		s.hold.close(ctx)
+		done := make(chan struct{})
+		go func() {
+			s.wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		s.c.http.CloseIdleConnections()
+	})
+	return nil
+}
+
+// httpsDelivery is one peek-locked message. It settles through its lock
+// URL: DELETE completes, PUT unlocks (abandons), POST renews. The REST API
+// cannot dead-letter, so it is no driver.DeadLetterer: the engine uses its
+// dead-letter sink.
+type httpsDelivery struct {
+	src     *httpsSource
+	lockURL string
+	m       *mapping.Message
+	err     error
+	settled atomic.Bool
+}
+
+var (
+	_ driver.Delivery      = (*httpsDelivery)(nil)
+	_ driver.DecodeErrorer = (*httpsDelivery)(nil)
+)
+
+func (d *httpsDelivery) Message() *mapping.Message { return d.m }
+func (d *httpsDelivery) DecodeError() error        { return d.err }
+
+func (d *httpsDelivery) lockOp(ctx context.Context, op, method string) error {
+	_, _, err := d.src.c.do(ctx, op, method, d.lockURL, d.src.set.restPath, nil, nil, http.StatusOK, http.StatusNoContent)
+	return restSettleErr(op, err)
+}
+
+// Ack completes (deletes) the message.
+func (d *httpsDelivery) Ack(ctx context.Context) error {
+	if !d.settled.CompareAndSwap(false, true) {
+		return errSettled
+	}
+	return d.lockOp(ctx, "complete", http.MethodDelete)
+}
+
+// Nack unlocks the message; a delay keeps it locked that long first.
+func (d *httpsDelivery) Nack(ctx context.Context, delay time.Duration) error {
+	if !d.settled.CompareAndSwap(false, true) {
+		return errSettled
+	}
+	delay = min(delay, d.src.set.maxNackDelay)
+	if delay > 0 && d.src.hold.hold(delay, d.m.Source.LockedUntil, restLock{d}, d.m.ID, func() {}) {
+		return nil
+	}
+	return d.abandonNow(ctx)
+}
+
+func (d *httpsDelivery) abandonNow(ctx context.Context) error {
+	return d.lockOp(ctx, "unlock", http.MethodPut)
+}
+
+// Extend renews the lock (by the entity's lock duration).
+func (d *httpsDelivery) Extend(ctx context.Context, _ time.Duration) error {
+	if d.settled.Load() {
+		return nil
+	}
+	_, err := d.renewLock(ctx)
+	return err
+}
+
+func (d *httpsDelivery) renewLock(ctx context.Context) (time.Time, error) {
+	return time.Time{}, d.lockOp(ctx, "renew lock", http.MethodPost)
+}
+
+type restLock struct{ d *httpsDelivery }
+
+func (l restLock) renew(ctx context.Context) (time.Time, error) { return l.d.renewLock(ctx) }
+func (l restLock) abandon(ctx context.Context) error            { return l.d.abandonNow(ctx) }
