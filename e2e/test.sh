@@ -45,10 +45,18 @@ if [[ $FUZZTIME != 0 ]]; then
   for pkg in $(go list ./...); do
     dir=$(go list -f '{{.Dir}}' "$pkg")
     for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
-      if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$QBRIDGE_BROKERS_DIR/fuzz.log" 2>&1; then
-        echo "fuzz $pkg $target failed:" >&2
-        cat "$QBRIDGE_BROKERS_DIR/fuzz.log" >&2
-        exit 1
+      log="$QBRIDGE_BROKERS_DIR/fuzz.log"
+      if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$log" 2>&1; then
+        # A loaded machine can make the fuzzing engine itself time out
+        # ("context deadline exceeded", no failing input): try that once more.
+        if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input' "$log" &&
+          go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$log" 2>&1; then
+          :
+        else
+          echo "fuzz $pkg $target failed:" >&2
+          cat "$log" >&2
+          exit 1
+        fi
       fi
       echo "ok   fuzz $pkg $target"
     done
