@@ -104,6 +104,13 @@ func (q *memQueue) stats() (outstanding, maxOutstanding int) {
 	return q.outstanding, q.maxOutstanding
 }
 
+// receiveCalls is how many times Receive was called.
+func (q *memQueue) receiveCalls() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.calls
+}
+
 func (q *memQueue) pendingLen() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -355,6 +362,13 @@ func (s *memSink) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.confirmed)
+}
+
+// batches returns the sizes of the Send calls so far.
+func (s *memSink) batches() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.batchSizes...)
 }
 
 func (s *memSink) isClosed() bool {

@@ -541,10 +541,12 @@ func TestSourceRestartsAfterReceiveError(t *testing.T) {
 	opt := fastOptions()
 	opt.Batch.Size = 3
 	m := NewMetrics(nil)
-	h := start(t, Config{Options: opt, Metrics: m}, q, sink)
-	h.src.failN = 0
+	// Every open succeeds (failN 0), the reopen after the error too. src is
+	// set up before the pipeline runs: its open reads failN concurrently.
+	src := &sourceOpener{q: q}
+	start(t, Config{Options: opt, Metrics: m, Source: src.open}, q, sink)
 	eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 10 })
-	if n := h.src.opens.Load(); n != 2 {
+	if n := src.opens.Load(); n != 2 {
 		t.Errorf("source opened %d times, want 2", n)
 	}
 	if v := counterValue(t, m.restarts, "test", "mem"); v != 1 {
@@ -603,7 +605,7 @@ func TestBatching(t *testing.T) {
 	sink.gate = gate
 	opt := fastOptions()
 	opt.Batch = Batch{Size: 10, Concurrency: 1}
-	start(t, Config{Options: opt}, q, sink)
+	h := start(t, Config{Options: opt}, q, sink)
 	q.push(msg("first", 0))
 	eventually(t, 5*time.Second, "first batch in flight", func() bool { return sinkAttempts(sink, "first/0") == 1 })
 	for i := range 25 {
@@ -612,7 +614,8 @@ func TestBatching(t *testing.T) {
 	sink.mu.Lock()
 	sink.gate = nil
 	sink.mu.Unlock()
-	time.Sleep(20 * time.Millisecond) // let the 25 queue up behind the stuck send
+	// Let the 25 queue up (ready) behind the stuck send.
+	eventually(t, 5*time.Second, "26 in flight", func() bool { return h.p.Stats().InFlight == 26 })
 	close(gate)
 	eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 26 })
 	sink.mu.Lock()

@@ -124,9 +124,10 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		err    error
 	}
 	type retry struct {
-		it    *item
-		err   error
-		delay time.Duration
+		it      *item
+		err     error
+		attempt int // it.attempts, read while p.mu is held: once the retry is scheduled, another sender may take it
+		delay   time.Duration
 	}
 	var acks, nacks []*item
 	var dls []dl
@@ -156,7 +157,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 			nacks = append(nacks, it)
 			nacks = append(nacks, p.takeFollowers(it)...)
 		default:
-			retries = append(retries, retry{it, err, p.scheduleRetry(it)})
+			retries = append(retries, retry{it, err, it.attempts, p.scheduleRetry(it)})
 		}
 	}
 	p.mu.Unlock()
@@ -164,10 +165,10 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 	for _, r := range retries {
 		p.met.retried.Inc()
 		log := p.log.Debug
-		if r.it.attempts == 1 {
+		if r.attempt == 1 {
 			log = p.log.Warn // once per message: later attempts would flood the log in an outage
 		}
-		log("sink failed; retrying", "error", r.err, "group", r.it.group, "id", r.it.msg.ID, "attempt", r.it.attempts, "retry_in", r.delay)
+		log("sink failed; retrying", "error", r.err, "group", r.it.group, "id", r.it.msg.ID, "attempt", r.attempt, "retry_in", r.delay)
 	}
 
 	for _, it := range acks {
