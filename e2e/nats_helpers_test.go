@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,23 +293,18 @@ func natsOrderReport(recs []natsRec, groups, perGroup int) (missing, disorder, d
 	return missing, disorder, dups, b.String()
 }
 
-// natsCheckOrderKnownIssue is natsCheckOrder for the restart cases where
-// the JetStream source is known to break group order (see
-// docs/benchmarks.md and the issue 3 report): a loss always fails; order
-// violations fail only with QBRIDGE_E2E_STRICT_ORDER=1, else they are
-// logged.
-func natsCheckOrderKnownIssue(t testing.TB, recs []natsRec, groups, perGroup int) (dups, disorder int) {
+// natsCheckOrderAfterRestart is natsCheckOrder for the restart cases
+// (kill -9, SIGTERM with messages in flight): a loss or a first arrival out
+// of group order fails the test. It returns the duplicates and the order
+// violations for the test's log line.
+func natsCheckOrderAfterRestart(t testing.TB, recs []natsRec, groups, perGroup int) (dups, disorder int) {
 	t.Helper()
 	missing, disorder, dups, detail := natsOrderReport(recs, groups, perGroup)
 	if missing > 0 {
 		t.Errorf("%d messages missing (%d records):\n%s", missing, len(recs), detail)
 	}
 	if disorder > 0 {
-		if os.Getenv("QBRIDGE_E2E_STRICT_ORDER") != "" {
-			t.Errorf("%d first arrivals out of group order:\n%s", disorder, detail)
-		} else {
-			t.Logf("KNOWN ISSUE: %d first arrivals out of group order after the restart (QBRIDGE_E2E_STRICT_ORDER=1 makes this fail):\n%s", disorder, detail)
-		}
+		t.Errorf("%d first arrivals out of group order after the restart:\n%s", disorder, detail)
 	}
 	return dups, disorder
 }

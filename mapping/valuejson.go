@@ -174,12 +174,15 @@ func valueFromJSON(k Kind, raw json.RawMessage) (Value, error) {
 		}
 		return List(vs...), nil
 	case KindMap:
-		var pairs [][2]Value
+		var pairs [][]Value
 		if err := json.Unmarshal(raw, &pairs); err != nil {
 			return Value{}, err
 		}
 		kv := make([]Value, 0, 2*len(pairs))
-		for _, p := range pairs {
+		for i, p := range pairs {
+			if len(p) != 2 {
+				return Value{}, fmt.Errorf("map entry %d: want a [key, value] pair, got %d values", i, len(p))
+			}
 			kv = append(kv, p[0], p[1])
 		}
 		return Map(kv...), nil

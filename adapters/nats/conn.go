@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 )
@@ -24,6 +25,10 @@ type conn struct {
 
 	mu      sync.Mutex
 	lastErr error // the last disconnect or async error, for Ready
+
+	// reconnects counts reconnections; the JetStream source checks its
+	// consumer again after one (see jsSource.recover).
+	reconnects atomic.Uint64
 }
 
 // dial connects to cc.URL or, when embedded, starts or joins the
@@ -74,6 +79,7 @@ func (c *conn) options(cc connConfig) ([]nats.Option, error) {
 			c.log.Warn("nats disconnected; reconnecting", "error", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.reconnects.Add(1)
 			c.setErr(nil)
 			c.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),

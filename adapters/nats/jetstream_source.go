@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,9 +31,37 @@ type jsSource struct {
 	mu         sync.Mutex
 	cons       jetstream.Consumer
 	maxDeliver int // the consumer's effective MaxDeliver; <= 0 unlimited
+	// recover is set when the consumer may hold messages that this source
+	// does not: at start, after the consumer was set up again and after a
+	// reconnect. Receive then fetches nothing new until they came back
+	// (see recoverPending).
+	recover    bool
+	reconnects uint64 // conn.reconnects when last checked
+	// held are fetched deliveries not yet handed to the engine, in stream
+	// order: what recoverPending collected. Receive hands them out first.
+	held []*jsDelivery
 
-	ctx    context.Context // cancelled by Close, to interrupt a pending fetch
+	// outstanding counts deliveries handed to the engine and not yet
+	// settled: the part of the consumer's NumAckPending that is ours.
+	outstanding atomic.Int64
+	// abandoned is a waiting pull that Receive left when its context
+	// ended; it runs on to its end on the server (see waitPull). Its
+	// messages go to the next Receive, or are nacked by Close.
+	abandoned *pull
+
+	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
+}
+
+// maxPullWait bounds how long one waiting pull request stays open on the
+// server, and so how long a nack or Close may wait for one (see waitPull).
+const maxPullWait = time.Second
+
+// pull is a waiting pull request running to its end.
+type pull struct {
+	done chan struct{}
+	out  []*jsDelivery
+	err  error
 }
 
 func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*jsSource, error) {
@@ -46,11 +76,13 @@ func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*j
 	}
 	s := &jsSource{conn: c, js: js, set: set, codec: newCodec(set.groupHeader, mapping.Options{}), log: log}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.reconnects = c.reconnects.Load()
 	if err := s.setup(ctx); err != nil {
 		s.cancel()
 		c.close()
 		return nil, err
 	}
+	go s.keepHeld()
 	return s, nil
 }
 
@@ -109,6 +141,7 @@ func (s *jsSource) setup(ctx context.Context) error {
 	s.mu.Lock()
 	s.cons = cons
 	s.maxDeliver = cons.CachedInfo().Config.MaxDeliver
+	s.recover = true
 	s.mu.Unlock()
 	return nil
 }
@@ -182,6 +215,10 @@ func (s *jsSource) consumer() (jetstream.Consumer, int) {
 // has nothing it waits up to fetch_wait for one message and then takes
 // whatever else is there, so an idle source answers without delay and a
 // busy one gets full batches in one round trip.
+//
+// Before it fetches anything new, it makes sure that the consumer's
+// unacknowledged messages that are not ours (those of a killed process,
+// or lost in a disconnect) came back first: see recoverPending.
 func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
 	batch := min(max(limit, 1), s.set.js.fetchBatch)
 	backoff := 100 * time.Millisecond
@@ -193,32 +230,69 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cons, maxDeliver := s.consumer()
-		start := time.Now()
-		out, err := s.fetch(ctx, cons, batch, false, maxDeliver)
-		if len(out) == 0 && err == nil {
-			out, err = s.fetch(ctx, cons, 1, true, maxDeliver)
-			if len(out) > 0 && batch > 1 {
-				more, _ := s.fetch(ctx, cons, batch-1, false, maxDeliver) // an error shows on the next call
-				out = append(out, more...)
-			}
-		}
-		if err == nil && failing {
-			s.log.Info("nats jetstream fetch recovered")
-			failing, backoff = false, 100*time.Millisecond
-		}
-		if len(out) > 0 {
+		if out := s.takeHeld(batch); len(out) > 0 {
 			return out, nil
 		}
-		if err == nil {
-			// A pull the server ends at once without messages (a status
-			// the client does not report as an error) must not spin.
-			if time.Since(start) < 20*time.Millisecond {
-				s.pause(ctx, 50*time.Millisecond)
+		cons, maxDeliver := s.consumer()
+		if s.hasAbandoned() {
+			// The pull a cancelled Receive left comes first: its
+			// messages are the next ones.
+			out, err := s.waitPull(ctx, cons, maxDeliver)
+			if len(out) > 0 {
+				return s.handOut(out), nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err != nil {
+				s.log.Debug("nats jetstream pull failed", "error", err) // the next fetch retries
 			}
 			continue
 		}
+		var err error
+		if s.needRecover() {
+			if err = s.recoverPending(ctx, cons, maxDeliver); err == nil {
+				s.mu.Lock()
+				s.recover = false
+				s.mu.Unlock()
+				continue
+			}
+		} else {
+			var out []*jsDelivery
+			start := time.Now()
+			out, err = s.fetch(cons, batch, false, maxDeliver)
+			if len(out) == 0 && err == nil {
+				out, err = s.waitPull(ctx, cons, maxDeliver)
+				if ctx.Err() != nil && len(out) == 0 {
+					return nil, ctx.Err()
+				}
+				if len(out) > 0 && batch > 1 {
+					more, _ := s.fetch(cons, batch-1, false, maxDeliver) // an error shows on the next call
+					out = append(out, more...)
+				}
+			}
+			if err == nil && failing {
+				s.log.Info("nats jetstream fetch recovered")
+				failing, backoff = false, 100*time.Millisecond
+			}
+			if len(out) > 0 {
+				return s.handOut(out), nil
+			}
+			if err == nil {
+				// A pull the server ends at once without messages (a status
+				// the client does not report as an error) must not spin.
+				if time.Since(start) < 20*time.Millisecond {
+					s.pause(ctx, 50*time.Millisecond)
+				}
+				continue
+			}
+		}
 		if ctx.Err() != nil {
+			// Whatever recoverPending collected is handed out: the
+			// engine settles it in order (or the broker redelivers it).
+			if out := s.takeHeld(batch); len(out) > 0 {
+				return out, nil
+			}
 			return nil, ctx.Err()
 		}
 		if s.ctx.Err() != nil || errors.Is(err, nats.ErrConnectionClosed) {
@@ -226,6 +300,7 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		}
 		if consumerGone(ctx, cons, err) {
 			s.log.Warn("nats jetstream consumer is gone; setting it up again", "durable", s.set.js.durable, "error", err)
+			s.dropHeld()
 			if err := s.setup(ctx); err != nil {
 				return nil, err
 			}
@@ -238,6 +313,265 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		s.pause(ctx, backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// waitPull waits (up to fetch_wait, at most maxPullWait) for one message.
+// The pull request is never abandoned on the server: a request whose
+// client went away stays in the consumer's waiting list until it expires,
+// and a message nacked meanwhile (the engine nacks what it holds when it
+// stops) would be sent to it and lost until ack_wait, or put back at the
+// end of the redelivery queue behind the later messages of its group. So
+// when ctx ends first, waitPull returns at once but the pull runs on:
+// Nack waits for its end, the next Receive takes its messages, and Close
+// nacks them.
+func (s *jsSource) waitPull(ctx context.Context, cons jetstream.Consumer, maxDeliver int) ([]*jsDelivery, error) {
+	s.mu.Lock()
+	p := s.abandoned
+	s.abandoned = nil
+	s.mu.Unlock()
+	if p == nil {
+		p = &pull{done: make(chan struct{})}
+		go func() {
+			defer close(p.done)
+			p.out, p.err = s.fetch(cons, 1, true, maxDeliver)
+		}()
+	}
+	select {
+	case <-p.done:
+		return p.out, p.err
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+	s.mu.Lock()
+	s.abandoned = p
+	s.mu.Unlock()
+	return nil, ctx.Err()
+}
+
+func (s *jsSource) hasAbandoned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.abandoned != nil
+}
+
+// waitAbandoned waits until the pull Receive left is over on the server,
+// so that a nack does not hand the message to it.
+func (s *jsSource) waitAbandoned(ctx context.Context) {
+	s.mu.Lock()
+	p := s.abandoned
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+	}
+}
+
+// needRecover reports whether recoverPending must run before the next
+// fetch: after setup, or after a reconnect (messages in flight during the
+// outage, and settlements that failed, come back only after ack_wait).
+func (s *jsSource) needRecover() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.conn.reconnects.Load(); n != s.reconnects {
+		s.reconnects = n
+		s.recover = true
+	}
+	return s.recover
+}
+
+// handOut counts deliveries as the engine's until they are settled.
+func (s *jsSource) handOut(ds []*jsDelivery) []driver.Delivery {
+	out := make([]driver.Delivery, len(ds))
+	for i, d := range ds {
+		d.handed.Store(true)
+		s.outstanding.Add(1)
+		out[i] = d
+	}
+	return out
+}
+
+// takeHeld hands out up to n held deliveries, refreshing the ack timer of
+// those held long enough that it could lapse before the engine's first
+// lock extension.
+func (s *jsSource) takeHeld(n int) []driver.Delivery {
+	s.mu.Lock()
+	k := min(n, len(s.held))
+	ds := slices.Clone(s.held[:k])
+	s.held = slices.Delete(s.held, 0, k)
+	s.mu.Unlock()
+	if k == 0 {
+		return nil
+	}
+	for _, d := range ds {
+		if time.Since(d.touched()) > s.keepEvery() {
+			d.touch()
+		}
+	}
+	return s.handOut(ds)
+}
+
+// dropHeld forgets held deliveries (their consumer is gone).
+func (s *jsSource) dropHeld() {
+	s.mu.Lock()
+	s.held = nil
+	s.mu.Unlock()
+}
+
+func (s *jsSource) keepEvery() time.Duration {
+	return max(s.set.js.ackWait/3, 50*time.Millisecond)
+}
+
+// keepHeld keeps held deliveries locked (InProgress) until Receive hands
+// them out, for as long as the source is open.
+func (s *jsSource) keepHeld() {
+	every := s.keepEvery()
+	t := time.NewTicker(max(every/2, 25*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var due []*jsDelivery
+		for _, d := range s.held {
+			if time.Since(d.touched()) >= every {
+				due = append(due, d)
+			}
+		}
+		s.mu.Unlock()
+		for _, d := range due {
+			d.touch()
+		}
+	}
+}
+
+// recoverMargin is how long after ack_wait the server has surely queued
+// the expired messages for redelivery (its timer, a busy consumer).
+func recoverMargin(ackWait time.Duration) time.Duration {
+	return min(500*time.Millisecond+ackWait/10, 10*time.Second)
+}
+
+// recoverPending runs before the first fetch of new messages when the
+// consumer may have unacknowledged messages that are not ours: those a
+// killed process had fetched, or ours lost in a disconnect. JetStream
+// redelivers such a message only when its ack_wait lapses, but hands out
+// new messages at once, so fetching as usual would let the later messages
+// of a group overtake the earlier ones.
+//
+// JetStream serves a pull request from its redelivery queue first and from
+// the stream after (consumer.getNextMsg), and queues expired messages in
+// stream order. So recoverPending fetches nothing until the consumer's
+// pending messages are all either ours or queued for redelivery: it takes
+// what is queued (no-wait pulls), then waits, polling the consumer info,
+// until every pending message is ours, or at most ack_wait + margin (by
+// then every message whose holder is gone has lapsed), and takes what is
+// queued again. What it took, old and new, is held and handed out sorted
+// by stream sequence.
+//
+// With several processes on one durable consumer, the pending messages of
+// the others are never ours: the wait ends at its bound. Per-group order
+// across processes sharing a consumer is then only as strong as ack_wait.
+func (s *jsSource) recoverPending(ctx context.Context, cons jetstream.Consumer, maxDeliver int) error {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return err
+	}
+	missing := s.missing(info)
+	if missing <= 0 {
+		return nil
+	}
+	floor := info.Delivered.Stream // every pending message has a sequence <= floor
+	ackWait := info.Config.AckWait
+	bound := ackWait + recoverMargin(ackWait)
+	deadline := time.Now().Add(bound)
+	s.log.Info("nats jetstream consumer has unacknowledged messages that are not ours; fetching nothing new until they come back",
+		"durable", s.set.js.durable, "ack_pending", info.NumAckPending, "not_ours", missing,
+		"last_delivered_seq", floor, "wait_at_most", bound.Round(time.Millisecond))
+	start := time.Now()
+	defer func() {
+		s.mu.Lock()
+		slices.SortStableFunc(s.held, func(a, b *jsDelivery) int { return cmp.Compare(a.seq, b.seq) })
+		n := len(s.held)
+		s.mu.Unlock()
+		s.log.Info("nats jetstream recovery done", "durable", s.set.js.durable, "took", time.Since(start).Round(time.Millisecond),
+			"held", n, "not_ours_left", missing)
+	}()
+	if err := s.takeRedeliveries(cons, floor, missing, maxDeliver); err != nil {
+		return err
+	}
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if missing = s.missing(info); missing <= 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			// Every message whose holder is gone has lapsed and is queued
+			// now; what is still missing is another process's.
+			if err := s.takeRedeliveries(cons, floor, missing, maxDeliver); err != nil {
+				return err
+			}
+			if info, err := cons.Info(ctx); err == nil {
+				missing = s.missing(info)
+			}
+			if missing > 0 {
+				s.log.Warn("nats jetstream consumer still has unacknowledged messages of another consumer process after ack_wait; fetching again (per-group order across processes sharing one durable consumer is only as strong as ack_wait)",
+					"durable", s.set.js.durable, "not_ours", missing)
+			}
+			return nil
+		}
+		s.pause(ctx, min(250*time.Millisecond, max(ackWait/20, 20*time.Millisecond)))
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// missing is how many of the consumer's pending messages are not ours
+// (neither held nor with the engine).
+func (s *jsSource) missing(info *jetstream.ConsumerInfo) int {
+	s.mu.Lock()
+	ours := len(s.held)
+	s.mu.Unlock()
+	return info.NumAckPending - ours - int(s.outstanding.Load())
+}
+
+// takeRedeliveries takes what the consumer has queued for redelivery
+// (messages up to floor) into held, with no-wait pulls of at most missing
+// messages, until a pull brings fewer or a new message (the queue is
+// then empty). The new messages a pull brings are held too.
+func (s *jsSource) takeRedeliveries(cons jetstream.Consumer, floor uint64, missing, maxDeliver int) error {
+	for missing > 0 {
+		n := min(missing, s.set.js.fetchBatch)
+		ds, err := s.fetch(cons, n, false, maxDeliver)
+		s.mu.Lock()
+		s.held = append(s.held, ds...)
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		old := 0
+		for _, d := range ds {
+			if d.seq <= floor {
+				old++
+			}
+		}
+		if old < n {
+			return nil
+		}
+		missing -= old
+	}
+	return nil
 }
 
 // pause waits d, or less when ctx ends or the source closes (the loop
@@ -268,37 +602,32 @@ func consumerGone(ctx context.Context, cons jetstream.Consumer, err error) bool 
 	return errors.Is(ierr, jetstream.ErrConsumerNotFound) || errors.Is(ierr, jetstream.ErrStreamNotFound)
 }
 
-// fetch pulls up to n messages; wait says whether to wait up to fetch_wait
-// for them or take only what is there.
-func (s *jsSource) fetch(ctx context.Context, cons jetstream.Consumer, n int, wait bool, maxDeliver int) ([]driver.Delivery, error) {
+// fetch runs one pull request for up to n messages to its end; wait
+// says whether to wait (up to fetch_wait, at most maxPullWait) for them or
+// take only what is there. It never cancels a pull on the client side
+// (see waitPull): it returns when the server ended the request.
+func (s *jsSource) fetch(cons jetstream.Consumer, n int, wait bool, maxDeliver int) ([]*jsDelivery, error) {
 	var (
 		mb  jetstream.MessageBatch
 		err error
 	)
 	if wait {
-		fctx, cancel := context.WithTimeout(ctx, s.set.js.fetchWait)
-		defer cancel()
-		stop := context.AfterFunc(s.ctx, cancel)
-		defer stop()
-		mb, err = cons.Fetch(n, jetstream.FetchContext(fctx))
+		mb, err = cons.Fetch(n, jetstream.FetchMaxWait(min(s.set.js.fetchWait, maxPullWait)))
 	} else {
 		mb, err = cons.FetchNoWait(n)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var out []driver.Delivery
+	var out []*jsDelivery
 	for m := range mb.Messages() {
 		if d := s.wrap(m, maxDeliver); d != nil {
 			out = append(out, d)
 		}
 	}
 	err = mb.Error()
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = nil // fetch_wait elapsed before the server's own timeout
-	}
-	if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
-		err = errors.New("source closed")
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		err = nil // the pull's own expiry
 	}
 	return out, err
 }
@@ -307,7 +636,7 @@ func (s *jsSource) fetch(ctx context.Context, cons jetstream.Consumer, n int, wa
 // sequence, stored time, delivery count) from the JetStream metadata. A
 // message natsmap refuses still becomes a delivery, with what could be read
 // and its DecodeError, so the engine dead-letters it.
-func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) driver.Delivery {
+func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) *jsDelivery {
 	meta, err := m.Metadata()
 	if err != nil {
 		s.log.Error("nats: message without JetStream metadata; terminating it", "subject", m.Subject(), "error", err)
@@ -316,9 +645,10 @@ func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) driver.Delivery {
 	}
 	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
 	d := &jsDelivery{
-		m: m, log: s.log,
+		m: m, log: s.log, src: s, seq: meta.Sequence.Stream,
 		last: maxDeliver > 0 && meta.NumDelivered >= uint64(maxDeliver), maxDeliver: maxDeliver,
 	}
+	d.touchedAt.Store(time.Now().UnixNano())
 	d.msg, d.decodeErr = s.codec.decodeJS(raw, meta)
 	if d.decodeErr != nil {
 		s.log.Error("nats: received a message that cannot be decoded; it must be dead-lettered",
@@ -329,7 +659,37 @@ func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) driver.Delivery {
 	return d
 }
 
+// Close lets a pull that Receive left run to its end, and nacks what it
+// brought and what recoverPending held, in stream order: the engine has
+// nacked what it had before (it closes the source after its drain), so
+// each group comes back in order.
 func (s *jsSource) Close(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, maxPullWait+2*time.Second)
+	s.waitAbandoned(wctx)
+	cancel()
+	s.mu.Lock()
+	var left []*jsDelivery
+	if p := s.abandoned; p != nil {
+		select {
+		case <-p.done:
+			left = append(left, p.out...)
+		default:
+		}
+		s.abandoned = nil
+	}
+	left = append(left, s.held...)
+	s.held = nil
+	s.mu.Unlock()
+	slices.SortStableFunc(left, func(a, b *jsDelivery) int { return cmp.Compare(a.seq, b.seq) })
+	for _, d := range left {
+		if err := d.m.Nak(); err != nil {
+			s.log.Warn("nats: nack of an unreceived message failed; it comes back after ack_wait", "error", err)
+			break
+		}
+	}
+	if len(left) > 0 {
+		_ = s.conn.nc.FlushWithContext(ctx)
+	}
 	s.cancel()
 	s.conn.close()
 	return nil
@@ -346,6 +706,29 @@ type jsDelivery struct {
 	log        *slog.Logger
 	last       bool // this is delivery MaxDeliver: a failure must not vanish
 	maxDeliver int
+	src        *jsSource
+	seq        uint64 // stream sequence
+
+	touchedAt atomic.Int64 // when it was delivered or last InProgress (unix ns), while held
+	handed    atomic.Bool  // given to the engine: counted in src.outstanding
+	settled   atomic.Bool  // Ack, Nack or DeadLetter was called
+}
+
+func (d *jsDelivery) touched() time.Time { return time.Unix(0, d.touchedAt.Load()) }
+
+// touch restarts the ack timer of a held delivery.
+func (d *jsDelivery) touch() {
+	if err := d.m.InProgress(); err != nil {
+		d.log.Warn("nats: in progress for a held message failed; it may be delivered again", "error", err)
+	}
+	d.touchedAt.Store(time.Now().UnixNano())
+}
+
+// settle marks the delivery settled: it no longer counts as the engine's.
+func (d *jsDelivery) settle() {
+	if d.settled.CompareAndSwap(false, true) && d.handed.Load() {
+		d.src.outstanding.Add(-1)
+	}
 }
 
 func (d *jsDelivery) Message() *mapping.Message { return d.msg }
@@ -356,6 +739,7 @@ func (d *jsDelivery) DecodeError() error { return d.decodeErr }
 // Ack is a double ack: it returns once the server confirmed it, so an acked
 // message is not redelivered.
 func (d *jsDelivery) Ack(ctx context.Context) error {
+	defer d.settle()
 	if err := d.m.DoubleAck(ctx); err != nil {
 		return fmt.Errorf("nats: ack: %w", err)
 	}
@@ -367,11 +751,15 @@ func (d *jsDelivery) Ack(ctx context.Context) error {
 // message is terminated instead: a dead-letter with a reason, never a
 // silent loss.
 func (d *jsDelivery) Nack(ctx context.Context, delay time.Duration) error {
+	defer d.settle()
 	if d.last {
 		d.log.Warn("nats: message failed on its last delivery (max_deliver); terminating it",
 			"subject", d.msg.Source.Address, "stream_seq", d.msg.Source.SequenceNumber, "deliveries", d.msg.Source.DeliveryCount)
 		return d.term(fmt.Sprintf("qbridge: max_deliver (%d) reached", d.maxDeliver))
 	}
+	// A pull that Receive left may still be open on the server: it would
+	// take the message.
+	d.src.waitAbandoned(ctx)
 	var err error
 	if delay > 0 {
 		err = d.m.NakWithDelay(delay)
@@ -396,6 +784,7 @@ func (d *jsDelivery) Extend(ctx context.Context, _ time.Duration) error {
 // DeadLetter terminates the message (no further redelivery); the reason is
 // in the server's MSG_TERMINATED advisory.
 func (d *jsDelivery) DeadLetter(ctx context.Context, reason, description string) error {
+	defer d.settle()
 	return d.term(termReason(reason, description))
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -570,4 +571,64 @@ func TestUndecodableMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestJetStreamRestartKeepsOrder: a source that stops without settling
+// what it fetched (a crash) leaves unacknowledged messages; the next
+// source fetches nothing new until they came back, so they come first.
+func TestJetStreamRestartKeepsOrder(t *testing.T) {
+	f := newJSFixture(t)
+	for _, b := range []string{"m1", "m2"} {
+		f.publish(t, "orders.a", b)
+	}
+	src, _ := f.source(t)
+	first := receiveN(t, src, 2, 5*time.Second)
+	_ = first // never settled: back after ack_wait (1s)
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"m3", "m4"} {
+		f.publish(t, "orders.a", b)
+	}
+	src2, logs := f.source(t)
+	start := time.Now()
+	var got []string
+	for _, d := range receiveN(t, src2, 4, 10*time.Second) {
+		got = append(got, string(d.Message().Body))
+	}
+	if want := []string{"m1", "m2", "m3", "m4"}; !slices.Equal(got, want) {
+		t.Errorf("after the restart got %v, want %v", got, want)
+	}
+	if el := time.Since(start); el < 500*time.Millisecond {
+		t.Errorf("first delivery after %s: the unacknowledged ones cannot be back yet", el)
+	}
+	if !strings.Contains(logs.String(), "fetching nothing new") {
+		t.Errorf("no recovery logged:\n%s", logs.String())
+	}
+}
+
+// TestJetStreamNackAfterCancelledReceive: a Receive whose context ends
+// while it waits leaves its pull open on the server; a message nacked
+// right after is not lost to that pull until ack_wait: the next Receive
+// gets it at once, ahead of later messages.
+func TestJetStreamNackAfterCancelledReceive(t *testing.T) {
+	f := newJSFixture(t)
+	f.publish(t, "orders.a", "m1")
+	src, _ := f.source(t, func(c *SourceConfig) { c.JetStream.AckWait = "30s"; c.JetStream.FetchWait = "800ms" })
+	d := receiveN(t, src, 1, 5*time.Second)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ds, _ := src.Receive(ctx, 10) // nothing there: cancelled while its pull waits
+	cancel()
+	if len(ds) != 0 {
+		t.Fatalf("unexpected deliveries: %d", len(ds))
+	}
+	if err := d.Nack(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, "orders.a", "m2")
+	got := receiveN(t, src, 2, 5*time.Second)
+	if b := string(got[0].Message().Body); b != "m1" {
+		t.Errorf("first after the nack: %s, want m1", b)
+	}
+	ackAll(t, got)
 }
