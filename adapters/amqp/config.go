@@ -2,13 +2,12 @@ package amqp
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"math"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -52,13 +51,7 @@ type SASLConfig struct {
 }
 
 // TLSConfig is the `tls { ... }` block; it requires amqps:// URLs.
-type TLSConfig struct {
-	CAFile             string `hcl:"ca_file,optional"`
-	CertFile           string `hcl:"cert_file,optional"`
-	KeyFile            string `hcl:"key_file,optional"`
-	ServerName         string `hcl:"server_name,optional"`
-	InsecureSkipVerify bool   `hcl:"insecure_skip_verify,optional"`
-}
+type TLSConfig = adaptercfg.TLS
 
 // FilterConfig is one `filter "NAME" { ... }` block: a described value in
 // the source's filter set. NAME is the filter-set key (a symbol).
@@ -307,7 +300,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 		return s, fmt.Errorf("expiry_policy: %q: want link-detach, session-end, connection-close or never", c.ExpiryPolicy)
 	}
 	if c.ExpiryTimeout != "" {
-		d, err := parseDuration("expiry_timeout", c.ExpiryTimeout, 0)
+		d, err := adaptercfg.Duration("expiry_timeout", c.ExpiryTimeout, 0)
 		if err != nil {
 			return s, err
 		}
@@ -399,7 +392,7 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 		return s, fmt.Errorf("max_message_size: %d: must be >= 0 (0 = the link's limit)", c.MaxMessageSize)
 	}
 	s.maxMsgSize = c.MaxMessageSize
-	if s.sendTimeout, err = parseDuration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
+	if s.sendTimeout, err = adaptercfg.Duration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
 		return s, err
 	}
 	if s.sendTimeout <= 0 {
@@ -497,7 +490,7 @@ func resolveConn(f connFields) (connSettings, error) {
 				return cs, fmt.Errorf("tls: set, but URL #%d (%s) is amqp://: use amqps://", i+1, ep.redacted)
 			}
 		}
-		tc, err := buildTLS(f.tls)
+		tc, err := f.tls.Config()
 		if err != nil {
 			return cs, err
 		}
@@ -508,7 +501,7 @@ func resolveConn(f connFields) (connSettings, error) {
 	cs.containerID = f.containerID
 	cs.hostname = f.hostname
 	var err error
-	if cs.idleTimeout, err = parseDuration("idle_timeout", f.idleTimeout, DefaultIdleTimeout); err != nil {
+	if cs.idleTimeout, err = adaptercfg.Duration("idle_timeout", f.idleTimeout, DefaultIdleTimeout); err != nil {
 		return cs, err
 	}
 	if cs.idleTimeout == 0 {
@@ -533,7 +526,7 @@ func resolveConn(f connFields) (connSettings, error) {
 		{"reconnect_backoff_max", f.backoffMax, DefaultBackoffMax, &cs.backoffMax},
 		{"close_timeout", f.closeTimeout, DefaultCloseTimeout, &cs.closeTimeout},
 	} {
-		if *d.dst, err = parseDuration(d.name, d.src, d.def); err != nil {
+		if *d.dst, err = adaptercfg.Duration(d.name, d.src, d.def); err != nil {
 			return cs, err
 		}
 		if *d.dst <= 0 {
@@ -604,43 +597,4 @@ func redact(raw string) string {
 		return "xxxxx" + raw[i:]
 	}
 	return raw
-}
-
-func buildTLS(t *TLSConfig) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file: %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	switch {
-	case t.CertFile != "" && t.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	case t.CertFile != "":
-		return nil, errors.New("tls.key_file: required with tls.cert_file")
-	case t.KeyFile != "":
-		return nil, errors.New("tls.cert_file: required with tls.key_file")
-	}
-	return tc, nil
-}
-
-func parseDuration(field, s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q: %w (want e.g. \"30s\")", field, s, err)
-	}
-	return d, nil
 }

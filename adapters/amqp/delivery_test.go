@@ -246,23 +246,6 @@ func TestBrokerProduct(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	b := backoff{base: 100, max: 1000}
-	var prev int64
-	for i := 0; i < 10; i++ {
-		d := b.next()
-		if d < 50 || d > 1000 {
-			t.Fatalf("attempt %d: %v", i, d)
-		}
-		prev = int64(d)
-	}
-	_ = prev
-	b.reset()
-	if d := b.next(); d > 100 {
-		t.Fatalf("after reset: %v", d)
-	}
-}
-
 // A message that cannot be decoded comes out as a delivery whose
 // DecodeError says why and whose Message holds the raw AMQP bytes; its
 // settlement is any delivery's: DeadLetter rejects with reject_condition,

@@ -5,11 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/Azure/go-amqp"
 )
@@ -136,42 +134,6 @@ func closeConn(ctx context.Context, conn *amqp.Conn) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-	}
-}
-
-// backoff is an exponential backoff with jitter.
-type backoff struct {
-	base, max time.Duration
-	n         int
-}
-
-func (b *backoff) next() time.Duration {
-	d := b.base
-	for i := 0; i < b.n && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	b.n++
-	// full jitter over the upper half: spreads reconnect storms
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-// sleepCtx waits d or until ctx or stop ends.
-func sleepCtx(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return errClosed
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
 	"math"
 	"sync"
@@ -45,14 +46,14 @@ type sink struct {
 	lastErr error
 	closed  bool
 	next    int
-	bo      backoff
+	bo      backoff.Backoff
 	retryAt time.Time
 
 	connects atomic.Int64 // connections made (for logs and tests)
 }
 
 func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, error) {
-	s := &sink{set: set, log: log, stop: make(chan struct{}), bo: backoff{base: set.conn.backoff, max: set.conn.backoffMax}}
+	s := &sink{set: set, log: log, stop: make(chan struct{}), bo: backoff.Backoff{Base: set.conn.backoff, Max: set.conn.backoffMax}}
 	c, err := s.connection(ctx)
 	if err != nil {
 		return nil, err
@@ -121,7 +122,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		errs[p.i] = outcome(p.link.addr, state)
 	}
 	s.mu.Lock()
-	s.bo.reset()
+	s.bo.Reset()
 	s.mu.Unlock()
 	return errs
 }
@@ -211,7 +212,7 @@ func (s *sink) failed(c *sconn, sl *sendLink, addr string, err error) error {
 		if s.conn == c {
 			s.conn = nil
 			s.lastErr = err
-			s.retryAt = time.Now().Add(s.bo.next())
+			s.retryAt = time.Now().Add(s.bo.Next())
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
 				defer cancel()
@@ -254,7 +255,7 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 	}
 	wait := time.Until(s.retryAt)
 	s.mu.Unlock()
-	if err := sleepCtx(ctx, s.stop, wait); err != nil {
+	if err := backoff.Sleep(ctx, s.stop, errClosed, wait); err != nil {
 		return nil, fmt.Errorf("amqp sink: waiting to reconnect: %w", err)
 	}
 	s.connMu.Lock()
@@ -282,7 +283,7 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 	s.next = next
 	if err != nil {
 		s.lastErr = err
-		s.retryAt = time.Now().Add(s.bo.next())
+		s.retryAt = time.Now().Add(s.bo.Next())
 		return nil, fmt.Errorf("amqp sink: connect: %w", err)
 	}
 	if s.closed {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
 	"net"
 	"strings"
@@ -46,7 +47,7 @@ type source struct {
 	lastErr      error
 	closed       bool
 	next         int // endpoint to dial first
-	bo           backoff
+	bo           backoff.Backoff
 	retryAt      time.Time
 	headFailures int // consecutive go-amqp decode failures (decode_guard = off)
 
@@ -63,7 +64,7 @@ func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*sour
 		poison: amqpguard.NewLog(),
 		pol:    &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
 		stop:   make(chan struct{}),
-		bo:     backoff{base: set.conn.backoff, max: set.conn.backoffMax},
+		bo:     backoff.Backoff{Base: set.conn.backoff, Max: set.conn.backoffMax},
 	}
 	if _, err := s.connect(ctx); err != nil {
 		return nil, err
@@ -105,7 +106,7 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 		}
 		if len(out) > 0 {
 			s.mu.Lock()
-			s.bo.reset()
+			s.bo.Reset()
 			s.headFailures = 0
 			s.mu.Unlock()
 			return out, nil
@@ -186,7 +187,7 @@ func (s *source) current(ctx context.Context) (*rlink, error) {
 		}
 		wait := time.Until(s.retryAt)
 		s.mu.Unlock()
-		if err := sleepCtx(ctx, s.stop, wait); err != nil {
+		if err := backoff.Sleep(ctx, s.stop, errClosed, wait); err != nil {
 			return nil, err
 		}
 		l, err := s.connect(ctx)
@@ -201,7 +202,7 @@ func (s *source) current(ctx context.Context) (*rlink, error) {
 		}
 		s.mu.Lock()
 		s.lastErr = err
-		d := s.bo.next()
+		d := s.bo.Next()
 		s.retryAt = time.Now().Add(d)
 		s.mu.Unlock()
 		s.log.Warn("amqp source: connect failed; retrying", "error", err, "retry_in", d.Round(time.Millisecond))
@@ -329,9 +330,9 @@ func (s *source) linkFailed(l *rlink, err error) {
 	s.cur = nil
 	s.lastErr = err
 	if time.Since(l.since) > s.set.conn.backoffMax {
-		s.bo.reset() // a long-lived link: reconnect at once
+		s.bo.Reset() // a long-lived link: reconnect at once
 	}
-	wait := s.bo.next()
+	wait := s.bo.Next()
 	s.retryAt = time.Now().Add(wait)
 	closed := s.closed
 	undecodable, isUndecodable := localDecodeFailure(err)

@@ -3,6 +3,7 @@ package nats
 import (
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,13 +29,7 @@ const (
 )
 
 // TLSConfig is the `tls { ... }` block.
-type TLSConfig struct {
-	CAFile             string `hcl:"ca_file,optional"`
-	CertFile           string `hcl:"cert_file,optional"`
-	KeyFile            string `hcl:"key_file,optional"`
-	ServerName         string `hcl:"server_name,optional"`
-	InsecureSkipVerify bool   `hcl:"insecure_skip_verify,optional"`
-}
+type TLSConfig = adaptercfg.TLS
 
 // JetStreamSourceConfig is the source's `jetstream { ... }` block. Its
 // presence switches the source from core NATS to a durable pull consumer.
@@ -148,10 +143,10 @@ func resolveConn(url, user, password, token, nkey, creds string, tls *TLSConfig,
 		TLS: tls, Name: name, Embedded: embedded, StoreDir: storeDir, Port: port,
 	}
 	var err error
-	if cc.ConnectTimeout, err = parseDuration("connect_timeout", connectTimeout, DefaultConnectTimeout); err != nil {
+	if cc.ConnectTimeout, err = adaptercfg.PositiveDuration("connect_timeout", connectTimeout, DefaultConnectTimeout); err != nil {
 		return cc, err
 	}
-	if cc.ReconnectWait, err = parseDuration("reconnect_wait", reconnectWait, DefaultReconnectWait); err != nil {
+	if cc.ReconnectWait, err = adaptercfg.PositiveDuration("reconnect_wait", reconnectWait, DefaultReconnectWait); err != nil {
 		return cc, err
 	}
 	if cc.Name == "" {
@@ -318,10 +313,10 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 			return nil, err
 		}
 	}
-	if js.ackWait, err = parseDuration("jetstream.ack_wait", j.AckWait, DefaultAckWait); err != nil {
+	if js.ackWait, err = adaptercfg.PositiveDuration("jetstream.ack_wait", j.AckWait, DefaultAckWait); err != nil {
 		return nil, err
 	}
-	if js.fetchWait, err = parseDuration("jetstream.fetch_wait", j.FetchWait, DefaultFetchWait); err != nil {
+	if js.fetchWait, err = adaptercfg.PositiveDuration("jetstream.fetch_wait", j.FetchWait, DefaultFetchWait); err != nil {
 		return nil, err
 	}
 	if js.maxDeliver < -1 {
@@ -434,10 +429,10 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 			return nil, err
 		}
 	}
-	if js.duplicateWindow, err = parseDuration("jetstream.duplicate_window", j.DuplicateWindow, DefaultDuplicateWindow); err != nil {
+	if js.duplicateWindow, err = adaptercfg.PositiveDuration("jetstream.duplicate_window", j.DuplicateWindow, DefaultDuplicateWindow); err != nil {
 		return nil, err
 	}
-	if js.ackTimeout, err = parseDuration("jetstream.ack_timeout", j.AckTimeout, DefaultAckTimeout); err != nil {
+	if js.ackTimeout, err = adaptercfg.PositiveDuration("jetstream.ack_timeout", j.AckTimeout, DefaultAckTimeout); err != nil {
 		return nil, err
 	}
 	if js.maxPending < 0 {
@@ -468,20 +463,6 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	}
 	s.js = js
 	return s, nil
-}
-
-func parseDuration(field, s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: invalid duration %q (want e.g. \"30s\")", field, s)
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%s: %q must be positive", field, s)
-	}
-	return d, nil
 }
 
 // checkSubject validates a NATS subject; wildcards only when allowed.

@@ -2,8 +2,6 @@ package nats
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,40 +114,13 @@ func (c *conn) options(cc connConfig) ([]nats.Option, error) {
 		opts = append(opts, nats.UserCredentials(cc.CredsFile))
 	}
 	if cc.TLS != nil {
-		tc, err := tlsConfig(cc.TLS)
+		tc, err := cc.TLS.Config()
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, nats.Secure(tc))
 	}
 	return opts, nil
-}
-
-func tlsConfig(t *TLSConfig) (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, off by default
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file: %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.cert_file/tls.key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 func (c *conn) setErr(err error) {

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"net/url"
 	"strings"
 	"time"
@@ -434,7 +435,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	if s.lockRenewal, err = positiveDuration("lock_renewal", c.LockRenewal, DefaultLockRenewal); err != nil {
 		return nil, err
 	}
-	if s.maxNackDelay, err = parseDuration("max_nack_delay", c.MaxNackDelay, DefaultMaxNackDelay); err != nil {
+	if s.maxNackDelay, err = adaptercfg.Duration("max_nack_delay", c.MaxNackDelay, DefaultMaxNackDelay); err != nil {
 		return nil, err
 	}
 	if s.maxNackDelay < 0 {
@@ -576,19 +577,8 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	return s, nil
 }
 
-func parseDuration(field, s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q: %w (want e.g. \"30s\")", field, s, err)
-	}
-	return d, nil
-}
-
 func positiveDuration(field, s string, def time.Duration) (time.Duration, error) {
-	d, err := parseDuration(field, s, def)
+	d, err := adaptercfg.Duration(field, s, def)
 	if err == nil && s != "" && d <= 0 {
 		err = fmt.Errorf("%s: %q: must be positive", field, s)
 	}

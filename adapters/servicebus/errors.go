@@ -1,12 +1,9 @@
 package servicebus
 
 import (
-	"context"
 	"errors"
-	"math/rand/v2"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
@@ -92,36 +89,4 @@ func explain(err error, sessions bool) error {
 		return errors.Join(err, errors.New("the entity is not session-enabled: remove the sessions block"))
 	}
 	return err
-}
-
-// backoff is an exponential backoff with jitter.
-type backoff struct {
-	base, max time.Duration
-	n         int
-}
-
-func (b *backoff) next() time.Duration {
-	d := b.base
-	for i := 0; i < b.n && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	b.n++
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-// sleepCtx waits d, or until ctx or stop ends.
-func sleepCtx(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return errClosed
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/backoff"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +85,7 @@ func (s *sessionSource) fail(err error) {
 
 func (s *sessionSource) worker() {
 	defer s.wg.Done()
-	bo := backoff{base: s.set.conn.backoff, max: s.set.conn.backoffMax}
+	bo := backoff.Backoff{Base: s.set.conn.backoff, Max: s.set.conn.backoffMax}
 	for s.ctx.Err() == nil {
 		sr, err := s.accept()
 		switch {
@@ -94,12 +95,12 @@ func (s *sessionSource) worker() {
 			}
 			return
 		case err == nil:
-			bo.reset()
+			bo.Reset()
 			s.setErr(nil)
 			s.serve(sr)
 			continue
 		case sdkCode(err) == azservicebus.CodeTimeout || errors.Is(err, context.DeadlineExceeded):
-			bo.reset() // no session has messages
+			bo.Reset() // no session has messages
 			s.setErr(nil)
 			continue
 		}
@@ -108,9 +109,9 @@ func (s *sessionSource) worker() {
 			s.fail(fmt.Errorf("servicebus source: %s: accept session: %w", s.set.entityPath, explain(ferr, true)))
 			return
 		}
-		wait := bo.next()
+		wait := bo.Next()
 		s.log.Warn("servicebus source: accepting a session failed; retrying", "entity", s.set.entityPath, "error", err, "retry_in", wait.Round(time.Millisecond))
-		if sleepCtx(s.ctx, nil, wait) != nil {
+		if backoff.Sleep(s.ctx, nil, errClosed, wait) != nil {
 			return
 		}
 	}

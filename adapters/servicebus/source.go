@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -71,7 +72,7 @@ func newSource(_ context.Context, set *sourceSettings, log *slog.Logger, cred az
 	}
 	log.Info("servicebus source: ready", "namespace", set.conn.description, "entity", set.entityPath,
 		"max_messages", set.maxMessages, "decode_guard", set.guard)
-	return &amqpSource{amqpCommon: c, rcv: rcv, bo: backoff{base: set.conn.backoff, max: set.conn.backoffMax}}, nil
+	return &amqpSource{amqpCommon: c, rcv: rcv, bo: backoff.Backoff{Base: set.conn.backoff, Max: set.conn.backoffMax}}, nil
 }
 
 // amqpCommon is what the plain and the session source share.
@@ -215,7 +216,7 @@ type amqpSource struct {
 	rcv *azservicebus.Receiver
 
 	mu sync.Mutex // the SDK's receiver takes one receive call at a time
-	bo backoff
+	bo backoff.Backoff
 }
 
 var (
@@ -244,7 +245,7 @@ func (s *amqpSource) Receive(ctx context.Context, limit int) ([]driver.Delivery,
 			}
 		}
 		if len(out) > 0 {
-			s.bo.reset()
+			s.bo.Reset()
 			s.setErr(nil)
 			return out, nil
 		}
@@ -262,9 +263,9 @@ func (s *amqpSource) Receive(ctx context.Context, limit int) ([]driver.Delivery,
 		if ferr, ok := s.fatalErr(err); ok {
 			return nil, fmt.Errorf("servicebus source: %s: %w", s.set.entityPath, explain(ferr, false))
 		}
-		wait := s.bo.next()
+		wait := s.bo.Next()
 		s.log.Warn("servicebus source: receive failed; retrying", "entity", s.set.entityPath, "error", err, "retry_in", wait.Round(time.Millisecond))
-		if err := sleepCtx(ctx, s.closed, wait); err != nil {
+		if err := backoff.Sleep(ctx, s.closed, errClosed, wait); err != nil {
 			return nil, err
 		}
 	}

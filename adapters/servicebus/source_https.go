@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -84,7 +85,7 @@ func (s *httpsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery
 
 func (s *httpsSource) worker() {
 	defer s.wg.Done()
-	bo := backoff{base: s.set.conn.backoff, max: s.set.conn.backoffMax}
+	bo := backoff.Backoff{Base: s.set.conn.backoff, Max: s.set.conn.backoffMax}
 	for s.ctx.Err() == nil {
 		d, err := s.peekLock(s.ctx)
 		if s.ctx.Err() != nil {
@@ -101,14 +102,14 @@ func (s *httpsSource) worker() {
 				}
 				return
 			}
-			wait := bo.next()
+			wait := bo.Next()
 			s.log.Warn("servicebus source: peek-lock failed; retrying", "entity", s.set.restPath, "error", err, "retry_in", wait.Round(time.Millisecond))
-			if sleepCtx(s.ctx, nil, wait) != nil {
+			if backoff.Sleep(s.ctx, nil, errClosed, wait) != nil {
 				return
 			}
 			continue
 		}
-		bo.reset()
+		bo.Reset()
 		s.lastErr.Store(nil)
 		if d != nil && !s.handOver(d) {
 			s.unlock(d)

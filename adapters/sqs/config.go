@@ -3,6 +3,7 @@ package sqs
 import (
 	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"net/url"
 	"regexp"
 	"strings"
@@ -207,14 +208,14 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	}
 	s := &sourceSettings{maxMessages: c.MaxMessages, pollers: c.Pollers}
 	var err error
-	if s.waitTime, err = parseDuration("wait_time", c.WaitTime, DefaultWaitTime); err != nil {
+	if s.waitTime, err = adaptercfg.Duration("wait_time", c.WaitTime, DefaultWaitTime); err != nil {
 		return nil, err
 	}
 	if s.waitTime > 20*time.Second || s.waitTime%time.Second != 0 {
 		return nil, fmt.Errorf("wait_time: %s must be whole seconds from 0s to 20s", s.waitTime)
 	}
 	if c.VisibilityTimeout != "" {
-		if s.visibility, err = parseDuration("visibility_timeout", c.VisibilityTimeout, 0); err != nil {
+		if s.visibility, err = adaptercfg.Duration("visibility_timeout", c.VisibilityTimeout, 0); err != nil {
 			return nil, err
 		}
 		if s.visibility > maxVisibility || s.visibility%time.Second != 0 {
@@ -259,13 +260,13 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		// need: always ask for it.
 		s.messageAttrs = append(s.messageAttrs, mapping.EnvelopeName)
 	}
-	if s.nackBackoff, err = parseDuration("nack_backoff", c.NackBackoff, DefaultNackBackoff); err != nil {
+	if s.nackBackoff, err = adaptercfg.Duration("nack_backoff", c.NackBackoff, DefaultNackBackoff); err != nil {
 		return nil, err
 	}
 	if s.nackBackoff > maxVisibility {
 		return nil, fmt.Errorf("nack_backoff: %s exceeds SQS's 12h visibility limit", s.nackBackoff)
 	}
-	if s.heartbeat, err = parseDuration("heartbeat", c.Heartbeat, 0); err != nil {
+	if s.heartbeat, err = adaptercfg.Duration("heartbeat", c.Heartbeat, 0); err != nil {
 		return nil, err
 	}
 	if s.heartbeat > 0 {
@@ -276,7 +277,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 			return nil, fmt.Errorf("heartbeat: %s must be shorter than visibility_timeout %s", s.heartbeat, s.visibility)
 		}
 	}
-	if s.linger, err = parseDuration("linger", c.Linger, DefaultAckLinger); err != nil {
+	if s.linger, err = adaptercfg.Duration("linger", c.Linger, DefaultAckLinger); err != nil {
 		return nil, err
 	}
 	if s.linger > time.Second {
@@ -346,7 +347,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 		return nil, fmt.Errorf("default_group: %q must be 1-128 characters of a-z A-Z 0-9 and punctuation", s.defaultGroup)
 	}
 	var err error
-	if s.linger, err = parseDuration("linger", c.Linger, DefaultSendLinger); err != nil {
+	if s.linger, err = adaptercfg.Duration("linger", c.Linger, DefaultSendLinger); err != nil {
 		return nil, err
 	}
 	if s.linger > time.Second {
@@ -367,18 +368,3 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 // groupIDRE: MessageGroupId is 1-128 characters of alphanumerics and
 // punctuation (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~).
 var groupIDRE = regexp.MustCompile("^[A-Za-z0-9!-/:-@\\[-`{-~]+$")
-
-// parseDuration parses a duration field; empty gives def.
-func parseDuration(field, s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a duration such as 30s or 1m: %w", field, s, err)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("%s: %s must not be negative", field, s)
-	}
-	return d, nil
-}

@@ -561,7 +561,7 @@ pipeline "broken" {
 		got = append(got, fmt.Sprintf("%d:%d %s: %s", d.Subject.Start.Line, d.Subject.Start.Column, d.Summary, d.Detail))
 	}
 	want := []string{
-		`17:18 Invalid nats source configuration: jetstream.ack_wait: invalid duration "soon" (want e.g. "30s").`,
+		`17:18 Invalid nats source configuration: jetstream.ack_wait: "soon" is not a duration (want e.g. "500ms", "30s" or "5m").`,
 		`20:3 Invalid nats sink configuration: subject: required.`,
 	}
 	if !reflect.DeepEqual(got, want) {

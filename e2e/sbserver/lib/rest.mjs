@@ -73,7 +73,10 @@ function renderProperty(t) {
   if (Buffer.isBuffer(v) && (name === 'Long' || name === 'Ulong')) {
     return (name === 'Long' ? v.readBigInt64BE() : v.readBigUInt64BE()).toString();
   }
-  if (typeof v === 'string') return JSON.stringify(v);
+  // seed 004: a quoted header is a string with the quotes stripped, nothing
+  // else unescaped (inferProperty), so render the inverse: the text in
+  // quotes. JSON escaping only for text a header cannot carry as is.
+  if (typeof v === 'string') return /^[\t\x20-\x7e]*$/.test(v) ? `"${v}"` : JSON.stringify(v);
   return undefined; // binary, lists, maps, described: not representable
 }
 

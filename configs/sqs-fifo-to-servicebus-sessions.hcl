@@ -1,0 +1,57 @@
+# Amazon SQS FIFO queue → Azure Service Bus session queue: each
+# MessageGroupId becomes a SessionId, and the messages of a group arrive in
+# the order SQS delivered them (one at a time per group, groups in
+# parallel). Several qbridge instances may drain the same FIFO queue: SQS
+# hands a group to one consumer at a time. MessageDeduplicationId becomes
+# the MessageId, so a queue with duplicate detection absorbs the rare
+# redelivery of at-least-once delivery.
+#
+#   export SQS_FIFO_TO_SERVICEBUS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo
+#   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
+#   qbridge validate configs/sqs-fifo-to-servicebus-sessions.hcl
+#
+# Environment:
+#   SQS_FIFO_TO_SERVICEBUS_QUEUE_URL  (required) the SQS FIFO queue (.fifo) to drain
+#   SQS_FIFO_TO_SERVICEBUS_ENDPOINT   SQS endpoint override (fauxqs, LocalStack...);
+#                                     default "" = AWS
+#   AWS_REGION                        region; default us-east-1
+#   SERVICEBUS_CONNECTION_STRING      (required) the namespace's connection string
+#                                     (Send rights)
+#   SQS_FIFO_TO_SERVICEBUS_QUEUE      the session-enabled Service Bus queue;
+#                                     default "orders"
+#   AWS credentials come from the SDK chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
+#   profiles, web identity, instance role).
+#
+# See docs/adapter-sqs.md and docs/adapter-servicebus.md for every field.
+
+pipeline "sqs-fifo-to-servicebus-sessions" {
+  source "sqs" {
+    region    = env("AWS_REGION", "us-east-1")
+    queue_url = env("SQS_FIFO_TO_SERVICEBUS_QUEUE_URL")
+    endpoint  = env("SQS_FIFO_TO_SERVICEBUS_ENDPOINT", "")
+
+    wait_time          = "20s" # long polling
+    visibility_timeout = "60s" # the lock below extends it while a message is held
+  }
+
+  sink "servicebus" {
+    connection_string = env("SERVICEBUS_CONNECTION_STRING")
+    queue             = env("SQS_FIFO_TO_SERVICEBUS_QUEUE", "orders") # SessionId = MessageGroupId
+  }
+
+  mapping {
+    policy = "reject" # anything Service Bus cannot hold is dead-lettered with the reason
+  }
+  ordering {
+    max_in_flight = 1000
+    per_group     = 1 # strict order within a group (session)
+  }
+  retry {
+    initial = "200ms"
+    max     = "10s"
+  }
+  lock {
+    extend_every = "20s" # shorter than visibility_timeout
+    extend_by    = "60s"
+  }
+}
