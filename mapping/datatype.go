@@ -76,8 +76,26 @@ func (v Value) Base() string {
 	return ""
 }
 
+// kindDataType is the DataType of each kind with its default label,
+// precomputed: building it allocates, and codecs ask on every attribute.
+var kindDataType = func() (t [kindCount]string) {
+	for k := range t {
+		if b := kindBase[k]; b != "" {
+			if l := kindLabel[k]; l != "" {
+				t[k] = b + "." + l
+			} else {
+				t[k] = b
+			}
+		}
+	}
+	return t
+}()
+
 // DataType returns the value's full type spelling, e.g. "Number.int".
 func (v Value) DataType() string {
+	if v.Label == "" && v.Kind < kindCount && kindDataType[v.Kind] != "" {
+		return kindDataType[v.Kind]
+	}
 	base := v.Base()
 	if base == "" {
 		return "Invalid"

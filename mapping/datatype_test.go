@@ -206,3 +206,19 @@ func FuzzUnmarshalValueJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestDataTypeTableMatchesSpelling(t *testing.T) {
+	for k := KindInvalid; k < kindCount; k++ {
+		v := Value{Kind: k}
+		want := "Invalid"
+		if b := v.Base(); b != "" {
+			want = b
+			if l := defaultLabel(k); l != "" {
+				want += "." + l
+			}
+		}
+		if got := v.DataType(); got != want {
+			t.Errorf("%s: DataType %q, want %q", k, got, want)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"time"
 	"unicode/utf8"
 )
@@ -257,7 +256,18 @@ func NewEnvelope(m *Message, native Field, opt *Options) *Envelope {
 	return e
 }
 
-func (c *CarriedFields) isZero() bool { return reflect.ValueOf(c).Elem().IsZero() }
+// isZero reports whether c carries nothing. Written out field by field
+// (reflection cost a tenth of an encode); TestCarriedFieldsIsZero checks it
+// against reflect for every field.
+func (c *CarriedFields) isZero() bool {
+	return c.ID == "" && c.IDKind == "" && c.CorrelationID == "" && c.CorrelationKind == "" &&
+		c.ContentType == "" && c.ContentEncoding == "" && c.Subject == "" && c.To == "" &&
+		c.ReplyTo == "" && c.ReplyToGroup == "" && c.GroupKey == nil && c.GroupSequence == 0 &&
+		c.PartitionKey == "" && c.ViaPartitionKey == "" && c.DedupID == "" && c.UserID == nil &&
+		c.TTL == 0 && c.ScheduledAt == nil && c.CreationTime == nil && c.AbsoluteExpiry == nil &&
+		!c.Durable && c.Priority == nil && !c.FirstAcquirer && c.Annotations == nil &&
+		c.BodyType == "" && c.Trace == nil && c.Source == nil
+}
 
 func kindName(k Kind) string {
 	if k == KindInvalid || k == KindString {
@@ -295,6 +305,10 @@ func (e *Envelope) SetType(name, dt string) {
 func (e *Envelope) Marshal() (string, error) {
 	if path := e.invalidUTF8(); path != "" {
 		return "", fmt.Errorf("carry envelope: %s is not valid UTF-8", path)
+	}
+	var buf [256]byte
+	if b, ok := appendEnvelopeFast(buf[:0], e); ok {
+		return string(b), nil
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -376,8 +390,11 @@ func validUTF8Value(v Value) bool {
 // ParseEnvelope parses the JSON of an envelope attribute.
 func ParseEnvelope(s string) (*Envelope, error) {
 	var e Envelope
-	if err := json.Unmarshal([]byte(s), &e); err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvelopeName, err)
+	if !parseEnvelopeFast(s, &e) {
+		e = Envelope{}
+		if err := json.Unmarshal([]byte(s), &e); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvelopeName, err)
+		}
 	}
 	if e.V != 1 {
 		return nil, fmt.Errorf("%s: unsupported version %d", EnvelopeName, e.V)

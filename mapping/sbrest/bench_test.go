@@ -1,6 +1,10 @@
 package sbrest
 
 import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +79,65 @@ func BenchmarkParseJSON(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := ParseJSON(out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// baselineBrokerProps is BrokerProperties as a plain client would declare it
+// for encoding/json.
+type baselineBrokerProps struct {
+	MessageId        string  `json:",omitempty"`
+	CorrelationId    string  `json:",omitempty"`
+	SessionId        string  `json:",omitempty"`
+	PartitionKey     string  `json:",omitempty"`
+	Label            string  `json:",omitempty"`
+	To               string  `json:",omitempty"`
+	ReplyTo          string  `json:",omitempty"`
+	ReplyToSessionId string  `json:",omitempty"`
+	ContentType      string  `json:",omitempty"`
+	TimeToLive       float64 `json:",omitempty"`
+}
+
+// BenchmarkBaselineWire is the baseline of BenchmarkEncode and
+// BenchmarkDecode: what net/http and encoding/json cost a plain client for
+// the same message, given the property texts: setting the same headers
+// (custom properties and Content-Type, http.Header.Set) and reading them
+// back (Get), marshalling the same BrokerProperties with encoding/json and
+// unmarshalling them.
+func BenchmarkBaselineWire(b *testing.B) {
+	r, err := Encode(benchMessage(), mapping.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bp baselineBrokerProps
+	if err := json.Unmarshal([]byte(r.Header.Get(hdrBrokerProps)), &bp); err != nil {
+		b.Fatal(err)
+	}
+	type kv struct{ k, v string }
+	var pairs []kv
+	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
+		if k != hdrBrokerProps {
+			pairs = append(pairs, kv{k, r.Header[k][0]})
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		h := make(http.Header, len(pairs)+1)
+		for _, p := range pairs {
+			h.Set(p.k, p.v)
+		}
+		bpJSON, err := json.Marshal(&bp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Set(hdrBrokerProps, string(bpJSON))
+		n := 0
+		for _, p := range pairs {
+			n += len(h.Get(p.k))
+		}
+		var back baselineBrokerProps
+		if err := json.Unmarshal([]byte(h.Get(hdrBrokerProps)), &back); err != nil || n == 0 {
 			b.Fatal(err)
 		}
 	}
