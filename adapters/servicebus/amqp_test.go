@@ -9,6 +9,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 var uuid1 = [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
@@ -104,7 +105,7 @@ func TestRoundTripEveryProperty(t *testing.T) {
 			// server sets it on a first delivery, as AMQP says)
 			want = want.Clone()
 			want.FirstAcquirer = got.FirstAcquirer
-			checkSameModel(t, want, got)
+			mappingtest.Check(t, want, got)
 			s := got.Source
 			if s.Protocol != "servicebus" || s.Address != q || s.DeliveryCount != 1 || s.SequenceNumber == "" ||
 				s.LockToken == "" || s.EnqueuedTime.Before(before) || !s.LockedUntil.After(time.Now()) {

@@ -3,10 +3,7 @@ package servicebus
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
-	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,53 +143,6 @@ func ids(ds []driver.Delivery) []string {
 		out[i] = d.Message().ID
 	}
 	return out
-}
-
-var (
-	attrsType = reflect.TypeOf([]mapping.Attribute(nil))
-	timeType  = reflect.TypeOf(time.Time{})
-	bytesType = reflect.TypeOf([]byte(nil))
-)
-
-// diffModel lists the model fields (Source excluded) in which got differs
-// from want: values compare with Value.Equal, times with Equal, byte
-// slices treat nil as empty.
-func diffModel(want, got *mapping.Message) []string {
-	var out []string
-	wv, gv := reflect.ValueOf(want).Elem(), reflect.ValueOf(got).Elem()
-	for i := 0; i < wv.NumField(); i++ {
-		name := wv.Type().Field(i).Name
-		if name == "Source" {
-			continue
-		}
-		w, g := wv.Field(i), gv.Field(i)
-		same := true
-		switch w.Type() {
-		case attrsType:
-			wa, ga := w.Interface().([]mapping.Attribute), g.Interface().([]mapping.Attribute)
-			same = len(wa) == len(ga)
-			for j := 0; same && j < len(wa); j++ {
-				same = wa[j].Name == ga[j].Name && wa[j].Value.Equal(ga[j].Value)
-			}
-		case timeType:
-			same = w.Interface().(time.Time).Equal(g.Interface().(time.Time))
-		case bytesType:
-			same = bytes.Equal(w.Bytes(), g.Bytes())
-		default:
-			same = reflect.DeepEqual(w.Interface(), g.Interface())
-		}
-		if !same {
-			out = append(out, fmt.Sprintf("%s: want %#v, got %#v", name, w.Interface(), g.Interface()))
-		}
-	}
-	return out
-}
-
-func checkSameModel(t *testing.T, want, got *mapping.Message) {
-	t.Helper()
-	if d := diffModel(want, got); len(d) > 0 {
-		t.Errorf("model differs:\n  %s", strings.Join(d, "\n  "))
-	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func (c *bearerCred) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
@@ -94,7 +95,7 @@ func TestHTTPSRoundTrip(t *testing.T) {
 			t.Fatalf("decode: %v", de)
 		}
 		got := d.Message()
-		checkSameModel(t, want, got)
+		mappingtest.Check(t, want, got)
 		s := got.Source
 		if s.Protocol != "servicebus" || s.Address != "orders" || s.DeliveryCount != 1 || s.SequenceNumber == "" || s.LockToken == "" ||
 			s.EnqueuedTime.Before(start.Truncate(time.Second)) || s.LockedUntil.IsZero() {

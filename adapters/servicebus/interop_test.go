@@ -6,6 +6,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // restConn is the HTTPS transport to the broker under test: the test
@@ -62,7 +63,7 @@ func TestInteropHTTPSAndAMQP(t *testing.T) {
 	// test server marks it durable, and first-acquirer on a first delivery)
 	want := viaREST.Clone()
 	want.Durable, want.FirstAcquirer = d.Message().Durable, d.Message().FirstAcquirer
-	checkSameModel(t, want, d.Message())
+	mappingtest.Check(t, want, d.Message())
 	ack(t, d)
 
 	amqpSnk, _ := newTestSink(t, SinkConfig{Queue: q})
@@ -73,7 +74,7 @@ func TestInteropHTTPSAndAMQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := d.Message()
-	checkSameModel(t, viaAMQP, got)
+	mappingtest.Check(t, viaAMQP, got)
 	if got.Source.LockToken == "" || got.Source.SequenceNumber == "" || got.Source.DeliveryCount != 1 {
 		t.Errorf("source facts over HTTPS: %+v", got.Source)
 	}

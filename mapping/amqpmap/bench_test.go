@@ -1,36 +1,15 @@
 package amqpmap
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
-// benchMessage is a 1 KiB body with 10 attributes of mixed kinds and a trace.
-func benchMessage(b testing.TB) *mapping.Message {
-	m := &mapping.Message{Body: make([]byte, 1024), ID: "0f8fad5b-d9cb-469f-a165-70867728950e", ContentType: "application/json"}
-	for i := 0; i < 10; i++ {
-		var v mapping.Value
-		switch i % 4 {
-		case 0:
-			v = mapping.String(fmt.Sprintf("value-%d", i))
-		case 1:
-			v = mapping.Int64(int64(i) * 1000)
-		case 2:
-			v = mapping.Bool(true)
-		case 3:
-			v = mapping.Float64(float64(i) / 3)
-		}
-		m.Attributes = append(m.Attributes, mapping.Attribute{Name: fmt.Sprintf("attr-%02d", i), Value: v})
-	}
-	m.Trace = mustTrace(b, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
-	return m
-}
-
 func BenchmarkEncode(b *testing.B) {
-	m := benchMessage(b)
+	m := mappingtest.BenchMessage()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Encode(m, mapping.Options{}); err != nil {
@@ -40,7 +19,7 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	msg, err := Encode(benchMessage(b), mapping.Options{})
+	msg, err := Encode(mappingtest.BenchMessage(), mapping.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,7 +41,7 @@ func BenchmarkDecode(b *testing.B) {
 // to its wire bytes and decoded back ((*amqp.Message).MarshalBinary +
 // UnmarshalBinary). The codec's figures read as a ratio against it.
 func BenchmarkBaselineWire(b *testing.B) {
-	msg, err := Encode(benchMessage(b), mapping.Options{})
+	msg, err := Encode(mappingtest.BenchMessage(), mapping.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func TestDecodeHeader(t *testing.T) {
@@ -85,23 +86,23 @@ func TestDecodeApplicationProperties(t *testing.T) {
 		reject string
 	}{
 		{"sorted by name", map[string]any{"b": int32(1), "a": "x", "c": nil},
-			attrs("a", mapping.String("x"), "b", mapping.Int32(1), "c", mapping.Null()), "", "", ""},
+			mappingtest.Attrs("a", mapping.String("x"), "b", mapping.Int32(1), "c", mapping.Null()), "", "", ""},
 		{"trace moved out", map[string]any{"traceparent": tp, "tracestate": "k=v", "a": true},
-			attrs("a", mapping.Bool(true)), tp, "k=v", ""},
+			mappingtest.Attrs("a", mapping.Bool(true)), tp, "k=v", ""},
 		{"malformed traceparent stays", map[string]any{"traceparent": "junk", "tracestate": "k=v"},
-			attrs("traceparent", mapping.String("junk"), "tracestate", mapping.String("k=v")), "", "", ""},
-		{"tracestate alone stays", map[string]any{"tracestate": "k=v"}, attrs("tracestate", mapping.String("k=v")), "", "", ""},
+			mappingtest.Attrs("traceparent", mapping.String("junk"), "tracestate", mapping.String("k=v")), "", "", ""},
+		{"tracestate alone stays", map[string]any{"tracestate": "k=v"}, mappingtest.Attrs("tracestate", mapping.String("k=v")), "", "", ""},
 		{"typed traceparent is a user attribute", map[string]any{"traceparent": tp, mapping.EnvelopeName: `{"v":1,"types":{"traceparent":"String"}}`},
-			attrs("traceparent", mapping.String(tp)), "", "", ""},
+			mappingtest.Attrs("traceparent", mapping.String(tp)), "", "", ""},
 		{"envelope type applies to any native (REST long as int)", map[string]any{"n": int64(7), mapping.EnvelopeName: `{"v":1,"types":{"n":"Number.int"}}`},
-			attrs("n", mapping.Int32(7)), "", "", ""},
+			mappingtest.Attrs("n", mapping.Int32(7)), "", "", ""},
 		{"envelope type on a binary", map[string]any{"p": []byte{1}, mapping.EnvelopeName: `{"v":1,"types":{"p":"Binary.png"}}`},
-			attrs("p", mapping.Binary([]byte{1}).WithLabel("png")), "", "", ""},
+			mappingtest.Attrs("p", mapping.Binary([]byte{1}).WithLabel("png")), "", "", ""},
 		{"envelope attrs appended and sorted", map[string]any{"b": "1", mapping.EnvelopeName: `{"v":1,"attrs":[{"name":"a","value":{"type":"int","value":2}}]}`},
-			attrs("a", mapping.Int32(2), "b", mapping.String("1")), "", "", ""},
+			mappingtest.Attrs("a", mapping.Int32(2), "b", mapping.String("1")), "", "", ""},
 		{"arrays become lists", map[string]any{"a": []int32{1, 2}},
-			attrs("a", mapping.List(mapping.Int32(1), mapping.Int32(2))), "", "", ""},
-		{"string arrays become strings", map[string]any{"a": []string{"x", "y"}}, attrs("a", mapping.Strings("x", "y")), "", "", ""},
+			mappingtest.Attrs("a", mapping.List(mapping.Int32(1), mapping.Int32(2))), "", "", ""},
+		{"string arrays become strings", map[string]any{"a": []string{"x", "y"}}, mappingtest.Attrs("a", mapping.Strings("x", "y")), "", "", ""},
 		{"envelope not a string", map[string]any{mapping.EnvelopeName: int32(1)}, nil, "", "", "malformed envelope"},
 		{"envelope not JSON", map[string]any{mapping.EnvelopeName: "{"}, nil, "", "", "malformed envelope"},
 		{"envelope version", map[string]any{mapping.EnvelopeName: `{"v":2}`}, nil, "", "", "malformed envelope"},
@@ -120,7 +121,7 @@ func TestDecodeApplicationProperties(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkSame(t, &mapping.Message{Attributes: tt.attrs, Trace: m.Trace}, m)
+			mappingtest.Check(t, &mapping.Message{Attributes: tt.attrs, Trace: m.Trace}, m)
 			if got := m.Trace.Traceparent(); got != tt.trace || m.Trace.State != tt.state {
 				t.Errorf("trace %q %q, want %q %q", got, m.Trace.State, tt.trace, tt.state)
 			}
@@ -161,7 +162,7 @@ func TestDecodeDescribed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkSame(t, &mapping.Message{Attributes: attrs("a", tt.want)}, m)
+			mappingtest.Check(t, &mapping.Message{Attributes: mappingtest.Attrs("a", tt.want)}, m)
 		})
 	}
 }
@@ -172,7 +173,7 @@ func TestDecodeAnnotations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSame(t, &mapping.Message{Annotations: attrs("x-a", mapping.String("s"), "x-b", mapping.Int64(1))}, m)
+	mappingtest.Check(t, &mapping.Message{Annotations: mappingtest.Attrs("x-a", mapping.String("s"), "x-b", mapping.Int64(1))}, m)
 
 	msg = &amqp.Message{Annotations: amqp.Annotations{int64(5): "s"}}
 	if _, err := Decode(overWire(t, msg)); !mapping.IsReject(err) || !strings.Contains(err.Error(), "message-annotations") {

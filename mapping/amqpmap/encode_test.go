@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func envelopeOf(t *testing.T, msg *amqp.Message) *mapping.Envelope {
@@ -68,7 +69,7 @@ func TestEncodeApplicationProperties(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.v.DataType(), func(t *testing.T) {
-			msg, err := Encode(&mapping.Message{Attributes: attrs("a", tt.v)}, mapping.Options{})
+			msg, err := Encode(&mapping.Message{Attributes: mappingtest.Attrs("a", tt.v)}, mapping.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,15 +245,15 @@ func TestEncodeAttributePolicies(t *testing.T) {
 		carried int      // attributes in the envelope
 		native  []string // application property names written natively (envelope excluded)
 	}{
-		{"envelope name rejected", attrs(mapping.EnvelopeName, mapping.String("x")), mapping.Reject, `"qbridge.envelope"`, nil, 0, nil},
-		{"envelope name dropped", attrs(mapping.EnvelopeName, mapping.String("x")), mapping.Drop, "", []string{`application-properties "qbridge.envelope"`}, 0, nil},
-		{"envelope name carried", attrs(mapping.EnvelopeName, mapping.String("x")), mapping.Encode, "", nil, 1, nil},
-		{"duplicate rejected", attrs("a", mapping.Int32(1), "a", mapping.Int32(2)), mapping.Reject, "duplicate", nil, 0, nil},
-		{"duplicate dropped", attrs("a", mapping.Int32(1), "a", mapping.Int32(2)), mapping.Drop, "", []string{`application-properties "a"`}, 0, []string{"a"}},
-		{"duplicate carried", attrs("a", mapping.Int32(1), "a", mapping.Int32(2)), mapping.Encode, "", nil, 1, []string{"a"}},
-		{"invalid UTF-8 value never carried", attrs("a", mapping.String("\xff")), mapping.Encode, "UTF-8", nil, 0, nil},
-		{"invalid UTF-8 value dropped", attrs("a", mapping.String("\xff"), "b", mapping.Int32(1)), mapping.Drop, "", []string{`application-properties "a"`}, 0, []string{"b"}},
-		{"invalid UTF-8 name", attrs("\xff", mapping.Int32(1)), mapping.Encode, "UTF-8", nil, 0, nil},
+		{"envelope name rejected", mappingtest.Attrs(mapping.EnvelopeName, mapping.String("x")), mapping.Reject, `"qbridge.envelope"`, nil, 0, nil},
+		{"envelope name dropped", mappingtest.Attrs(mapping.EnvelopeName, mapping.String("x")), mapping.Drop, "", []string{`application-properties "qbridge.envelope"`}, 0, nil},
+		{"envelope name carried", mappingtest.Attrs(mapping.EnvelopeName, mapping.String("x")), mapping.Encode, "", nil, 1, nil},
+		{"duplicate rejected", mappingtest.Attrs("a", mapping.Int32(1), "a", mapping.Int32(2)), mapping.Reject, "duplicate", nil, 0, nil},
+		{"duplicate dropped", mappingtest.Attrs("a", mapping.Int32(1), "a", mapping.Int32(2)), mapping.Drop, "", []string{`application-properties "a"`}, 0, []string{"a"}},
+		{"duplicate carried", mappingtest.Attrs("a", mapping.Int32(1), "a", mapping.Int32(2)), mapping.Encode, "", nil, 1, []string{"a"}},
+		{"invalid UTF-8 value never carried", mappingtest.Attrs("a", mapping.String("\xff")), mapping.Encode, "UTF-8", nil, 0, nil},
+		{"invalid UTF-8 value dropped", mappingtest.Attrs("a", mapping.String("\xff"), "b", mapping.Int32(1)), mapping.Drop, "", []string{`application-properties "a"`}, 0, []string{"b"}},
+		{"invalid UTF-8 name", mappingtest.Attrs("\xff", mapping.Int32(1)), mapping.Encode, "UTF-8", nil, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,9 +309,9 @@ func TestEncodeTrace(t *testing.T) {
 		{"x-ray extras: traceparent and carried", mapping.Message{Trace: xray},
 			map[string]any{"traceparent": "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"}, true, nil},
 		{"no parent span: carried only", mapping.Message{Trace: noSpan}, map[string]any{}, true, nil},
-		{"user traceparent, no trace", mapping.Message{Attributes: attrs("traceparent", mapping.String(tp))},
+		{"user traceparent, no trace", mapping.Message{Attributes: mappingtest.Attrs("traceparent", mapping.String(tp))},
 			map[string]any{"traceparent": tp}, false, []string{"traceparent"}},
-		{"user tracestate beside a trace", mapping.Message{Trace: w3c, Attributes: attrs("tracestate", mapping.String("mine"))},
+		{"user tracestate beside a trace", mapping.Message{Trace: w3c, Attributes: mappingtest.Attrs("tracestate", mapping.String("mine"))},
 			map[string]any{"tracestate": "mine"}, true, []string{"tracestate"}},
 	}
 	for _, tt := range tests {
@@ -337,13 +338,13 @@ func TestEncodeTrace(t *testing.T) {
 					t.Errorf("user attribute %q not typed in the envelope", name)
 				}
 			}
-			checkSame(t, &tt.m, roundTrip(t, Plain, &tt.m, mapping.Options{}))
+			mappingtest.Check(t, &tt.m, roundTrip(t, Plain, &tt.m, mapping.Options{}))
 		})
 	}
 }
 
 func TestEncodeAnnotations(t *testing.T) {
-	m := &mapping.Message{Annotations: attrs(
+	m := &mapping.Message{Annotations: mappingtest.Attrs(
 		"x-int", mapping.Int32(5),
 		"x-sym", mapping.Symbol("s"),
 		"x-dec", mapping.Decimal(mapping.KindDecimal64, "1.5"),
@@ -365,7 +366,7 @@ func TestEncodeAnnotations(t *testing.T) {
 	if want := []string{"x-sym", "x-dec", "x-map"}; !slices.Equal(carried, want) {
 		t.Errorf("carried %v, want %v", carried, want)
 	}
-	dup := &mapping.Message{Annotations: attrs("x", mapping.Int32(1), "x", mapping.Int32(2))}
+	dup := &mapping.Message{Annotations: mappingtest.Attrs("x", mapping.Int32(1), "x", mapping.Int32(2))}
 	if _, err := Encode(dup, mapping.Options{Policy: mapping.Encode}); !mapping.IsReject(err) {
 		t.Errorf("duplicate annotation: %v, want a RejectError", err)
 	}

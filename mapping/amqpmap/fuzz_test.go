@@ -4,13 +4,14 @@ import (
 	"testing"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func fuzzSeeds(f *testing.F) {
 	for _, m := range []*mapping.Message{
-		{Body: []byte("x"), ID: "1", Attributes: attrs("a", mapping.Int32(1), "b", mapping.Number("1.50"))},
+		{Body: []byte("x"), ID: "1", Attributes: mappingtest.Attrs("a", mapping.Int32(1), "b", mapping.Number("1.50"))},
 		{BodyType: mapping.BodyValue, Body: []byte(`{"type":"map","value":[[{"type":"symbol","value":"k"},{"type":"uuid","value":"12345678-9abc-def0-0123-456789abcdef"}]]}`)},
-		{BodyType: mapping.BodySequence, Body: []byte(`{"type":"list","value":[{"type":"list","value":[]}]}`), Annotations: attrs("x", mapping.Char('c'))},
+		{BodyType: mapping.BodySequence, Body: []byte(`{"type":"list","value":[{"type":"list","value":[]}]}`), Annotations: mappingtest.Attrs("x", mapping.Char('c'))},
 	} {
 		msg, err := Encode(m, mapping.Options{})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // unhex reads hex written with spaces and newlines.
@@ -30,7 +31,7 @@ func TestGoldenEncode(t *testing.T) {
 		want string
 	}{
 		{"header, properties, application property, data", mapping.Message{
-			ID: "m1", Durable: true, TTL: time.Second, Body: []byte("hi"), Attributes: attrs("n", mapping.Int32(42)),
+			ID: "m1", Durable: true, TTL: time.Second, Body: []byte("hi"), Attributes: mappingtest.Attrs("n", mapping.Int32(42)),
 		}, `
 			00 53 70  d0 0000000b 00000003  41 40 70 000003e8        header: durable, priority null, ttl uint 1000
 			00 53 73  d0 00000008 00000001  a1 02 6d31               properties: message-id str8 "m1"
@@ -51,7 +52,7 @@ func TestGoldenEncode(t *testing.T) {
 		{"amqp-sequence", mapping.Message{BodyType: mapping.BodySequence,
 			Body: []byte(`{"type":"list","value":[{"type":"list","value":[{"type":"int","value":1}]}]}`)}, `
 			00 53 76  d0 00000006 00000001  54 01`},
-		{"message annotation with a symbol key", mapping.Message{Annotations: attrs("x-k", mapping.Int64(1))}, `
+		{"message annotation with a symbol key", mapping.Message{Annotations: mappingtest.Attrs("x-k", mapping.Int64(1))}, `
 			00 53 72  d1 0000000b 00000002  a3 03 782d6b  55 01
 			00 53 75  a0 00`},
 		{"ttl capped at 2^32-1 ms (Encode policy keeps the exact TTL in the envelope)", mapping.Message{TTL: MaxTTL}, `
@@ -81,7 +82,7 @@ func TestGoldenEncode(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("encoded\n%x\nwant\n%x", got, want)
 			}
-			checkSame(t, &tt.m, roundTrip(t, Plain, &tt.m, mapping.Options{}))
+			mappingtest.Check(t, &tt.m, roundTrip(t, Plain, &tt.m, mapping.Options{}))
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func TestRenderJSONGolden(t *testing.T) {
@@ -14,8 +15,8 @@ func TestRenderJSONGolden(t *testing.T) {
 		ID: "m1", CorrelationID: "7", CorrelationKind: mapping.KindUint64, ContentType: "text/plain",
 		CreationTime: time.Date(2024, 1, 2, 3, 4, 5, 6e6, time.UTC),
 		Durable:      true, TTL: time.Minute, Priority: ptr(uint8(7)),
-		Annotations: attrs("x-opt-k", mapping.Int64(1)),
-		Attributes:  attrs("b", mapping.Bool(true), "a", mapping.UUID(uuid1)),
+		Annotations: mappingtest.Attrs("x-opt-k", mapping.Int64(1)),
+		Attributes:  mappingtest.Attrs("b", mapping.Bool(true), "a", mapping.UUID(uuid1)),
 		BodyType:    mapping.BodyText, Body: []byte("hello"),
 	}
 	got, err := RenderJSON(m, mapping.Options{})
@@ -36,8 +37,8 @@ func TestRenderJSONGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Attributes = attrs("a", mapping.UUID(uuid1), "b", mapping.Bool(true)) // decoded sorted
-	checkSame(t, m, back)
+	m.Attributes = mappingtest.Attrs("a", mapping.UUID(uuid1), "b", mapping.Bool(true)) // decoded sorted
+	mappingtest.Check(t, m, back)
 }
 
 // TestJSONRoundTrip renders and parses every value kind in every place.
@@ -48,7 +49,7 @@ func TestJSONRoundTrip(t *testing.T) {
 				t.Skip("empty Strings has no Text round trip")
 			}
 			b, _ := v.MarshalJSON()
-			m := &mapping.Message{Attributes: attrs("a", v), Annotations: attrs("x", v), BodyType: mapping.BodyValue, Body: b}
+			m := &mapping.Message{Attributes: mappingtest.Attrs("a", v), Annotations: mappingtest.Attrs("x", v), BodyType: mapping.BodyValue, Body: b}
 			if v.Kind == mapping.KindString || v.Kind == mapping.KindNull {
 				m.BodyType, m.Body = mapping.BodyData, []byte("d")
 			}
@@ -60,7 +61,7 @@ func TestJSONRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, j)
 			}
-			checkSame(t, m, back)
+			mappingtest.Check(t, m, back)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 var uuid1 = [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
@@ -80,8 +81,8 @@ func TestRoundTripAttributes(t *testing.T) {
 			continue
 		}
 		t.Run(fmt.Sprintf("%02d_%s", i, v.DataType()), func(t *testing.T) {
-			m := &mapping.Message{Body: []byte("x"), Attributes: attrs("a", v)}
-			checkSame(t, m, roundTrip(t, Plain, m, mapping.Options{}))
+			m := &mapping.Message{Body: []byte("x"), Attributes: mappingtest.Attrs("a", v)}
+			mappingtest.Check(t, m, roundTrip(t, Plain, m, mapping.Options{}))
 		})
 	}
 	// All at once, sorted by name as the decoder returns them.
@@ -91,7 +92,7 @@ func TestRoundTripAttributes(t *testing.T) {
 			m.Attributes = append(m.Attributes, mapping.Attribute{Name: fmt.Sprintf("a%02d", i), Value: v})
 		}
 	}
-	checkSame(t, m, roundTrip(t, Plain, m, mapping.Options{}))
+	mappingtest.Check(t, m, roundTrip(t, Plain, m, mapping.Options{}))
 }
 
 func TestRoundTripAnnotations(t *testing.T) {
@@ -99,7 +100,7 @@ func TestRoundTripAnnotations(t *testing.T) {
 	for i, v := range everyValue() {
 		m.Annotations = append(m.Annotations, mapping.Attribute{Name: fmt.Sprintf("x-opt-a%02d", i), Value: v})
 	}
-	checkSame(t, m, roundTrip(t, Plain, m, mapping.Options{}))
+	mappingtest.Check(t, m, roundTrip(t, Plain, m, mapping.Options{}))
 }
 
 func TestRoundTripBodies(t *testing.T) {
@@ -136,7 +137,7 @@ func TestRoundTripBodies(t *testing.T) {
 					return
 				}
 			}
-			checkSame(t, m, got)
+			mappingtest.Check(t, m, got)
 		})
 	}
 }
@@ -169,8 +170,8 @@ func TestRoundTripProperties(t *testing.T) {
 		Priority:        ptr(uint8(9)),
 		FirstAcquirer:   true,
 		Trace:           mustTrace(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "k=v"),
-		Attributes:      attrs("a", mapping.Int32(1)),
-		Annotations:     attrs("x-custom", mapping.String("v")),
+		Attributes:      mappingtest.Attrs("a", mapping.Int32(1)),
+		Annotations:     mappingtest.Attrs("x-custom", mapping.String("v")),
 	}
 	cases := map[string]func(m *mapping.Message){
 		"full":         func(*mapping.Message) {},
@@ -192,13 +193,13 @@ func TestRoundTripProperties(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := full.Clone()
 			edit(m)
-			checkSame(t, m, roundTrip(t, Plain, m, mapping.Options{}))
+			mappingtest.Check(t, m, roundTrip(t, Plain, m, mapping.Options{}))
 		})
 	}
 	t.Run("ttl over cap, Encode policy", func(t *testing.T) {
 		m := full.Clone()
 		m.TTL = 60 * 24 * time.Hour
-		checkSame(t, m, roundTrip(t, Plain, m, mapping.Options{Policy: mapping.Encode}))
+		mappingtest.Check(t, m, roundTrip(t, Plain, m, mapping.Options{Policy: mapping.Encode}))
 	})
 }
 

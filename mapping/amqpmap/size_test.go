@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // TestMessageSize compares the computed size with go-amqp's marshalled length.
@@ -15,7 +16,7 @@ func TestMessageSize(t *testing.T) {
 	long := strings.Repeat("x", 300)
 	var msgs []*amqp.Message
 	for i, v := range everyValue() {
-		m := &mapping.Message{Attributes: attrs("a", v), Annotations: attrs("x", v)}
+		m := &mapping.Message{Attributes: mappingtest.Attrs("a", v), Annotations: mappingtest.Attrs("x", v)}
 		if b, err := v.MarshalJSON(); err == nil && v.Kind != mapping.KindString && v.Kind != mapping.KindNull {
 			m.BodyType, m.Body = mapping.BodyValue, b
 		}

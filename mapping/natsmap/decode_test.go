@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // A message from a publisher that knows nothing of qbridge.
@@ -49,7 +50,7 @@ func TestDecodeForeign(t *testing.T) {
 		},
 		Source: mapping.Source{Protocol: "nats", Address: "orders.created", DeliveryCount: 1, PartitionID: -1},
 	}
-	if d := diffMessages(want, m); d != "" {
+	if d := mappingtest.Diff(want, m, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 	// A custom group header; the default one is then an ordinary header.

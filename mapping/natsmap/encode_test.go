@@ -8,22 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
-
-func diffHeaders(want, got nats.Header) string {
-	var b strings.Builder
-	for k, v := range want {
-		if g, ok := got[k]; !ok || strings.Join(g, "\x00") != strings.Join(v, "\x00") {
-			b.WriteString("header " + k + ": want " + strings.Join(v, "|") + ", got " + strings.Join(g, "|") + "\n")
-		}
-	}
-	for k, v := range got {
-		if _, ok := want[k]; !ok {
-			b.WriteString("unexpected header " + k + ": " + strings.Join(v, "|") + "\n")
-		}
-	}
-	return b.String()
-}
 
 func TestEncodeGolden(t *testing.T) {
 	tr, err := mapping.ParseTraceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
@@ -58,7 +44,7 @@ func TestEncodeGolden(t *testing.T) {
 		"qty":              {"3"},
 		"qbridge.envelope": {`{"v":1,"types":{"qty":"Number.int"}}`},
 	}
-	if d := diffHeaders(want, msg.Header); d != "" {
+	if d := mappingtest.DiffHeaders(want, msg.Header); d != "" {
 		t.Fatal(d)
 	}
 	if msg.Subject != "orders.acme" || string(msg.Data) != string(m.Body) {
@@ -133,7 +119,7 @@ func policyCase(t *testing.T, name string, m *mapping.Message, field string, dro
 		dropped(want)
 		if back, err := Decode(msg, DecodeOptions{}); err != nil {
 			t.Errorf("%s: Drop: decode: %v", name, err)
-		} else if d := diffMessages(want, clearSource(back)); d != "" {
+		} else if d := mappingtest.Diff(want, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 			t.Errorf("%s: Drop: %s", name, d)
 		}
 	}
@@ -144,7 +130,7 @@ func policyCase(t *testing.T, name string, m *mapping.Message, field string, dro
 	}
 	if back, err := Decode(msg, DecodeOptions{}); err != nil {
 		t.Errorf("%s: Encode: decode: %v", name, err)
-	} else if d := diffMessages(m, clearSource(back)); d != "" {
+	} else if d := mappingtest.Diff(m, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 		t.Errorf("%s: Encode: %s", name, d)
 	}
 }

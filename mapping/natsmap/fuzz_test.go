@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // FuzzDecode feeds header blocks as nats.go parses them off the wire.
@@ -39,7 +40,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("cannot decode own encoding %v: %v", msg.Header, err)
 		}
 		m.Source, back.Source = mapping.Source{}, mapping.Source{}
-		if d := diffMessages(m, back); d != "" {
+		if d := mappingtest.Diff(m, back, mappingtest.WithSource()); len(d) > 0 {
 			t.Fatalf("%s\nheaders %v", d, msg.Header)
 		}
 	})

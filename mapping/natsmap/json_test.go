@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func TestRenderJSONGolden(t *testing.T) {
@@ -32,7 +33,7 @@ func TestRenderJSONGolden(t *testing.T) {
 	if back.Source.Address != "orders.new" {
 		t.Fatalf("address %q", back.Source.Address)
 	}
-	if d := diffMessages(want2, clearSource(back)); d != "" {
+	if d := mappingtest.Diff(want2, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 }
@@ -62,7 +63,7 @@ func TestJSONBinaryData(t *testing.T) {
 	}
 	want := full.Clone()
 	sortAttributes(want.Attributes)
-	if d := diffMessages(want, clearSource(back)); d != "" {
+	if d := mappingtest.Diff(want, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 	again, err := RenderJSON(back, mapping.Options{})

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // fullMessage sets every model field and an attribute of every kind.
@@ -61,7 +62,7 @@ func TestRoundTripAllKinds(t *testing.T) {
 			t.Errorf("%#v: %v", a.Value, err)
 			continue
 		}
-		if d := diffMessages(m, clearSource(back)); d != "" {
+		if d := mappingtest.Diff(m, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 			t.Errorf("%#v: headers %v: %s", a.Value, msg.Header, d)
 		}
 	}
@@ -80,7 +81,7 @@ func TestRoundTripFullMessage(t *testing.T) {
 	want := m.Clone()
 	sortAttributes(want.Attributes)
 	want.Source = mapping.Source{Protocol: "nats", Address: "orders.out", DeliveryCount: 1, PartitionID: -1}
-	if d := diffMessages(want, back); d != "" {
+	if d := mappingtest.Diff(want, back, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 }
@@ -138,7 +139,7 @@ func TestOverServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.Source = mapping.Source{Protocol: "nats", Address: "core.orders", DeliveryCount: 1, PartitionID: -1}
-	if d := diffMessages(want, back); d != "" {
+	if d := mappingtest.Diff(want, back, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatalf("core: %s", d)
 	}
 
@@ -184,7 +185,7 @@ func TestOverServer(t *testing.T) {
 		t.Fatalf("source %+v, metadata %+v", s, meta)
 	}
 	want.Source = back.Source
-	if d := diffMessages(want, back); d != "" {
+	if d := mappingtest.Diff(want, back, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatalf("jetstream: %s", d)
 	}
 }

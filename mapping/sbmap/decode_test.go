@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func TestDecodeBrokerProperties(t *testing.T) {
@@ -40,8 +41,8 @@ func TestDecodeBrokerProperties(t *testing.T) {
 	}
 	want := &mapping.Message{Body: []byte("b"), ID: "id", GroupKey: "sess", PartitionKey: "pk", ViaPartitionKey: "vpk",
 		TTL: time.Hour, ScheduledAt: enq.Add(time.Minute),
-		Annotations: attrs("x-opt-other", mapping.String("kept")), Attributes: attrs("user", mapping.Int32(1))}
-	checkSame(t, want, m)
+		Annotations: mappingtest.Attrs("x-opt-other", mapping.String("kept")), Attributes: mappingtest.Attrs("user", mapping.Int32(1))}
+	mappingtest.Check(t, want, m)
 	wantSrc := mapping.Source{Protocol: "servicebus", EnqueuedTime: enq, SequenceNumber: "281474976710661", DeliveryCount: 3,
 		LockedUntil: enq.Add(time.Minute), ExpiresAt: enq.Add(time.Hour), State: 2, PartitionID: 3,
 		DeadLetterSource: "orders", DeadLetterReason: "MaxDeliveryCountExceeded", DeadLetterDesc: "too many"}
@@ -152,7 +153,7 @@ func TestDecodeRESTInterop(t *testing.T) {
 	want := &mapping.Message{
 		ID: "12345678-9abc-def0-0123-456789abcdef", IDKind: mapping.KindUUID, ContentType: "text/plain",
 		BodyType: mapping.BodyText, Body: []byte("hello"), Trace: m.Trace,
-		Attributes: attrs(
+		Attributes: mappingtest.Attrs(
 			"b", mapping.Bool(true),
 			"bin", mapping.Binary([]byte{1, 2}).WithLabel("png"),
 			"c", mapping.Char('€'),
@@ -168,7 +169,7 @@ func TestDecodeRESTInterop(t *testing.T) {
 			"uri", mapping.URI("https://x/"),
 		),
 	}
-	checkSame(t, want, m)
+	mappingtest.Check(t, want, m)
 	if m.Trace.Traceparent() != tp {
 		t.Errorf("trace %q", m.Trace.Traceparent())
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func TestEncodeIDs(t *testing.T) {
@@ -82,7 +83,7 @@ func TestEncodeIDs(t *testing.T) {
 				t.Errorf("dropped %v, want %v", dropped, tt.dropped)
 			}
 			if tt.policy != mapping.Drop {
-				checkSame(t, &tt.m, roundTrip(t, &tt.m, mapping.Options{Policy: tt.policy}))
+				mappingtest.Check(t, &tt.m, roundTrip(t, &tt.m, mapping.Options{Policy: tt.policy}))
 			}
 		})
 	}
@@ -95,8 +96,8 @@ func TestEncodeServiceBusShape(t *testing.T) {
 	m := &mapping.Message{
 		BodyType: mapping.BodyValue, Body: []byte(`{"type":"int","value":1}`),
 		ViaPartitionKey: "via", AbsoluteExpiry: time.Unix(100, 0).UTC(), Trace: tr,
-		Annotations: attrs("x-custom", mapping.Int32(1)),
-		Attributes: attrs(DeadLetterReasonProperty, mapping.String("user's"), "dl", mapping.String("d"),
+		Annotations: mappingtest.Attrs("x-custom", mapping.Int32(1)),
+		Attributes: mappingtest.Attrs(DeadLetterReasonProperty, mapping.String("user's"), "dl", mapping.String("d"),
 			"sym", mapping.Symbol("s"), "u", mapping.URI("urn:x")),
 	}
 	msg, err := Encode(m, mapping.Options{})
@@ -135,7 +136,7 @@ func TestEncodeServiceBusShape(t *testing.T) {
 	if f == nil || f.BodyType != "value" || len(f.Annotations) != 1 || f.AbsoluteExpiry == nil {
 		t.Errorf("carried %+v", f)
 	}
-	checkSame(t, m, roundTrip(t, m, mapping.Options{}))
+	mappingtest.Check(t, m, roundTrip(t, m, mapping.Options{}))
 }
 
 func TestEncodeHeaderLimits(t *testing.T) {
@@ -148,12 +149,12 @@ func TestEncodeHeaderLimits(t *testing.T) {
 		dropped []string
 		kept    []string
 	}{
-		{"under the limits", attrs("a", big(30000), "b", big(30000)), mapping.Reject, "", nil, []string{"a", "b"}},
-		{"one property too large: rejected", attrs("a", big(33000)), mapping.Reject, `"a"`, nil, nil},
-		{"one property too large: Encode cannot help", attrs("a", big(33000)), mapping.Encode, `"a"`, nil, nil},
-		{"one property too large: dropped", attrs("a", big(33000), "b", big(10)), mapping.Drop, "", []string{`application-properties "a"`}, []string{"b"}},
-		{"header too large: rejected", attrs("a", big(30000), "b", big(30000), "c", big(10000)), mapping.Reject, "header limit", nil, nil},
-		{"header too large: largest dropped", attrs("a", big(30000), "b", big(31000), "c", big(10000)), mapping.Drop, "",
+		{"under the limits", mappingtest.Attrs("a", big(30000), "b", big(30000)), mapping.Reject, "", nil, []string{"a", "b"}},
+		{"one property too large: rejected", mappingtest.Attrs("a", big(33000)), mapping.Reject, `"a"`, nil, nil},
+		{"one property too large: Encode cannot help", mappingtest.Attrs("a", big(33000)), mapping.Encode, `"a"`, nil, nil},
+		{"one property too large: dropped", mappingtest.Attrs("a", big(33000), "b", big(10)), mapping.Drop, "", []string{`application-properties "a"`}, []string{"b"}},
+		{"header too large: rejected", mappingtest.Attrs("a", big(30000), "b", big(30000), "c", big(10000)), mapping.Reject, "header limit", nil, nil},
+		{"header too large: largest dropped", mappingtest.Attrs("a", big(30000), "b", big(31000), "c", big(10000)), mapping.Drop, "",
 			[]string{`application-properties "b"`}, []string{"a", "c"}},
 	}
 	for _, tt := range tests {
@@ -199,7 +200,7 @@ func TestEncodePolicyReportsOnce(t *testing.T) {
 	// A dropped PartitionKey and a dropped oversize attribute: each reported
 	// once although the message is encoded twice.
 	var dropped []string
-	m := &mapping.Message{GroupKey: "s", PartitionKey: "p", Attributes: attrs("a", mapping.String(strings.Repeat("x", 40000)))}
+	m := &mapping.Message{GroupKey: "s", PartitionKey: "p", Attributes: mappingtest.Attrs("a", mapping.String(strings.Repeat("x", 40000)))}
 	if _, err := Encode(m, collect(mapping.Drop, &dropped)); err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,15 @@ import (
 
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // FuzzDecode feeds arbitrary bytes to go-amqp and the result to Decode: it
 // must never panic, and whatever decodes must encode again.
 func FuzzDecode(f *testing.F) {
 	for _, m := range []*mapping.Message{
-		{Body: []byte("x"), ID: "1", PartitionKey: "p", Attributes: attrs("u", mapping.URI("x"), "t", mapping.TimeSpanTicks(5))},
-		{Body: []byte("x"), ScheduledAt: mapping.TimestampMillis(5).Time(), Annotations: attrs("a", mapping.Symbol("s"))},
+		{Body: []byte("x"), ID: "1", PartitionKey: "p", Attributes: mappingtest.Attrs("u", mapping.URI("x"), "t", mapping.TimeSpanTicks(5))},
+		{Body: []byte("x"), ScheduledAt: mapping.TimestampMillis(5).Time(), Annotations: mappingtest.Attrs("a", mapping.Symbol("s"))},
 	} {
 		msg, err := Encode(m, mapping.Options{})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // TestGoldenDescribed checks that URI, DateTimeOffset and TimeSpan values
@@ -40,7 +41,7 @@ func TestGoldenDescribed(t *testing.T) {
 			want := append([]byte{0x00, 0x53, 0x74, 0xd1, 0, 0, 0, byte(size), 0, 0, 0, 2}, entries...)
 			want = append(want, 0x00, 0x53, 0x75, 0xa0, 0x00) // empty data section
 
-			msg, err := Encode(&mapping.Message{Attributes: attrs("p", tt.v)}, mapping.Options{})
+			msg, err := Encode(&mapping.Message{Attributes: mappingtest.Attrs("p", tt.v)}, mapping.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +61,7 @@ func TestGoldenDescribed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkSame(t, &mapping.Message{Attributes: attrs("p", tt.v)}, m)
+			mappingtest.Check(t, &mapping.Message{Attributes: mappingtest.Attrs("p", tt.v)}, m)
 		})
 	}
 }

@@ -1,13 +1,9 @@
 package sbmap
 
 import (
-	"bytes"
 	"encoding/hex"
-	"fmt"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/Azure/go-amqp"
 	"github.com/qbridge/qbridge/mapping"
@@ -39,60 +35,6 @@ func roundTrip(t testing.TB, m *mapping.Message, opt mapping.Options) *mapping.M
 		t.Fatalf("Decode: %v", err)
 	}
 	return got
-}
-
-var (
-	attrsType = reflect.TypeOf([]mapping.Attribute(nil))
-	timeType  = reflect.TypeOf(time.Time{})
-	bytesType = reflect.TypeOf([]byte(nil))
-)
-
-// diff lists the model fields (Source excluded) in which got differs from
-// want. Values compare with Value.Equal, byte slices treat nil as empty.
-func diff(want, got *mapping.Message) []string {
-	var out []string
-	wv, gv := reflect.ValueOf(want).Elem(), reflect.ValueOf(got).Elem()
-	for i := 0; i < wv.NumField(); i++ {
-		name := wv.Type().Field(i).Name
-		if name == "Source" {
-			continue
-		}
-		w, g := wv.Field(i), gv.Field(i)
-		same := true
-		switch w.Type() {
-		case attrsType:
-			wa, ga := w.Interface().([]mapping.Attribute), g.Interface().([]mapping.Attribute)
-			same = len(wa) == len(ga)
-			for j := 0; same && j < len(wa); j++ {
-				same = wa[j].Name == ga[j].Name && wa[j].Value.Equal(ga[j].Value)
-			}
-		case timeType:
-			same = w.Interface().(time.Time).Equal(g.Interface().(time.Time))
-		case bytesType:
-			same = bytes.Equal(w.Bytes(), g.Bytes())
-		default:
-			same = reflect.DeepEqual(w.Interface(), g.Interface())
-		}
-		if !same {
-			out = append(out, fmt.Sprintf("%s: want %#v, got %#v", name, w.Interface(), g.Interface()))
-		}
-	}
-	return out
-}
-
-func checkSame(t testing.TB, want, got *mapping.Message) {
-	t.Helper()
-	for _, d := range diff(want, got) {
-		t.Error(d)
-	}
-}
-
-func attrs(kv ...any) []mapping.Attribute {
-	var a []mapping.Attribute
-	for i := 0; i < len(kv); i += 2 {
-		a = append(a, mapping.Attribute{Name: kv[i].(string), Value: kv[i+1].(mapping.Value)})
-	}
-	return a
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func TestRenderJSON(t *testing.T) {
 	m := &mapping.Message{ID: "m", PartitionKey: "p", Body: []byte("hi"),
-		Attributes: attrs("ts", mapping.TimeSpan(time.Second))}
+		Attributes: mappingtest.Attrs("ts", mapping.TimeSpan(time.Second))}
 	got, err := RenderJSON(m, mapping.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +26,7 @@ func TestRenderJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSame(t, m, back)
+	mappingtest.Check(t, m, back)
 }
 
 func TestParseJSON(t *testing.T) {
@@ -43,7 +44,7 @@ func TestParseJSON(t *testing.T) {
 		!s.EnqueuedTime.Equal(time.UnixMilli(1700000000000)) || m.Trace.IsZero() {
 		t.Errorf("decoded %+v", m)
 	}
-	checkSame(t, &mapping.Message{Trace: m.Trace, Attributes: attrs("when", mapping.DateTimeOffset(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)))}, m)
+	mappingtest.Check(t, &mapping.Message{Trace: m.Trace, Attributes: mappingtest.Attrs("when", mapping.DateTimeOffset(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)))}, m)
 
 	for _, bad := range []string{`{"extra":1}`, `{"properties":{"to":"x","bogus":2}}`} {
 		if _, err := ParseJSON([]byte(bad)); !mapping.IsReject(err) || !strings.Contains(err.Error(), "unknown field") {

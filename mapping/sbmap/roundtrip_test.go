@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 var uuid1 = [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
@@ -41,14 +42,14 @@ func TestRoundTripValues(t *testing.T) {
 		m.Attributes = append(m.Attributes, mapping.Attribute{Name: name, Value: v})
 		m.Annotations = append(m.Annotations, mapping.Attribute{Name: "x-" + name, Value: v})
 		t.Run(name+"_"+v.DataType(), func(t *testing.T) {
-			one := &mapping.Message{Body: []byte("x"), Attributes: attrs("a", v), Annotations: attrs("x", v)}
-			checkSame(t, one, roundTrip(t, one, mapping.Options{}))
+			one := &mapping.Message{Body: []byte("x"), Attributes: mappingtest.Attrs("a", v), Annotations: mappingtest.Attrs("x", v)}
+			mappingtest.Check(t, one, roundTrip(t, one, mapping.Options{}))
 			b, _ := json.Marshal(v)
 			body := &mapping.Message{BodyType: mapping.BodyValue, Body: b}
-			checkSame(t, body, roundTrip(t, body, mapping.Options{}))
+			mappingtest.Check(t, body, roundTrip(t, body, mapping.Options{}))
 		})
 	}
-	checkSame(t, m, roundTrip(t, m, mapping.Options{}))
+	mappingtest.Check(t, m, roundTrip(t, m, mapping.Options{}))
 }
 
 func TestRoundTripProperties(t *testing.T) {
@@ -62,7 +63,7 @@ func TestRoundTripProperties(t *testing.T) {
 		ReplyToGroup: "rg", GroupKey: "g1", GroupSequence: 7, PartitionKey: "g1", ViaPartitionKey: "vpk",
 		DedupID: "dedup", UserID: []byte("user"), TTL: 90 * time.Second, ScheduledAt: at.Add(time.Hour),
 		CreationTime: at, AbsoluteExpiry: at.Add(2 * time.Hour), Durable: true, Priority: ptr(uint8(9)), FirstAcquirer: true,
-		Trace: tr, Attributes: attrs("a", mapping.Int32(1)), Annotations: attrs("x-custom", mapping.Symbol("v")),
+		Trace: tr, Attributes: mappingtest.Attrs("a", mapping.Int32(1)), Annotations: mappingtest.Attrs("x-custom", mapping.Symbol("v")),
 	}
 	cases := map[string]func(m *mapping.Message){
 		"full": func(*mapping.Message) {},
@@ -76,7 +77,7 @@ func TestRoundTripProperties(t *testing.T) {
 			m.Trace, _ = mapping.ParseXRay("Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1")
 		},
 		"user Diagnostic-Id": func(m *mapping.Message) {
-			m.Attributes = attrs(DiagnosticIDProperty, mapping.String("mine"), "a", mapping.Int32(1))
+			m.Attributes = mappingtest.Attrs(DiagnosticIDProperty, mapping.String("mine"), "a", mapping.Int32(1))
 		},
 		"empty":              func(m *mapping.Message) { *m = mapping.Message{} },
 		"dedup id, no id":    func(m *mapping.Message) { m.ID, m.IDKind = "", 0 },
@@ -86,18 +87,18 @@ func TestRoundTripProperties(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := full.Clone()
 			edit(m)
-			checkSame(t, m, roundTrip(t, m, mapping.Options{}))
+			mappingtest.Check(t, m, roundTrip(t, m, mapping.Options{}))
 		})
 	}
 	t.Run("long dedup id, no id, Encode policy", func(t *testing.T) {
 		m := full.Clone()
 		m.ID, m.IDKind, m.DedupID = "", 0, strings.Repeat("d", 200)
-		checkSame(t, m, roundTrip(t, m, mapping.Options{Policy: mapping.Encode}))
+		mappingtest.Check(t, m, roundTrip(t, m, mapping.Options{Policy: mapping.Encode}))
 	})
 	t.Run("ttl over 49.7 days, Encode policy", func(t *testing.T) {
 		m := full.Clone()
 		m.TTL = 100 * 24 * time.Hour
-		checkSame(t, m, roundTrip(t, m, mapping.Options{Policy: mapping.Encode}))
+		mappingtest.Check(t, m, roundTrip(t, m, mapping.Options{Policy: mapping.Encode}))
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // The batch body of the REST docs (servicebus-wire.md §7).
@@ -25,13 +26,13 @@ func TestDecodeBatchDocExample(t *testing.T) {
 		t.Fatalf("%+v", msgs)
 	}
 	want := []mapping.Attribute{{Name: "Customer", Value: mapping.String("ABC")}, {Name: "Priority", Value: mapping.String("Medium")}}
-	if d := diffReflectAttrs(want, msgs[2].Attributes); d != "" {
+	if d := diffReflectAttrs(want, msgs[2].Attributes); len(d) > 0 {
 		t.Fatal(d)
 	}
 }
 
-func diffReflectAttrs(want, got []mapping.Attribute) string {
-	return diffMessages(&mapping.Message{Attributes: want}, &mapping.Message{Attributes: got})
+func diffReflectAttrs(want, got []mapping.Attribute) []string {
+	return mappingtest.Diff(&mapping.Message{Attributes: want}, &mapping.Message{Attributes: got})
 }
 
 // UserProperties: a JSON string is a quoted header, numbers and booleans
@@ -92,7 +93,7 @@ func TestEncodeBatch(t *testing.T) {
 	for i := range msgs {
 		want := msgs[i].Clone()
 		sortAttributes(want.Attributes)
-		if d := diffMessages(want, clearSource(back[i])); d != "" {
+		if d := mappingtest.Diff(want, clearSource(back[i]), mappingtest.WithSource()); len(d) > 0 {
 			t.Errorf("message %d: %s", i, d)
 		}
 	}
@@ -162,7 +163,7 @@ func TestBatchAgreesWithHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := diffMessages(fromHeaders, fromJSON); d != "" {
+	if d := mappingtest.Diff(fromHeaders, fromJSON, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func date(s string) time.Time {
@@ -46,7 +47,7 @@ func TestDecodeBrokerPropertiesSeedExample(t *testing.T) {
 	want.Source.EnqueuedSequence = 7
 	want.Source.State = 1
 	want.Source.DeadLetterSource = "orders"
-	if d := diffMessages(want, m); d != "" {
+	if d := mappingtest.Diff(want, m, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // readResponse parses a raw HTTP response as net/http presents it to the
@@ -75,7 +76,7 @@ ssage.1
 			PartitionID:    -1,
 		},
 	}
-	if d := diffMessages(want, m); d != "" {
+	if d := mappingtest.Diff(want, m, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 	l, ok, err := LockLocation(h)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 func TestEncodeGolden(t *testing.T) {
@@ -39,27 +40,12 @@ func TestEncodeGolden(t *testing.T) {
 		"Quantity":         {"3"},
 		"Gift":             {"false"},
 	}
-	if d := diffHeaders(want, r.Header); d != "" {
+	if d := mappingtest.DiffHeaders(want, r.Header); d != "" {
 		t.Fatal(d)
 	}
 	if string(r.Body) != string(m.Body) {
 		t.Fatalf("body %q", r.Body)
 	}
-}
-
-func diffHeaders(want, got http.Header) string {
-	var b strings.Builder
-	for k, v := range want {
-		if g, ok := got[k]; !ok || strings.Join(g, "\x00") != strings.Join(v, "\x00") {
-			b.WriteString("header " + k + ": want " + strings.Join(v, ",") + ", got " + strings.Join(g, ",") + "\n")
-		}
-	}
-	for k, v := range got {
-		if _, ok := want[k]; !ok {
-			b.WriteString("unexpected header " + k + ": " + strings.Join(v, ",") + "\n")
-		}
-	}
-	return b.String()
 }
 
 // Get-only properties are never written; Source is read-only.
@@ -74,7 +60,7 @@ func TestEncodeNeverWritesSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := http.Header{"Brokerproperties": {`{"MessageId":"x"}`}}
-	if d := diffHeaders(want, r.Header); d != "" {
+	if d := mappingtest.DiffHeaders(want, r.Header); d != "" {
 		t.Fatal(d)
 	}
 	// With CarrySource, the facts ride in the envelope, still not as properties.
@@ -148,7 +134,7 @@ func policyCase(t *testing.T, name string, m *mapping.Message, field string, dro
 		dropped(want)
 		if back, err := Decode(req.Header, req.Body); err != nil {
 			t.Errorf("%s: Drop: decode: %v", name, err)
-		} else if d := diffMessages(want, clearSource(back)); d != "" {
+		} else if d := mappingtest.Diff(want, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 			t.Errorf("%s: Drop: %s", name, d)
 		}
 	}
@@ -166,7 +152,7 @@ func policyCase(t *testing.T, name string, m *mapping.Message, field string, dro
 	back, err := Decode(req.Header, req.Body)
 	if err != nil {
 		t.Errorf("%s: Encode: decode: %v", name, err)
-	} else if d := diffMessages(m, clearSource(back)); d != "" {
+	} else if d := mappingtest.Diff(m, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 		t.Errorf("%s: Encode: %s", name, d)
 	}
 }
@@ -372,7 +358,7 @@ func TestTrace(t *testing.T) {
 		"Diagnostic-Id": {`"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`},
 		"tracestate":    {`"congo=t61rcWkgMzE"`},
 	}
-	if d := diffHeaders(want, r.Header); d != "" {
+	if d := mappingtest.DiffHeaders(want, r.Header); d != "" {
 		t.Fatal(d)
 	}
 	back, err := Decode(r.Header, nil)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 // fullMessage sets every model field and an attribute of every kind.
@@ -90,7 +91,7 @@ func TestRoundTripHeaderForm(t *testing.T) {
 	want := m.Clone()
 	sortAttributes(want.Attributes)
 	want.Source = mapping.Source{Protocol: "servicebus", PartitionID: -1}
-	if d := diffMessages(want, back); d != "" {
+	if d := mappingtest.Diff(want, back, mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 }
@@ -117,7 +118,7 @@ func TestRoundTripHeaderFormEncodePolicy(t *testing.T) {
 	}
 	want := m.Clone()
 	sortAttributes(want.Attributes)
-	if d := diffMessages(want, clearSource(back)); d != "" {
+	if d := mappingtest.Diff(want, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 		t.Fatal(d)
 	}
 }
@@ -143,7 +144,7 @@ func TestRoundTripBatchForm(t *testing.T) {
 		}
 		want := m.Clone()
 		sortAttributes(want.Attributes)
-		if d := diffMessages(want, clearSource(back)); d != "" {
+		if d := mappingtest.Diff(want, clearSource(back), mappingtest.WithSource()); len(d) > 0 {
 			t.Fatalf("%s\n%s", d, out)
 		}
 		// Rendering is deterministic: the same message renders the same.

@@ -1,10 +1,7 @@
 package sqsmap
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
 var (
@@ -117,41 +115,12 @@ const deliveredID = "0f4a6d52-8c1e-4c25-9d3f-1b2a3c4d5e6f"
 // diffMessages compares everything but the source facts. The ID of a
 // message whose ID is not carried (none, or from SQS) is the delivered one.
 func diffMessages(want, got *mapping.Message) string {
-	var d []string
-	if !attrsEqual(want.Attributes, got.Attributes) {
-		d = append(d, "attributes:\n  got  "+attrsString(got.Attributes)+"\n  want "+attrsString(want.Attributes))
-	}
-	if !attrsEqual(want.Annotations, got.Annotations) {
-		d = append(d, "annotations:\n  got  "+attrsString(got.Annotations)+"\n  want "+attrsString(want.Annotations))
-	}
-	if !bytes.Equal(want.Body, got.Body) {
-		d = append(d, fmt.Sprintf("body: got %q want %q", got.Body, want.Body))
-	}
-	w, g := normalize(want), normalize(got)
 	if want.ID == "" || want.Source.Protocol == "sqs" && want.ID == want.Source.MessageID {
+		w := *want
 		w.ID, w.IDKind = deliveredID, mapping.KindInvalid
+		want = &w
 	}
-	wv, gv := reflect.ValueOf(w), reflect.ValueOf(g)
-	for i := range wv.NumField() {
-		if !reflect.DeepEqual(wv.Field(i).Interface(), gv.Field(i).Interface()) {
-			d = append(d, fmt.Sprintf("%s: got %+v want %+v", wv.Type().Field(i).Name, gv.Field(i).Interface(), wv.Field(i).Interface()))
-		}
-	}
-	return strings.Join(d, "\n")
-}
-
-func normalize(m *mapping.Message) mapping.Message {
-	c := *m
-	c.Source, c.Attributes, c.Annotations, c.Body = mapping.Source{}, nil, nil, nil
-	if len(c.UserID) == 0 {
-		c.UserID = nil
-	}
-	for _, t := range []*time.Time{&c.ScheduledAt, &c.CreationTime, &c.AbsoluteExpiry} {
-		if !t.IsZero() {
-			*t = t.UTC()
-		}
-	}
-	return c
+	return strings.Join(mappingtest.Diff(want, got), "\n")
 }
 
 func attrsEqual(a, b []mapping.Attribute) bool {
@@ -164,14 +133,6 @@ func attrsEqual(a, b []mapping.Attribute) bool {
 		}
 	}
 	return true
-}
-
-func attrsString(as []mapping.Attribute) string {
-	var b strings.Builder
-	for _, a := range as {
-		b.WriteString(a.Name + "=" + a.Value.GoString() + " ")
-	}
-	return b.String()
 }
 
 func wireAttrOf(t *testing.T, o *Outbound, name string) types.MessageAttributeValue {
