@@ -435,9 +435,9 @@ pipeline "sqs-to-amqp" {
 // Sends are retried; every message arrives, nothing is dead-lettered.
 func TestAmqpTransientSinkOutageRetried(t *testing.T) {
 	url := amqpURL(t)
-	ns := amqpStartNATS(t)
+	ns := natsStartServer(t)
 	a := "/queue/" + amqpQueueName(t, "a")
-	js0 := amqpJetStream(t, ns.url())
+	_, js0 := natsConnect(t, ns.URL())
 	if _, err := js0.CreateStream(amqpCtx(t, 10*time.Second), jetstream.StreamConfig{Name: "E2E_OUTAGE", Subjects: []string{"e2e.outage"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -462,23 +462,23 @@ pipeline "outage" {
   }
   dead_letter { native = true }
 }
-`, url, a, ns.url()))
+`, url, a, ns.URL()))
 	const n = 60
 	snd := amqpSender(t, url, a)
 	for i := 0; i < n/2; i++ {
 		amqpSendAll(t, snd, amqpText(fmt.Sprintf("o%03d", i), "x"))
 	}
 	eventually(t, 15*time.Second, "the first half sent", func() bool { return d.metric("qbridge_messages_sent_total") >= n/2 })
-	ns.stop()
+	ns.Stop()
 	for i := n / 2; i < n; i++ {
 		amqpSendAll(t, snd, amqpText(fmt.Sprintf("o%03d", i), "x"))
 	}
 	eventually(t, 15*time.Second, "retries while NATS is down", func() bool { return d.metric("qbridge_messages_retried_total") > 0 })
 	time.Sleep(500 * time.Millisecond)
-	ns.start()
+	ns.Start()
 	eventually(t, 30*time.Second, "every message sent", func() bool { return d.metric("qbridge_messages_sent_total") >= n })
 
-	js := amqpJetStream(t, ns.url())
+	_, js := natsConnect(t, ns.URL())
 	seen := amqpDrainStream(t, js, "E2E_OUTAGE", n)
 	for i := 0; i < n; i++ {
 		if seen[fmt.Sprintf("o%03d", i)] == 0 {
@@ -489,20 +489,6 @@ pipeline "outage" {
 		t.Errorf("%v dead-lettered", dl)
 	}
 	t.Logf("%d messages across a NATS outage: %v sink attempts retried, %v acked", n, d.metric("qbridge_messages_retried_total"), d.metric("qbridge_messages_acked_total"))
-}
-
-func amqpJetStream(t testing.TB, u string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // amqpDrainStream reads a whole stream with an ordered consumer and counts

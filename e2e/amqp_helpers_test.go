@@ -22,7 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Helpers of the AMQP 1.0 e2e tests (amqp_e2e_test.go, amqp_bench_test.go):
@@ -233,52 +232,6 @@ func amqpDeclareDurable(t testing.TB, name string) {
 		}
 	})
 }
-
-// amqpNATS is a nats-server that can be stopped and started again on the
-// same port and store (a sink outage that heals).
-type amqpNATS struct {
-	t    testing.TB
-	port int
-	dir  string
-	s    *server.Server
-}
-
-func amqpStartNATS(t testing.TB) *amqpNATS {
-	t.Helper()
-	n := &amqpNATS{t: t, port: -1, dir: t.TempDir()}
-	n.start()
-	n.port = n.s.Addr().(*net.TCPAddr).Port
-	t.Cleanup(func() {
-		if n.s != nil {
-			n.s.Shutdown()
-		}
-	})
-	return n
-}
-
-func (n *amqpNATS) start() {
-	n.t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir,
-		NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
-	})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		n.t.Fatal("nats-server not ready")
-	}
-	n.s = s
-}
-
-func (n *amqpNATS) stop() {
-	n.s.Shutdown()
-	n.s.WaitForShutdown()
-	n.s = nil
-}
-
-func (n *amqpNATS) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
 
 // amqpSQSClient is a plain aws-sdk-go-v2 client of fauxqs.
 func amqpSQSClient(t testing.TB) *awssqs.Client {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // qbridgeBin is the daemon binary, built once by TestMain.
@@ -78,6 +81,89 @@ func startNATS(t testing.TB) *server.Server {
 	}
 	t.Cleanup(s.Shutdown)
 	return s
+}
+
+// natsServer is a restartable embedded nats-server with JetStream: the same
+// port and store directory survive Stop/Start, so clients reconnect and
+// stored messages stay.
+type natsServer struct {
+	t    testing.TB
+	port int
+	dir  string
+	mu   sync.Mutex
+	s    *server.Server
+}
+
+// natsStartServer starts a restartable server on a free 127.0.0.1 port.
+func natsStartServer(t testing.TB) *natsServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ns := &natsServer{t: t, port: port, dir: t.TempDir()}
+	ns.Start()
+	t.Cleanup(ns.Stop)
+	return ns
+}
+
+func (ns *natsServer) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", ns.port) }
+
+// Start starts the server (again).
+func (ns *natsServer) Start() {
+	ns.t.Helper()
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.s != nil {
+		return
+	}
+	var last error
+	for range 50 { // the port may take a moment to be free again
+		s, err := server.NewServer(&server.Options{
+			Host: "127.0.0.1", Port: ns.port, JetStream: true, StoreDir: ns.dir,
+			NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
+		})
+		if err != nil {
+			ns.t.Fatal(err)
+		}
+		s.Start()
+		if s.ReadyForConnections(5 * time.Second) {
+			ns.s = s
+			return
+		}
+		s.Shutdown()
+		last = fmt.Errorf("nats-server on port %d not ready", ns.port)
+		time.Sleep(100 * time.Millisecond)
+	}
+	ns.t.Fatal(last)
+}
+
+// Stop shuts the server down (clients see a lost connection).
+func (ns *natsServer) Stop() {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.s != nil {
+		ns.s.Shutdown()
+		ns.s.WaitForShutdown()
+		ns.s = nil
+	}
+}
+
+// natsConnect returns a client connection and its JetStream context.
+func natsConnect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
 
 // daemon is one running "qbridge run".

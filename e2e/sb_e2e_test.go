@@ -300,7 +300,7 @@ pipeline "nats-to-servicebus" {
 	sbCompareMessage(t, "Service Bus → NATS → Service Bus", sent, back)
 
 	// the NATS message in between (the stream keeps it)
-	_, js := sqsConnectNATS(t, ns.ClientURL())
+	_, js := natsConnect(t, ns.ClientURL())
 	msgs := sqsStreamMsgs(t, js, "SBE2E", 1, 10*time.Second)
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages in the stream, want 1", len(msgs))
@@ -402,8 +402,8 @@ func TestSbLockRenewalSlowSink(t *testing.T) {
 	t.Parallel()
 	srv := sbStartServer(t, `{"queues":[{"name":"slow","lockDuration":3000,"maxDeliveryCount":10}]}`)
 	c := sbClient(t, srv)
-	n := sqsStartNATS(t)
-	_, js := sqsConnectNATS(t, n.URL())
+	n := natsStartServer(t)
+	_, js := natsConnect(t, n.URL())
 	sqsCreateStream(t, js, "SBLOCK", "sb.lock")
 	d := startDaemon(t, fmt.Sprintf(`
 pipeline "slow" {

@@ -88,7 +88,7 @@ func sqsBenchReport(b *testing.B, n int, qb, base time.Duration) {
 func BenchmarkSqsToNats(b *testing.B) {
 	e := sqsSetup(b)
 	ns := startNATS(b)
-	nc, _ := sqsConnectNATS(b, ns.ClientURL())
+	nc, _ := natsConnect(b, ns.ClientURL())
 	var got atomic.Int64
 	if _, err := nc.Subscribe("bench.out", func(*nats.Msg) { got.Add(1) }); err != nil {
 		b.Fatal(err)
@@ -162,7 +162,7 @@ pipeline "bench" {
 func BenchmarkNatsToSqs(b *testing.B) {
 	e := sqsSetup(b)
 	ns := startNATS(b)
-	_, js := sqsConnectNATS(b, ns.ClientURL())
+	_, js := natsConnect(b, ns.ClientURL())
 	sqsCreateStream(b, js, "BENCH_IN", "bench.in")
 	ctx := context.Background()
 	entries := sqsBenchEntries(sqsBenchRound)

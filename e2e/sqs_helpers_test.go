@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -26,8 +25,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -210,88 +207,6 @@ func sqsAttr(a types.MessageAttributeValue) string {
 		return aws.ToString(a.DataType) + ":0x" + hex.EncodeToString(a.BinaryValue)
 	}
 	return aws.ToString(a.DataType) + ":" + aws.ToString(a.StringValue)
-}
-
-// sqsNATS is an embedded nats-server the test can stop and start again on
-// the same port and store (a sink or source outage).
-type sqsNATS struct {
-	t    testing.TB
-	mu   sync.Mutex
-	s    *server.Server
-	port int
-	dir  string
-}
-
-func sqsStartNATS(t testing.TB) *sqsNATS {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	n := &sqsNATS{t: t, port: port, dir: t.TempDir()}
-	n.Start()
-	t.Cleanup(n.Stop)
-	return n
-}
-
-func (n *sqsNATS) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
-
-// Start starts the server (again).
-func (n *sqsNATS) Start() {
-	n.t.Helper()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.s != nil {
-		return
-	}
-	var err error
-	for range 50 { // the port may linger briefly after a shutdown
-		var s *server.Server
-		s, err = server.NewServer(&server.Options{
-			Host: "127.0.0.1", Port: n.port, JetStream: true, StoreDir: n.dir,
-			NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
-		})
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		s.Start()
-		if s.ReadyForConnections(5 * time.Second) {
-			n.s = s
-			return
-		}
-		s.Shutdown()
-		err = fmt.Errorf("not ready on port %d", n.port)
-		time.Sleep(100 * time.Millisecond)
-	}
-	n.t.Fatalf("nats-server: %v", err)
-}
-
-// Stop shuts the server down (idempotent).
-func (n *sqsNATS) Stop() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.s != nil {
-		n.s.Shutdown()
-		n.s.WaitForShutdown()
-		n.s = nil
-	}
-}
-
-// sqsConnectNATS connects a client that reconnects forever.
-func sqsConnectNATS(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
 }
 
 // sqsCreateStream creates a file stream on subjects.

@@ -23,9 +23,7 @@ import (
 // has had no message for idle_timeout.
 type sessionSource struct {
 	*amqpCommon
-	out    chan driver.Delivery
-	errc   chan error // closed on the first fatal error, kept in failed
-	failed atomic.Pointer[errBox]
+	feed[driver.Delivery]
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -41,7 +39,7 @@ var (
 
 func newSessionSource(c *amqpCommon) *sessionSource {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sessionSource{amqpCommon: c, out: make(chan driver.Delivery), errc: make(chan error), ctx: ctx, cancel: cancel}
+	s := &sessionSource{amqpCommon: c, feed: newFeed[driver.Delivery](), ctx: ctx, cancel: cancel}
 	for i := 0; i < c.set.maxSessions; i++ {
 		s.wg.Add(1)
 		go s.worker()
@@ -51,36 +49,10 @@ func newSessionSource(c *amqpCommon) *sessionSource {
 	return s
 }
 
-// Receive returns the messages the session workers have ready: it blocks
-// for the first, then takes what is there without waiting.
+// Receive returns the messages the workers have ready: it blocks for the
+// first, then takes what is there without waiting.
 func (s *sessionSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
-	var out []driver.Delivery
-	select {
-	case d := <-s.out:
-		out = append(out, d)
-	case <-s.errc:
-		return nil, s.failed.Load().err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.closed:
-		return nil, errClosed
-	}
-	for len(out) < limit {
-		select {
-		case d := <-s.out:
-			out = append(out, d)
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
-}
-
-// fail records the first fatal error; Receive returns it from then on.
-func (s *sessionSource) fail(err error) {
-	if s.failed.CompareAndSwap(nil, &errBox{err}) {
-		close(s.errc)
-	}
+	return s.receive(ctx, s.closed, limit)
 }
 
 func (s *sessionSource) worker() {

@@ -28,9 +28,7 @@ type httpsSource struct {
 	c    *restClient
 	hold *holder
 
-	out    chan *httpsDelivery
-	errc   chan error // closed on the first fatal error, kept in failed
-	failed atomic.Pointer[errBox]
+	feed[*httpsDelivery]
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -48,7 +46,7 @@ var (
 func newHTTPSSource(set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) *httpsSource {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &httpsSource{set: set, log: log, c: newRESTClient(set.conn, cred), hold: newHolder(set.lockRenewal, log, "servicebus source"),
-		out: make(chan *httpsDelivery), errc: make(chan error), ctx: ctx, cancel: cancel, closed: make(chan struct{})}
+		feed: newFeed[*httpsDelivery](), ctx: ctx, cancel: cancel, closed: make(chan struct{})}
 	for i := 0; i < set.maxMessages; i++ {
 		s.wg.Add(1)
 		go s.worker()
@@ -59,28 +57,9 @@ func newHTTPSSource(set *sourceSettings, log *slog.Logger, cred azcore.TokenCred
 }
 
 // Receive returns the messages the workers have ready: it blocks for the
-// first, then takes what is there.
+// first, then takes what is there without waiting.
 func (s *httpsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
-	var out []driver.Delivery
-	select {
-	case d := <-s.out:
-		out = append(out, d)
-	case <-s.errc:
-		return nil, s.failed.Load().err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.closed:
-		return nil, errClosed
-	}
-	for len(out) < limit {
-		select {
-		case d := <-s.out:
-			out = append(out, d)
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
+	return s.receive(ctx, s.closed, limit)
 }
 
 func (s *httpsSource) worker() {
@@ -97,9 +76,7 @@ func (s *httpsSource) worker() {
 		if err != nil {
 			s.lastErr.Store(&errBox{err})
 			if restFatal(err) {
-				if s.failed.CompareAndSwap(nil, &errBox{fmt.Errorf("servicebus source: %s: %w", s.set.restPath, err)}) {
-					close(s.errc)
-				}
+				s.fail(fmt.Errorf("servicebus source: %s: %w", s.set.restPath, err))
 				return
 			}
 			wait := bo.Next()
