@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/sbtestserver"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -48,25 +46,14 @@ func sbRepoRoot() string {
 
 // sbNeedServer skips the test (fails it when QBRIDGE_E2E_REQUIRED is set)
 // when node or the server's npm packages are missing.
-func sbNeedServer(t testing.TB) string {
+func sbNeedServer(t testing.TB) {
 	t.Helper()
-	node := os.Getenv("QBRIDGE_NODE")
-	if node == "" {
-		node = "node"
-	}
-	msg := ""
-	if _, err := exec.LookPath(node); err != nil {
-		msg = fmt.Sprintf("node (%s) is not on PATH: the Service Bus test server needs Node >= 20", node)
-	} else if _, err := os.Stat(filepath.Join(sbRepoRoot(), "e2e/sbserver/node_modules/rhea/package.json")); err != nil {
-		msg = "the Service Bus test server's npm packages are not installed: run `bash e2e/sbserver/install.sh`, or bash e2e/test.sh"
-	}
-	if msg != "" {
+	if msg := sbtestserver.Missing(sbRepoRoot()); msg != "" {
 		if os.Getenv("QBRIDGE_E2E_REQUIRED") != "" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	return node
 }
 
 // sbStartServer starts the Service Bus test server with the entities of
@@ -76,37 +63,24 @@ func sbNeedServer(t testing.TB) string {
 // shown when the test failed.
 func sbStartServer(t testing.TB, entitiesJSON string) *sbServer {
 	t.Helper()
-	node := sbNeedServer(t)
+	sbNeedServer(t)
 	cfg := map[string]any{}
 	if err := json.Unmarshal([]byte(entitiesJSON), &cfg); err != nil {
 		t.Fatalf("entities JSON: %v", err)
 	}
 	cfg["namespace"] = "qbridgee2e"
 	cfg["sharedAccessPolicies"] = []any{map[string]any{"name": sbKeyName, "key": sbKey, "rights": []string{"Manage", "Send", "Listen"}}}
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "entities.json")
-	b, _ := json.Marshal(cfg)
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "sbserver.log"))
+	logf, err := os.Create(filepath.Join(t.TempDir(), "sbserver.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, filepath.Join(sbRepoRoot(), "e2e/sbserver/server.mjs"),
-		"--config", cfgPath, "--port", "0", "--http-port", "0", "--verbose")
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
+	s, err := sbtestserver.Start(sbRepoRoot(), cfg, logf, "--http-port", "0")
 	if err != nil {
-		t.Fatal(err)
+		logf.Close()
+		t.Fatalf("sbserver: %v", err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill() // our own child, by PID
-		_ = cmd.Wait()
+		s.Stop()
 		logf.Close()
 		if t.Failed() {
 			if b, err := os.ReadFile(logf.Name()); err == nil {
@@ -114,48 +88,11 @@ func sbStartServer(t testing.TB, entitiesJSON string) *sbServer {
 				if len(lines) > 80 {
 					lines = lines[len(lines)-80:]
 				}
-				t.Logf("sbserver (pid %d) log, last %d lines:\n%s", pid, len(lines), strings.Join(lines, "\n"))
+				t.Logf("sbserver log, last %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
 			}
 		}
 	})
-	ready := make(chan error, 1)
-	srv := &sbServer{}
-	go func() {
-		sc := bufio.NewScanner(out)
-		seen := false
-		for sc.Scan() { // read to the end, so the server never blocks on stdout
-			rest, ok := strings.CutPrefix(sc.Text(), "READY ")
-			if !ok || seen {
-				continue
-			}
-			seen = true
-			var info struct {
-				Port     int    `json:"port"`
-				HTTPPort int    `json:"httpPort"`
-				HTTP     string `json:"http"`
-			}
-			if err := json.Unmarshal([]byte(rest), &info); err != nil {
-				ready <- err
-				return
-			}
-			srv.Port, srv.HTTPPort, srv.HTTP = info.Port, info.HTTPPort, info.HTTP
-			srv.Conn = fmt.Sprintf("Endpoint=sb://localhost:%d;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true",
-				info.Port, sbKeyName, sbKey)
-			ready <- nil
-		}
-		if !seen {
-			ready <- errors.New("the server exited before its READY line")
-		}
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			t.Fatalf("sbserver: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("sbserver: no READY line within 20 s")
-	}
-	return srv
+	return &sbServer{Port: s.Port, HTTPPort: s.HTTPPort, HTTP: s.HTTP, Conn: s.ConnectionString(sbKeyName, sbKey)}
 }
 
 // sbClient is an SDK client of the server with quick retries; closed at

@@ -1,14 +1,12 @@
 package servicebus
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/sbtestserver"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -31,7 +29,6 @@ import (
 const (
 	testKeyName = "RootManageSharedAccessKey"
 	testKey     = "qbridge-adapter-test-key-0123456789abcdef="
-	installCmd  = "bash e2e/sbserver/install.sh"
 )
 
 var (
@@ -40,7 +37,6 @@ var (
 	brokerHTTP   string // the test server's REST endpoint ("": the namespace's own)
 	realNS       bool   // a real namespace
 	entityPrefix string // real namespace: the run's entity prefix
-	serverLog    string // the test server's log file
 )
 
 // entitySpec is one entity the tests use.
@@ -94,8 +90,8 @@ func run(m *testing.M) int {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-	if _, err := os.Stat(filepath.Join(root, "e2e/sbserver/node_modules/rhea/package.json")); err != nil {
-		msg := fmt.Sprintf("the Service Bus test server's npm packages are not installed: run `%s` from the repository root (or set QBRIDGE_SERVICEBUS_CONNECTION_STRING for a real namespace)", installCmd)
+	if msg := sbtestserver.Missing(root); msg != "" {
+		msg += " (or set QBRIDGE_SERVICEBUS_CONNECTION_STRING for a real namespace)"
 		if os.Getenv("QBRIDGE_E2E_REQUIRED") != "" {
 			fmt.Fprintln(os.Stderr, "servicebus tests: "+msg)
 			return 1
@@ -103,15 +99,23 @@ func run(m *testing.M) int {
 		brokerSkip = msg
 		return m.Run()
 	}
-	stop, err := startServer(root)
+	logf, err := os.CreateTemp("", "sbadapter-server-*.log")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "servicebus tests:", err)
+		return 1
+	}
+	defer os.Remove(logf.Name())
+	defer logf.Close()
+	srv, err := sbtestserver.Start(root, serverConfig(), logf)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "servicebus tests: starting the test server:", err)
 		return 1
 	}
+	brokerHTTP, brokerConn = srv.HTTP, srv.ConnectionString(testKeyName, testKey)
 	code := m.Run()
-	stop()
+	srv.Stop()
 	if code != 0 {
-		if b, err := os.ReadFile(serverLog); err == nil {
+		if b, err := os.ReadFile(logf.Name()); err == nil {
 			lines := strings.Split(string(b), "\n")
 			if len(lines) > 150 {
 				lines = lines[len(lines)-150:]
@@ -119,7 +123,6 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "---- sbserver log (last %d lines) ----\n%s\n", len(lines), strings.Join(lines, "\n"))
 		}
 	}
-	os.Remove(serverLog)
 	return code
 }
 
@@ -160,73 +163,6 @@ func serverConfig() map[string]any {
 		"queues":               queues,
 		"topics":               topics,
 	}
-}
-
-func startServer(root string) (func(), error) {
-	cfg, err := os.CreateTemp("", "sbadapter-*.json")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(cfg.Name())
-	if err := json.NewEncoder(cfg).Encode(serverConfig()); err != nil {
-		return nil, err
-	}
-	cfg.Close()
-	logf, err := os.CreateTemp("", "sbadapter-server-*.log")
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	serverLog = logf.Name()
-	node := os.Getenv("QBRIDGE_NODE")
-	if node == "" {
-		node = "node"
-	}
-	cmd := exec.Command(node, filepath.Join(root, "e2e/sbserver/server.mjs"), "--config", cfg.Name(), "--port", "0", "--verbose")
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	stop := func() {
-		_ = cmd.Process.Kill() // our own child, by PID
-		_ = cmd.Wait()
-	}
-	ready := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
-				var info struct {
-					Port int    `json:"port"`
-					HTTP string `json:"http"`
-				}
-				if err := json.Unmarshal([]byte(rest), &info); err != nil {
-					ready <- err
-					return
-				}
-				brokerHTTP = info.HTTP
-				brokerConn = fmt.Sprintf("Endpoint=sb://localhost:%d;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true",
-					info.Port, testKeyName, testKey)
-				ready <- nil
-			}
-		}
-		ready <- fmt.Errorf("the server exited before its READY line (log: %s)", serverLog)
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			stop()
-			return nil, err
-		}
-	case <-time.After(20 * time.Second):
-		stop()
-		return nil, fmt.Errorf("no READY line within 20 s")
-	}
-	return stop, nil
 }
 
 // setupRealNamespace creates the test entities (prefixed) in a real

@@ -1,9 +1,6 @@
 package sbconformance
 
-import (
-	"encoding/json"
-	"os"
-)
+import ()
 
 // The entities of the conformance run: one per scenario so that tests do
 // not see each other's messages; short lock durations keep the suite fast.
@@ -72,13 +69,4 @@ func entityConfig() map[string]any {
 		"queues": queues,
 		"topics": topics,
 	}
-}
-
-func writeConfig() (string, error) {
-	f, err := os.CreateTemp("", "sbconformance-*.json")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	return f.Name(), json.NewEncoder(f).Encode(entityConfig())
 }

@@ -3,6 +3,7 @@ package sbconformance
 import (
 	"context"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/sbtestserver"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,7 @@ func TestJavaScriptSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dir := filepath.Join(repoRoot, "e2e/sbconformance/js")
-	cmd := exec.CommandContext(ctx, nodeBin(), "conformance.mjs")
+	cmd := exec.CommandContext(ctx, sbtestserver.Node(), "conformance.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"SB_CONNECTION_STRING="+connStr(keyVal),
