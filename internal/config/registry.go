@@ -34,6 +34,24 @@ type AdapterKind[S, K any] struct {
 	SinkMapping func(cfg *K, opt mapping.Options)
 	// SourceMapping does the same for a source that takes options (optional).
 	SourceMapping func(cfg *S, opt mapping.Options)
+
+	// What qbridge migrate needs; each optional (nil: the kind cannot).
+
+	// CountSource and CountSink ask the broker how many messages the
+	// configured entity holds, on a connection of their own.
+	CountSource func(ctx context.Context, cfg S, log *slog.Logger) (driver.Backlog, error)
+	CountSink   func(ctx context.Context, cfg K, log *slog.Logger) (driver.Backlog, error)
+	// Browse returns cfg changed so that its source reads without settling
+	// (driver.Browser), starting after position after (0: from the first
+	// message), or an error wrapping driver.ErrCannotBrowse.
+	Browse func(cfg S, after uint64) (S, error)
+	// DeadLetterSource returns cfg changed to read the entity's dead-letter
+	// queue, or an error wrapping driver.ErrNoDeadLetterQueue.
+	DeadLetterSource func(ctx context.Context, cfg S, log *slog.Logger) (S, error)
+	// NewDrySink opens a sink that encodes every message exactly as
+	// NewSink's would (same checks, limits and policy) and sends nothing:
+	// Send returns the encoder's verdict per message.
+	NewDrySink func(ctx context.Context, cfg K, log *slog.Logger) (driver.Sink, error)
 }
 
 // kind is the type-erased registry entry.
@@ -45,6 +63,13 @@ type kind struct {
 	decodeSink   func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error)
 	openSource   func(ctx context.Context, cfg any, log *slog.Logger) (driver.Source, error)
 	openSink     func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
+
+	// Migration hooks; nil where the kind has none.
+	countSource      func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error)
+	countSink        func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error)
+	browse           func(cfg any, after uint64) (any, error)
+	deadLetterSource func(ctx context.Context, cfg any, log *slog.Logger) (any, error)
+	openDrySink      func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
 }
 
 type validator interface{ Validate() error }
@@ -94,6 +119,31 @@ func Register[S, K any](a AdapterKind[S, K]) {
 			a.SinkMapping(&c, opt)
 			return a.NewSink(ctx, c, log)
 		},
+	}
+	if a.CountSource != nil {
+		k.countSource = func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error) {
+			return a.CountSource(ctx, cfg.(S), log)
+		}
+	}
+	if a.CountSink != nil {
+		k.countSink = func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error) {
+			return a.CountSink(ctx, cfg.(K), log)
+		}
+	}
+	if a.Browse != nil {
+		k.browse = func(cfg any, after uint64) (any, error) { return a.Browse(cfg.(S), after) }
+	}
+	if a.DeadLetterSource != nil {
+		k.deadLetterSource = func(ctx context.Context, cfg any, log *slog.Logger) (any, error) {
+			return a.DeadLetterSource(ctx, cfg.(S), log)
+		}
+	}
+	if a.NewDrySink != nil {
+		k.openDrySink = func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error) {
+			c := cfg.(K)
+			a.SinkMapping(&c, opt)
+			return a.NewDrySink(ctx, c, log)
+		}
 	}
 	registryMu.Lock()
 	defer registryMu.Unlock()

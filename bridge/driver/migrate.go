@@ -1,0 +1,77 @@
+package driver
+
+import "errors"
+
+// Backlog is what a broker says one entity (a queue, a stream consumer, a
+// subscription) holds. Counts are as exact as the broker's: SQS's are
+// approximate. A field the broker does not report is 0; Known says which
+// were reported.
+type Backlog struct {
+	// Ready is receivable now (SQS ApproximateNumberOfMessages, Service Bus
+	// ActiveMessageCount, JetStream consumer NumPending).
+	Ready int64 `json:"ready"`
+	// InFlight is received by some consumer and not yet settled (SQS
+	// ApproximateNumberOfMessagesNotVisible, JetStream NumAckPending).
+	InFlight int64 `json:"in_flight"`
+	// Scheduled is not receivable yet (SQS ApproximateNumberOfMessagesDelayed,
+	// Service Bus ScheduledMessageCount).
+	Scheduled int64 `json:"scheduled"`
+	// DeadLetter is in the entity's own dead-letter sub-queue, where the
+	// broker has one (Service Bus DeadLetterMessageCount).
+	DeadLetter int64 `json:"dead_letter"`
+	// Sessions is the number of sessions with messages, for Service Bus
+	// session entities where the broker tells it; 0 otherwise.
+	Sessions int64 `json:"sessions,omitempty"`
+}
+
+// Pending is everything still to be moved: ready, in flight and scheduled.
+func (b Backlog) Pending() int64 { return b.Ready + b.InFlight + b.Scheduled }
+
+// Browser is implemented by sources opened in browse mode (migration copy
+// mode and dry runs): they read without settling, so Ack, Nack, Extend and
+// DeadLetter change nothing at the broker, and every message carries its
+// position in mapping.Message.Source.SequenceNumber (a decimal uint64: the
+// JetStream stream sequence, the Service Bus sequence number).
+type Browser interface {
+	// Drained reports whether the source has delivered every message that
+	// the entity held when browsing started, or found nothing more to read.
+	Drained() bool
+}
+
+// ErrCannotBrowse is wrapped by adapters asked to browse an entity their
+// broker cannot read without consuming (SQS).
+var ErrCannotBrowse = errors.New("the broker cannot read this entity without consuming it")
+
+// ErrNoDeadLetterQueue is wrapped by adapters asked for the dead-letter queue
+// of an entity that has none they can find.
+var ErrNoDeadLetterQueue = errors.New("no dead-letter queue")
+
+// DuplicateReporter is implemented by sinks whose broker says when it dropped
+// a message as a duplicate (JetStream PubAck.Duplicate). Duplicates is the
+// number dropped since the sink was opened.
+type DuplicateReporter interface {
+	Duplicates() int64
+}
+
+// throttled marks a broker's "slow down" answer.
+type throttled struct{ err error }
+
+func (t throttled) Error() string { return t.err.Error() }
+func (t throttled) Unwrap() error { return t.err }
+
+// Throttled marks err as the broker's request to slow down (SQS OverLimit,
+// RequestThrottled or ThrottlingException, Service Bus ServerBusy): it is
+// transient and retried with backoff, and counted apart so operators can see
+// that the broker, not qbridge, sets the pace.
+func Throttled(err error) error {
+	if err == nil {
+		return nil
+	}
+	return throttled{err}
+}
+
+// IsThrottled reports whether err was marked by Throttled.
+func IsThrottled(err error) bool {
+	var t throttled
+	return errors.As(err, &t)
+}

@@ -1,0 +1,77 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+)
+
+// ErrUnsupported is wrapped by the migration helpers below when an adapter
+// kind lacks the hook.
+var ErrUnsupported = errors.New("not supported by this adapter kind")
+
+// CountSource asks the source's broker how many messages its entity holds.
+func (p *Pipeline) CountSource(ctx context.Context, log *slog.Logger) (driver.Backlog, error) {
+	k := lookupKind(p.Spec.Source.Kind)
+	if k == nil || k.countSource == nil {
+		return driver.Backlog{}, fmt.Errorf("counting a %s source: %w", p.Spec.Source.Kind, ErrUnsupported)
+	}
+	return k.countSource(ctx, p.Spec.Source.Config, orDefault(log))
+}
+
+// CountSink asks the sink's broker how many messages its entity holds.
+func (p *Pipeline) CountSink(ctx context.Context, log *slog.Logger) (driver.Backlog, error) {
+	k := lookupKind(p.Spec.Sink.Kind)
+	if k == nil || k.countSink == nil {
+		return driver.Backlog{}, fmt.Errorf("counting a %s sink: %w", p.Spec.Sink.Kind, ErrUnsupported)
+	}
+	return k.countSink(ctx, p.Spec.Sink.Config, orDefault(log))
+}
+
+// WithBrowsingSource returns a copy of p whose source reads without settling,
+// after position after (driver.Browser).
+func (p *Pipeline) WithBrowsingSource(after uint64) (*Pipeline, error) {
+	k := lookupKind(p.Spec.Source.Kind)
+	if k == nil || k.browse == nil {
+		return nil, fmt.Errorf("pipeline %q: a %s source cannot be read without consuming it: %w", p.Name, p.Spec.Source.Kind, driver.ErrCannotBrowse)
+	}
+	cfg, err := k.browse(p.Spec.Source.Config, after)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
+	}
+	q := *p
+	q.Spec.Source.Config = cfg
+	return &q, nil
+}
+
+// WithDeadLetterSource returns a copy of p whose source reads the dead-letter
+// queue of p's source entity.
+func (p *Pipeline) WithDeadLetterSource(ctx context.Context, log *slog.Logger) (*Pipeline, error) {
+	k := lookupKind(p.Spec.Source.Kind)
+	if k == nil || k.deadLetterSource == nil {
+		return nil, fmt.Errorf("pipeline %q: a %s source has no dead-letter queue: %w", p.Name, p.Spec.Source.Kind, driver.ErrNoDeadLetterQueue)
+	}
+	cfg, err := k.deadLetterSource(ctx, p.Spec.Source.Config, orDefault(log))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
+	}
+	q := *p
+	q.Spec.Source.Config = cfg
+	return &q, nil
+}
+
+// CanDrySink reports whether the sink's kind can encode without sending.
+func (p *Pipeline) CanDrySink() bool {
+	k := lookupKind(p.Spec.Sink.Kind)
+	return k != nil && k.openDrySink != nil
+}
+
+func orDefault(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.Default()
+	}
+	return log
+}
