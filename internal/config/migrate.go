@@ -10,8 +10,10 @@ import (
 )
 
 // ErrUnsupported is wrapped by the migration helpers below when an adapter
-// kind lacks the hook.
-var ErrUnsupported = errors.New("not supported by this adapter kind")
+// kind lacks the hook. It is errors.ErrUnsupported, so adapters (which do
+// not import this package) say the same by wrapping that: a core NATS
+// subject, which keeps no messages to count, for instance.
+var ErrUnsupported = errors.ErrUnsupported
 
 // CountSource asks the source's broker how many messages its entity holds.
 func (p *Pipeline) CountSource(ctx context.Context, log *slog.Logger) (driver.Backlog, error) {

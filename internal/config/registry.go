@@ -38,7 +38,9 @@ type AdapterKind[S, K any] struct {
 	// What qbridge migrate needs; each optional (nil: the kind cannot).
 
 	// CountSource and CountSink ask the broker how many messages the
-	// configured entity holds, on a connection of their own.
+	// configured entity holds, on a connection of their own. An entity
+	// that cannot be counted (a core NATS subject) gives an error wrapping
+	// errors.ErrUnsupported: migrate then decides "drained" by idle time.
 	CountSource func(ctx context.Context, cfg S, log *slog.Logger) (driver.Backlog, error)
 	CountSink   func(ctx context.Context, cfg K, log *slog.Logger) (driver.Backlog, error)
 	// Browse returns cfg changed so that its source reads without settling
