@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
 )
 
@@ -76,4 +77,39 @@ func orDefault(log *slog.Logger) *slog.Logger {
 		return slog.Default()
 	}
 	return log
+}
+
+// DryRunDefinition is Definition with a sink that encodes and sends
+// nothing, and native dead-lettering, which a migration's dry run records
+// instead of performing.
+func (p *Pipeline) DryRunDefinition(log *slog.Logger) (bridge.Definition, error) {
+	k := lookupKind(p.Spec.Sink.Kind)
+	if k == nil || k.openDrySink == nil {
+		return bridge.Definition{}, fmt.Errorf("pipeline %q: a %s sink cannot encode without sending: %w", p.Name, p.Spec.Sink.Kind, ErrUnsupported)
+	}
+	d, err := p.Definition(log)
+	if err != nil {
+		return d, err
+	}
+	log = orDefault(log).With("pipeline", p.Name, "role", "dry-run")
+	mo, cfg := p.Spec.Mapping, p.Spec.Sink.Config
+	d.Config.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
+		opt := mo.options()
+		opt.OnDrop = onDrop
+		return k.openDrySink(ctx, cfg, opt, log)
+	}
+	d.Config.DeadLetter = bridge.DeadLetter{Native: true}
+	return d, nil
+}
+
+// WithDeadLetterSinkAsSink returns a copy of p that writes to p's
+// dead-letter sink, when it has one: a dead-letter queue's messages stay
+// dead letters at the target. Without one, p itself.
+func (p *Pipeline) WithDeadLetterSinkAsSink() *Pipeline {
+	if p.Spec.DeadLetter.Sink == nil {
+		return p
+	}
+	q := *p
+	q.Spec.Sink = *p.Spec.DeadLetter.Sink
+	return &q
 }

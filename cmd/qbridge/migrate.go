@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/internal/migrate"
+)
+
+func init() {
+	register("migrate", command{
+		Summary: "move or copy everything in a source to its sink, then stop and report",
+		Run:     runMigrate,
+	})
+}
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func runMigrate(ctx context.Context, args []string, std stdio) int {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(std.Err)
+	var (
+		path       = fs.String("config", "", "configuration file or directory (or give it as the argument)")
+		pipelines  listFlag
+		dryRun     = fs.Bool("dry-run", false, "read and translate without writing or settling anything; report what would happen")
+		copyMode   = fs.Bool("copy", false, "copy: leave the source untouched (brokers that can browse: Service Bus, JetStream, AMQP with copy mode)")
+		reportPath = fs.String("report", "", "write the final report to this file as JSON")
+		rateCap    = fs.Float64("rate", 0, "take at most this many messages per second from the source (0: no cap)")
+		deadLetter = fs.Bool("include-dead-letters", false, "also migrate the source's dead-letter queue (Service Bus $DeadLetterQueue, the SQS redrive target)")
+		yes        = fs.Bool("yes", false, "do not ask for confirmation")
+		progress   = fs.String("progress", "auto", "auto|bar|log|off: a live bar on a terminal, else a log line every -progress-every")
+		every      = fs.Duration("progress-every", 5*time.Second, "interval of progress log lines")
+		idle       = fs.Duration("idle", 5*time.Second, "how long the source must yield nothing before its count is trusted (brokers that cannot count: before it is drained)")
+		timeout    = fs.Duration("timeout", 0, "give up, not drained, after this long (0: no limit)")
+		connect    = fs.Duration("connect-timeout", 2*time.Minute, "fail when the brokers cannot be reached for this long")
+		sample     = fs.Int64("sample", 100, "dry run on SQS or AMQP (no browsing): read at most this many messages, each one counting as a receive")
+		stateFile  = fs.String("state", "", "copy mode: keep checkpoints in this file, so the same command resumes where it stopped")
+		since      = fs.String("since", "", "copy/dry run: only messages enqueued at or after this time (RFC 3339)")
+		until      = fs.String("until", "", "copy/dry run: only messages enqueued before this time (RFC 3339)")
+		where      listFlag
+		rerun      = fs.String("new-dedup-ids", "", "a run name: derive new deduplication ids from it, so a deliberate re-run is not dropped as duplicates by the sink")
+		scheduled  = fs.String("scheduled", "leave", "leave|wait: finish with scheduled messages left at the source (reported), or wait until they are due")
+		logFormat  = fs.String("log-format", "", "text|json (default: the configuration's)")
+		logLevel   = fs.String("log-level", "", "debug|info|warn|error (default: the configuration's; warn under a progress bar)")
+	)
+	fs.Var(&pipelines, "pipeline", "migrate only this pipeline (repeatable; default: every pipeline of the configuration)")
+	fs.Var(&where, "where", "copy/dry run: only messages where TEMPLATE==VALUE or TEMPLATE!=VALUE, e.g. '{attr.tenant}==acme' (repeatable, all must hold)")
+	fs.Usage = func() {
+		fmt.Fprint(std.Err, `usage: qbridge migrate [flags] FILE_OR_DIR
+
+Runs the configuration's pipelines as a one-shot migration: each runs until
+its source is drained (the broker's count is 0 and receives come back
+empty; for AMQP brokers, which cannot count, until nothing arrives for
+-idle), then stops. Progress is shown live; at the end a report says what
+was read, written, dead-lettered and left behind.
+
+Exit status: 0 drained and everything written; 3 drained, some messages
+dead-lettered (see the report); 4 not drained (timeout, scheduled messages
+left, messages that arrived late); 1 failed (configuration, unreachable
+broker); 2 usage; 130 interrupted (in-flight messages finished or handed
+back). Running the same command again resumes: a move continues from what
+is left; a copy with -state continues after its checkpoint.
+
+Example:
+  qbridge migrate -dry-run configs/sqs-to-servicebus.hcl
+  qbridge migrate -report report.json -yes configs/sqs-to-servicebus.hcl
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(std.Err, "qbridge migrate: "+format+"\n", a...)
+		return 2
+	}
+	switch {
+	case *path == "" && fs.NArg() == 1:
+		*path = fs.Arg(0)
+	case *path != "" && fs.NArg() == 0:
+	default:
+		fs.Usage()
+		return 2
+	}
+	opt := migrate.Options{
+		Mode: migrate.ModeMove, IncludeDeadLetters: *deadLetter, Rate: *rateCap, Idle: *idle,
+		Timeout: *timeout, ConnectTimeout: *connect, Sample: *sample, StateFile: *stateFile,
+		RunID: *rerun,
+	}
+	switch {
+	case *dryRun && *copyMode:
+		return usageErr("-dry-run and -copy exclude each other (a dry run writes nothing at all)")
+	case *dryRun:
+		opt.Mode = migrate.ModeDryRun
+	case *copyMode:
+		opt.Mode = migrate.ModeCopy
+	}
+	for _, s := range []struct {
+		flag, v string
+		dst     *time.Time
+	}{{"since", *since, &opt.Since}, {"until", *until, &opt.Until}} {
+		if s.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, s.v)
+		if err != nil {
+			return usageErr("-%s %q: want an RFC 3339 time such as 2026-01-31T12:00:00Z", s.flag, s.v)
+		}
+		*s.dst = t
+	}
+	for _, w := range where {
+		c, err := migrate.ParseCondition(w)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		opt.Where = append(opt.Where, c)
+	}
+	switch *scheduled {
+	case "leave":
+	case "wait":
+		opt.WaitScheduled = true
+	default:
+		return usageErr("-scheduled %q: want leave or wait", *scheduled)
+	}
+	if *sample < 1 {
+		return usageErr("-sample must be at least 1")
+	}
+	if err := opt.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	stdoutTTY := isTerminal(std.Out)
+	mode := *progress
+	switch mode {
+	case "auto":
+		mode = "log"
+		if stdoutTTY {
+			mode = "bar"
+		}
+	case "bar", "log", "off":
+	default:
+		return usageErr("-progress %q: want auto, bar, log or off", *progress)
+	}
+
+	l := config.NewLoader()
+	cfg, diags := l.Load(*path)
+	if err := config.WriteDiagnostics(std.Err, l.Files(), diags); err != nil || diags.HasErrors() {
+		fmt.Fprintln(std.Err, "qbridge migrate: the configuration has errors; nothing was migrated")
+		return 1
+	}
+	pipes := cfg.Pipelines
+	if len(pipelines) > 0 {
+		pipes = nil
+		for _, name := range pipelines {
+			i := slices.IndexFunc(cfg.Pipelines, func(p *config.Pipeline) bool { return p.Name == name })
+			if i < 0 {
+				names := make([]string, len(cfg.Pipelines))
+				for k, p := range cfg.Pipelines {
+					names[k] = p.Name
+				}
+				return usageErr("-pipeline %q: the configuration has %s", name, strings.Join(names, ", "))
+			}
+			pipes = append(pipes, cfg.Pipelines[i])
+		}
+	}
+	if len(pipes) == 0 {
+		return usageErr("the configuration has no pipeline")
+	}
+
+	level := new(slog.LevelVar)
+	level.Set(cfg.Log.Level)
+	if mode == "bar" {
+		level.Set(max(cfg.Log.Level, slog.LevelWarn)) // keep the bar readable
+	}
+	if *logLevel != "" {
+		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+			return usageErr("-log-level %q: want debug, info, warn or error", *logLevel)
+		}
+	}
+	format := cfg.Log.Format
+	if *logFormat != "" {
+		if *logFormat != "text" && *logFormat != "json" {
+			return usageErr("-log-format %q: want text or json", *logFormat)
+		}
+		format = *logFormat
+	}
+	log := newLogger(std.Err, format, level)
+	opt.Log = log
+
+	if opt.Mode == migrate.ModeDryRun {
+		warnSampled(std.Err, pipes, opt.Sample)
+	} else if !*yes {
+		if code, ok := confirm(ctx, std, pipes, opt.Mode, log); !ok {
+			return code
+		}
+	}
+
+	var prog migrate.Progress
+	switch mode {
+	case "bar":
+		prog = migrate.NewBarProgress(std.Out)
+	case "log":
+		prog = &migrate.LogProgress{Log: log, Every: *every}
+	default:
+		prog = migrate.NoProgress{}
+	}
+	rep := migrate.Run(ctx, pipes, opt, prog)
+	rep.Summary(std.Out)
+	if *reportPath != "" {
+		if err := rep.WriteFile(*reportPath); err != nil {
+			fmt.Fprintln(std.Err, "qbridge migrate:", err)
+			if rep.ExitCode == 0 {
+				return 1
+			}
+		}
+	}
+	if rep.ExitCode != 0 && rep.Reason != "" {
+		fmt.Fprintf(std.Err, "qbridge migrate: %s: %s\n", rep.Outcome, rep.Reason)
+	}
+	return rep.ExitCode
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// confirm shows what a move or copy is about to do and asks; without a
+// terminal to ask on, it refuses (pass -yes in scripts and Jobs).
+func confirm(ctx context.Context, std stdio, pipes []*config.Pipeline, mode migrate.Mode, log *slog.Logger) (int, bool) {
+	in, ok := std.In.(*os.File)
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		fmt.Fprintf(std.Err, "qbridge migrate: a %s changes the brokers; pass -yes to confirm (there is no terminal to ask on), or try -dry-run first\n", mode)
+		return migrate.ExitUsage, false
+	}
+	verb := "Move every message (the source is emptied)"
+	if mode == migrate.ModeCopy {
+		verb = "Copy every message (the source stays as it is)"
+	}
+	fmt.Fprintf(std.Err, "%s:\n", verb)
+	for _, p := range pipes {
+		fmt.Fprintf(std.Err, "  %s: %s → %s, %s\n", p.Name, p.Spec.Source.Kind, p.Spec.Sink.Kind, sourceCount(ctx, p, log))
+	}
+	fmt.Fprint(std.Err, "Go on? [y/N] ")
+	line, _ := bufio.NewReader(in).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return 0, true
+	}
+	fmt.Fprintln(std.Err, "qbridge migrate: nothing was done")
+	return migrate.ExitFailed, false
+}
+
+func sourceCount(ctx context.Context, p *config.Pipeline, log *slog.Logger) string {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b, err := p.CountSource(cctx, log)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return "the source cannot count its messages"
+	case err != nil:
+		return fmt.Sprintf("the source could not be counted (%v)", err)
+	}
+	s := fmt.Sprintf("%d messages at the source", b.Pending())
+	if b.DeadLetter > 0 {
+		s += fmt.Sprintf(", %d in its dead-letter queue", b.DeadLetter)
+	}
+	return s
+}
+
+// warnSampled says, before a dry run, which sources are sampled and what
+// that costs.
+func warnSampled(w io.Writer, pipes []*config.Pipeline, sample int64) {
+	for _, p := range pipes {
+		if _, err := p.WithBrowsingSource(0); err == nil {
+			continue
+		}
+		fmt.Fprintf(w, "qbridge migrate: pipeline %s: a %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; each one counts as a receive (SQS ApproximateReceiveCount, which a redrive policy may act on)\n",
+			p.Name, p.Spec.Source.Kind, sample)
+	}
+}

@@ -1,0 +1,451 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// tick is how often a job looks at its pipeline. Counting brokers is paced
+// apart (Options.CountEvery) and only happens once the pipeline is quiet.
+const tick = 100 * time.Millisecond
+
+// job is one pipeline (or its dead-letter queue) migrated to the end.
+type job struct {
+	opt   *Options
+	pipe  *config.Pipeline
+	queue string // "main" or "dead-letter"
+	from  uint64 // copy mode: resume after this position
+	log   *slog.Logger
+	state *stateFile
+}
+
+func (j *job) key() string {
+	if j.queue == "main" {
+		return j.pipe.Name
+	}
+	return j.pipe.Name + "/" + j.queue
+}
+
+// run migrates until the source is drained, ctx ends (an interrupt) or the
+// timeout passes, and reports.
+func (j *job) run(ctx context.Context, prog Progress) *JobReport {
+	opt := j.opt
+	rep := &JobReport{
+		Pipeline: j.pipe.Name, Queue: j.queue,
+		SourceKind: j.pipe.Spec.Source.Kind, SinkKind: j.pipe.Spec.Sink.Kind,
+		ResumedFrom: j.from, CountErrors: map[string]string{},
+	}
+	start := time.Now()
+	defer func() {
+		rep.Seconds = time.Since(start).Seconds()
+		if rep.Seconds > 0 {
+			rep.Rate = float64(rep.Done()) / rep.Seconds
+		}
+		if len(rep.CountErrors) == 0 {
+			rep.CountErrors = nil
+		}
+	}()
+	fail := func(err error) *JobReport {
+		rep.Outcome, rep.Reason = OutcomeFailed, err.Error()
+		return rep
+	}
+
+	rep.SourceBefore = j.count(ctx, "source", j.pipe.CountSource, rep)
+	rep.SinkBefore = j.count(ctx, "sink", j.pipe.CountSink, rep)
+
+	tr := newTracker()
+	tr.dryRun = opt.Mode == ModeDryRun
+	tr.keep = opt.filter()
+	if opt.Rate > 0 {
+		tr.limiter = rate.NewLimiter(rate.Limit(opt.Rate), max(1, int(opt.Rate/10)))
+	}
+	def, browsing, err := j.definition(tr)
+	if err != nil {
+		return fail(err)
+	}
+	if tr.hold {
+		tr.sample = opt.Sample
+	}
+	cfg := def.Config
+	reg := prometheus.NewRegistry()
+	cfg.Metrics = bridge.NewMetrics(reg)
+	cfg.Logger = j.log
+	dry := newDryRecorder()
+	cfg.Sink = j.watchSink(cfg.Sink, dry, &rep.DuplicatesDropped)
+	if cfg.DeadLetter.Sink != nil {
+		cfg.DeadLetter.Sink = watchDeadLetters(cfg.DeadLetter.Sink, tr)
+	}
+	openSource := cfg.Source
+	cfg.Source = func(ctx context.Context) (driver.Source, error) {
+		s, err := openSource(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return tr.wrap(s), nil
+	}
+	cfg.Transform = j.transform(cfg.Transform)
+	p, err := bridge.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+
+	total := int64(-1)
+	if b := rep.SourceBefore; b != nil && (!browsing || j.from == 0) {
+		total = b.Pending()
+		if opt.Mode == ModeDryRun && tr.hold && opt.Sample > 0 {
+			total = min(total, opt.Sample)
+		}
+	}
+	prog.Start(j.key(), total)
+
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+
+	w := &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total}
+	outcome, by, reason := w.loop(ctx, done, prog)
+	stop()
+	runErr := <-done
+
+	if tr.hold {
+		j.release(tr)
+	}
+	snap := tr.snapshot()
+	rep.Counts = readCounts(reg)
+	rep.Read = snap.taken
+	rep.Skipped = snap.skipped
+	rep.Groups = snap.groups
+	tr.mu.Lock()
+	rep.GroupNames = append([]string(nil), tr.groupNames...)
+	rep.GroupsTruncated = len(tr.groups) > len(tr.groupNames)
+	examples := tr.examples
+	rejects := tr.rejects
+	tr.mu.Unlock()
+	rep.DuplicatesDropped = dry.duplicates()
+	if browsing && opt.Mode == ModeCopy {
+		rep.Checkpoint = snap.checkpoint
+		if j.state != nil {
+			if err := j.state.save(j.key(), snap.checkpoint); err != nil {
+				j.log.Error("cannot save the copy checkpoint", "error", err)
+			}
+		}
+	}
+	if opt.Mode == ModeDryRun {
+		rep.DryRun = dry.report(rep.Written, rejects, examples, tr.hold && opt.Sample > 0)
+		// Nothing was written: what the dry sink accepted is in WouldWrite.
+		rep.Written, rep.Acknowledged = 0, 0
+		rep.DeadLettered, rep.DeadLetteredTotal = nil, 0
+	} else if len(examples) > 0 {
+		rep.Examples = examples
+	}
+
+	rep.SourceAfter = j.count(ctx, "source", j.pipe.CountSource, rep)
+	rep.SinkAfter = j.count(ctx, "sink", j.pipe.CountSink, rep)
+	rep.DrainedBy = by
+
+	switch {
+	case outcome != "":
+		// Interrupted, failed, timed out: decided by the loop.
+	case opt.Mode == ModeCopy && snap.notCopied > 0:
+		outcome = OutcomeNotDrained
+		reason = fmt.Sprintf("%d messages could not be copied (see the log); the checkpoint stays before the first of them, so running the same command again retries them", snap.notCopied)
+	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Ready+rep.SourceAfter.InFlight > 0:
+		outcome = OutcomeNotDrained
+		reason = fmt.Sprintf("%d messages are at the source after the migration (they arrived after it was found drained, or another consumer held them); run the same command again", rep.SourceAfter.Ready+rep.SourceAfter.InFlight)
+	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Scheduled > 0:
+		outcome = OutcomeNotDrained
+		rep.LeftBehind = map[string]int64{"scheduled": rep.SourceAfter.Scheduled}
+		reason = fmt.Sprintf("%d scheduled messages are not due yet and stay at the source; run again once they are due, or use -scheduled wait", rep.SourceAfter.Scheduled)
+	case rep.DeadLetteredTotal > 0 || (rep.DryRun != nil && len(rep.DryRun.WouldReject) > 0):
+		outcome = OutcomeDeadLettered
+		reason = "some messages were dead-lettered; the report lists them by reason"
+		if opt.Mode == ModeDryRun {
+			reason = "some messages would be dead-lettered; the report lists them by reason"
+		}
+	default:
+		outcome = OutcomeComplete
+	}
+	rep.Outcome, rep.Reason = outcome, reason
+	rep.Drained = outcome == OutcomeComplete || outcome == OutcomeDeadLettered
+	if runErr != nil {
+		j.log.Warn("closing the pipeline's adapters", "error", runErr)
+	}
+	prog.Finish(j.key(), w.figures(rep.Counts, snap), rep.Outcome)
+	return rep
+}
+
+// count asks a broker for its count, recording why when it cannot.
+func (j *job) count(ctx context.Context, what string, f func(context.Context, *slog.Logger) (driver.Backlog, error), rep *JobReport) *driver.Backlog {
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx) // an interrupted run still reports its counts
+	}
+	cctx, cancel := context.WithTimeout(ctx, j.opt.CountTimeout)
+	defer cancel()
+	b, err := f(cctx, j.log)
+	if err != nil {
+		rep.CountErrors[what] = err.Error()
+		return nil
+	}
+	return &b
+}
+
+// definition builds the engine's pipeline for the job's mode, and says
+// whether its source browses.
+func (j *job) definition(tr *tracker) (bridge.Definition, bool, error) {
+	opt, pipe := j.opt, j.pipe
+	browsing := false
+	switch opt.Mode {
+	case ModeCopy:
+		bp, err := pipe.WithBrowsingSource(j.from)
+		if err != nil {
+			return bridge.Definition{}, false, fmt.Errorf("copy mode: %w", err)
+		}
+		pipe, browsing = bp, true
+	case ModeDryRun:
+		if bp, err := pipe.WithBrowsingSource(0); err == nil {
+			pipe, browsing = bp, true
+		} else {
+			// Read and hold a bounded sample, then hand it all back.
+			tr.hold = true
+		}
+	}
+	var def bridge.Definition
+	var err error
+	if opt.Mode == ModeDryRun {
+		def, err = pipe.DryRunDefinition(j.log)
+	} else {
+		def, err = pipe.Definition(j.log)
+	}
+	if err != nil {
+		return def, false, err
+	}
+	return def, browsing, nil
+}
+
+// transform adds the migration's own adjustments after the mapping rules.
+func (j *job) transform(rules func(*mapping.Message) error) func(*mapping.Message) error {
+	rerun := j.opt.RunID
+	deadLetterQueue := j.queue == "dead-letter"
+	if rules == nil && rerun == "" && !deadLetterQueue {
+		return nil
+	}
+	return func(m *mapping.Message) error {
+		if deadLetterQueue {
+			// Keep why the message was dead-lettered, under the names the
+			// engine's own dead letters use.
+			if r := m.Source.DeadLetterReason; r != "" {
+				if _, ok := m.Attr(bridge.AttrDeadLetterReason); !ok {
+					m.SetAttr(bridge.AttrDeadLetterReason, mapping.String(r))
+				}
+			}
+			if d := m.Source.DeadLetterDesc; d != "" {
+				if _, ok := m.Attr(bridge.AttrDeadLetterDescription); !ok {
+					m.SetAttr(bridge.AttrDeadLetterDescription, mapping.String(d))
+				}
+			}
+		}
+		if rules != nil {
+			if err := rules(m); err != nil {
+				return err
+			}
+		}
+		if rerun != "" {
+			m.DedupID = rerunDedupID(m.DedupKey(), rerun)
+		}
+		return nil
+	}
+}
+
+// release hands a dry run's held deliveries back to the source.
+func (j *job) release(tr *tracker) {
+	held := tr.takeHeld()
+	if len(held) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.opt.CountTimeout)
+	defer cancel()
+	var errs []error
+	for _, d := range held {
+		if err := d.Nack(ctx, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		j.log.Warn("some sampled messages could not be handed back; the broker returns them when their lock lapses",
+			"messages", len(errs), "error", errors.Join(errs...))
+	}
+}
+
+// watch follows a running job and decides when it is done.
+type watch struct {
+	j        *job
+	p        *bridge.Pipeline
+	tr       *tracker
+	reg      *prometheus.Registry
+	browsing bool
+	start    time.Time
+	total    int64
+
+	lastCount  time.Time
+	lastExtend time.Time
+	lastSave   time.Time
+	everRan    bool
+}
+
+// loop returns an outcome only for interrupted, failed and not-drained
+// endings; "" means the source was found drained (by how).
+func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Outcome, string, string) {
+	opt := w.j.opt
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var deadline <-chan time.Time
+	if opt.Timeout > 0 {
+		tm := time.NewTimer(opt.Timeout)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+	lastProgress := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return OutcomeInterrupted, "", "interrupted: in-flight messages were finished or handed back to the source"
+		case err := <-done:
+			// Run returns only after its context ends; this is a bug guard.
+			return OutcomeFailed, "", fmt.Sprintf("the pipeline stopped by itself: %v", err)
+		case <-deadline:
+			return OutcomeNotDrained, "", fmt.Sprintf("-timeout %s passed before the source was drained", opt.Timeout)
+		case now := <-t.C:
+			st := w.p.Stats()
+			if st.Running {
+				w.everRan = true
+			} else if !w.everRan && now.Sub(w.start) > opt.ConnectTimeout {
+				cause := "the adapters did not open"
+				if err := w.p.Ready(ctx); err != nil {
+					cause = err.Error()
+				}
+				return OutcomeFailed, "", fmt.Sprintf("not connected after %s: %s (the log has each attempt's error)", opt.ConnectTimeout, cause)
+			}
+			w.extendHeld(now)
+			snap := w.tr.snapshot()
+			w.saveCheckpoint(now, snap)
+			counts := readCounts(w.reg)
+			if now.Sub(lastProgress) >= 250*time.Millisecond {
+				prog.Update(w.j.key(), w.figures(counts, snap))
+				lastProgress = now
+			}
+			if by, ok := w.drained(ctx, now, st, snap, counts); ok {
+				return "", by, ""
+			}
+		}
+	}
+}
+
+// drained decides whether the source has nothing more for this job.
+func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, snap snapshot, c Counts) (string, bool) {
+	opt := w.j.opt
+	// Everything taken from the source reached the engine and was settled.
+	settled := st.Running && st.InFlight == 0 && c.Read == snap.taken-snap.skipped
+	if !settled {
+		return "", false
+	}
+	idle := now.Sub(snap.lastRecv)
+	switch {
+	case w.tr.hold:
+		if snap.sampleDone {
+			return "sample", true
+		}
+		return "idle", idle >= opt.Idle
+	case w.browsing:
+		// The browser read to the end; a short quiet spell lets a last
+		// receive come back.
+		return "browse", snap.browsed && idle >= min(opt.Idle, time.Second)
+	}
+	if idle < opt.Idle {
+		return "", false
+	}
+	if now.Sub(w.lastCount) < opt.CountEvery {
+		return "", false
+	}
+	w.lastCount = now
+	cctx, cancel := context.WithTimeout(ctx, opt.CountTimeout)
+	b, err := w.j.pipe.CountSource(cctx, w.j.log)
+	cancel()
+	if errors.Is(err, errors.ErrUnsupported) {
+		return "idle", true // a broker that cannot count: idle is all there is
+	}
+	if err != nil {
+		w.j.log.Warn("counting the source failed; trying again", "error", err)
+		return "", false
+	}
+	// Something arrived while counting: look again later.
+	if w.tr.snapshot().lastRecv != snap.lastRecv {
+		return "", false
+	}
+	pending := b.Ready + b.InFlight
+	if opt.WaitScheduled {
+		pending += b.Scheduled
+	}
+	return "count", pending == 0
+}
+
+// saveCheckpoint writes copy mode's checkpoint every second, so a copy
+// killed at any point resumes close to where it was.
+func (w *watch) saveCheckpoint(now time.Time, snap snapshot) {
+	if w.j.state == nil || !w.browsing || w.j.opt.Mode != ModeCopy || now.Sub(w.lastSave) < time.Second {
+		return
+	}
+	w.lastSave = now
+	if err := w.j.state.save(w.j.key(), snap.checkpoint); err != nil {
+		w.j.log.Error("cannot save the copy checkpoint", "error", err)
+	}
+}
+
+// extendHeld keeps a dry run's held sample locked at the source.
+func (w *watch) extendHeld(now time.Time) {
+	if !w.tr.hold {
+		return
+	}
+	lock := w.j.pipe.Spec.Engine.Lock
+	if now.Sub(w.lastExtend) < lock.ExtendEvery {
+		return
+	}
+	w.lastExtend = now
+	ctx, cancel := context.WithTimeout(context.Background(), w.j.opt.CountTimeout)
+	defer cancel()
+	for _, d := range w.tr.heldNow() {
+		if err := d.Extend(ctx, lock.ExtendBy); err != nil {
+			w.j.log.Debug("extending a sampled message's lock", "error", err)
+		}
+	}
+}
+
+func (w *watch) figures(c Counts, snap snapshot) Figures {
+	f := Figures{
+		Done: c.Done() + snap.skipped, Total: w.total, Written: c.Written,
+		DeadLettered: c.DeadLetteredTotal, Retried: c.Retried, Throttled: c.Throttled,
+		Skipped: snap.skipped,
+	}
+	if w.j.opt.Mode == ModeDryRun {
+		f.Done = snap.taken
+		f.Written = 0
+	}
+	if el := time.Since(w.start).Seconds(); el > 0 {
+		f.Rate = float64(f.Done) / el
+	}
+	if f.Total > f.Done && f.Rate > 0 {
+		f.ETA = time.Duration(float64(f.Total-f.Done) / f.Rate * float64(time.Second))
+	}
+	return f
+}

@@ -1,0 +1,209 @@
+package migrate
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+)
+
+// Figures are a job's progress at one moment.
+type Figures struct {
+	Done         int64 // written, dead-lettered or skipped (dry run: read)
+	Total        int64 // the source's count at the start; -1 unknown
+	Written      int64
+	DeadLettered int64
+	Retried      int64
+	Throttled    int64
+	Skipped      int64
+	Rate         float64 // messages per second since the start
+	ETA          time.Duration
+}
+
+// Progress shows a migration's progress.
+type Progress interface {
+	Start(job string, total int64)
+	Update(job string, f Figures)
+	Finish(job string, f Figures, o Outcome)
+	// Close ends the display; call it before printing anything else.
+	Close()
+}
+
+// NoProgress shows nothing.
+type NoProgress struct{}
+
+func (NoProgress) Start(string, int64)             {}
+func (NoProgress) Update(string, Figures)          {}
+func (NoProgress) Finish(string, Figures, Outcome) {}
+func (NoProgress) Close()                          {}
+
+// LogProgress writes one structured log line per job every Every, and one
+// when a job finishes: for CI logs and Kubernetes Jobs.
+type LogProgress struct {
+	Log   *slog.Logger
+	Every time.Duration
+
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (l *LogProgress) Start(job string, total int64) {
+	l.Log.Info("migration started", "pipeline", job, "total", total)
+}
+
+func (l *LogProgress) Update(job string, f Figures) {
+	l.mu.Lock()
+	if l.last == nil {
+		l.last = map[string]time.Time{}
+	}
+	now := time.Now()
+	if t, ok := l.last[job]; ok && now.Sub(t) < l.Every {
+		l.mu.Unlock()
+		return
+	}
+	if _, ok := l.last[job]; !ok {
+		// The first line after one interval, not at once.
+		l.last[job] = now
+		l.mu.Unlock()
+		return
+	}
+	l.last[job] = now
+	l.mu.Unlock()
+	l.Log.Info("migration progress", figureAttrs(job, f)...)
+}
+
+func (l *LogProgress) Finish(job string, f Figures, o Outcome) {
+	l.Log.Info("migration finished", append(figureAttrs(job, f), "outcome", string(o))...)
+}
+
+func (l *LogProgress) Close() {}
+
+func figureAttrs(job string, f Figures) []any {
+	a := []any{"pipeline", job, "moved", f.Done}
+	if f.Total >= 0 {
+		a = append(a, "total", f.Total)
+		if f.Total > 0 {
+			a = append(a, "percent", fmt.Sprintf("%.1f", 100*float64(min(f.Done, f.Total))/float64(f.Total)))
+		}
+	}
+	a = append(a, "rate", fmt.Sprintf("%.0f/s", f.Rate))
+	if f.ETA > 0 {
+		a = append(a, "eta", f.ETA.Round(time.Second).String())
+	}
+	return append(a, "written", f.Written, "dead_lettered", f.DeadLettered,
+		"retried", f.Retried, "throttled", f.Throttled, "skipped", f.Skipped)
+}
+
+// BarProgress draws a live progress bar per job on a terminal.
+type BarProgress struct {
+	p    *mpb.Progress
+	mu   sync.Mutex
+	bars map[string]*barState
+}
+
+type barState struct {
+	bar *mpb.Bar
+	mu  sync.Mutex
+	f   Figures
+}
+
+// NewBarProgress draws on w, which should be a terminal.
+func NewBarProgress(w io.Writer) *BarProgress {
+	return &BarProgress{
+		p:    mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(150*time.Millisecond)),
+		bars: map[string]*barState{},
+	}
+}
+
+func (b *BarProgress) Start(job string, total int64) {
+	st := &barState{f: Figures{Total: total}}
+	barTotal := total
+	if barTotal < 0 {
+		barTotal = 0 // unknown: the bar grows with what is read
+	}
+	st.bar = b.p.AddBar(barTotal,
+		mpb.PrependDecorators(
+			decor.Name(job, decor.WCSyncSpaceR),
+			decor.Any(func(decor.Statistics) string {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				if st.f.Total < 0 {
+					return fmt.Sprintf("%d / ?", st.f.Done)
+				}
+				return fmt.Sprintf("%d / %d", st.f.Done, st.f.Total)
+			}, decor.WCSyncSpace),
+		),
+		mpb.AppendDecorators(
+			decor.Percentage(decor.WCSyncSpace),
+			decor.Any(func(decor.Statistics) string {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				s := fmt.Sprintf("%.0f msg/s", st.f.Rate)
+				if st.f.ETA > 0 {
+					s += " ETA " + st.f.ETA.Round(time.Second).String()
+				}
+				return s + fmt.Sprintf("  dead-lettered %d  retried %d  throttled %d",
+					st.f.DeadLettered, st.f.Retried, st.f.Throttled)
+			}, decor.WCSyncSpace),
+		),
+	)
+	b.mu.Lock()
+	b.bars[job] = st
+	b.mu.Unlock()
+}
+
+func (b *BarProgress) state(job string) *barState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bars[job]
+}
+
+func (b *BarProgress) Update(job string, f Figures) {
+	st := b.state(job)
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	st.f = f
+	st.mu.Unlock()
+	if f.Total < 0 || f.Done > f.Total {
+		st.bar.SetTotal(f.Done+1, false)
+	}
+	st.bar.SetCurrent(f.Done)
+}
+
+func (b *BarProgress) Finish(job string, f Figures, o Outcome) {
+	st := b.state(job)
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	if f.Total < 0 || f.Done > f.Total {
+		f.Total = f.Done
+	}
+	st.f = f
+	st.mu.Unlock()
+	st.bar.SetCurrent(f.Done)
+	// A drained source completes the bar at 100 % of what was moved; any
+	// other ending leaves it where it stood.
+	if o == OutcomeComplete || o == OutcomeDeadLettered {
+		st.bar.SetTotal(f.Done, true)
+	} else {
+		st.bar.Abort(false)
+	}
+}
+
+func (b *BarProgress) Close() {
+	b.mu.Lock()
+	for _, st := range b.bars {
+		if !st.bar.Completed() {
+			st.bar.Abort(false)
+		}
+	}
+	b.mu.Unlock()
+	b.p.Wait()
+}

@@ -1,0 +1,358 @@
+package migrate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+)
+
+// Mode is what a migration does to the source.
+type Mode string
+
+const (
+	ModeMove   Mode = "move"    // receive, write, then delete at the source
+	ModeCopy   Mode = "copy"    // browse: the source stays untouched
+	ModeDryRun Mode = "dry-run" // read and translate, write nothing, settle nothing
+)
+
+// Outcome is how a migration ended; each has its own exit code.
+type Outcome string
+
+const (
+	// OutcomeComplete: the source is drained and every message was written.
+	OutcomeComplete Outcome = "complete"
+	// OutcomeDeadLettered: drained, every message accounted for, but some
+	// went to the dead-letter destination (with their reasons).
+	OutcomeDeadLettered Outcome = "complete-with-dead-letters"
+	// OutcomeNotDrained: the migration stopped with messages left at the
+	// source (a timeout, scheduled messages not yet due, a source that
+	// keeps failing).
+	OutcomeNotDrained Outcome = "not-drained"
+	// OutcomeInterrupted: stopped by a signal; in-flight messages were
+	// finished or handed back.
+	OutcomeInterrupted Outcome = "interrupted"
+	// OutcomeFailed: the migration could not run (configuration, a broker
+	// that cannot be reached).
+	OutcomeFailed Outcome = "failed"
+)
+
+// Exit codes, as documented in docs/migrate.md.
+const (
+	ExitComplete     = 0
+	ExitFailed       = 1
+	ExitUsage        = 2
+	ExitDeadLettered = 3
+	ExitNotDrained   = 4
+	ExitInterrupted  = 130
+)
+
+// ExitCode maps an outcome to the process exit code.
+func (o Outcome) ExitCode() int {
+	switch o {
+	case OutcomeComplete:
+		return ExitComplete
+	case OutcomeDeadLettered:
+		return ExitDeadLettered
+	case OutcomeNotDrained:
+		return ExitNotDrained
+	case OutcomeInterrupted:
+		return ExitInterrupted
+	default:
+		return ExitFailed
+	}
+}
+
+// severity orders outcomes so that a run's outcome is its worst job's.
+func (o Outcome) severity() int {
+	switch o {
+	case OutcomeComplete:
+		return 0
+	case OutcomeDeadLettered:
+		return 1
+	case OutcomeNotDrained:
+		return 2
+	case OutcomeInterrupted:
+		return 3
+	default:
+		return 4
+	}
+}
+
+// Report is what a migration did, written with -report as JSON. Field
+// names are stable: docs/migrate.md lists them.
+type Report struct {
+	Version    int          `json:"version"`
+	Mode       Mode         `json:"mode"`
+	Outcome    Outcome      `json:"outcome"`
+	ExitCode   int          `json:"exit_code"`
+	Reason     string       `json:"reason,omitempty"`
+	StartedAt  time.Time    `json:"started_at"`
+	FinishedAt time.Time    `json:"finished_at"`
+	Seconds    float64      `json:"duration_seconds"`
+	Rate       float64      `json:"rate_per_second"`
+	Jobs       []*JobReport `json:"pipelines"`
+	Totals     Counts       `json:"totals"`
+}
+
+// Counts are the message counts of a job, or of all jobs.
+type Counts struct {
+	// Read counts deliveries, redeliveries included.
+	Read int64 `json:"read"`
+	// Written counts messages the sink confirmed.
+	Written int64 `json:"written"`
+	// Acknowledged counts messages settled at the source after they were
+	// written or dead-lettered (in copy mode and dry runs nothing is
+	// settled at the broker; the count is of messages done).
+	Acknowledged int64 `json:"acknowledged"`
+	// HandedBack counts deliveries returned to the source for another try
+	// (a transient failure during shutdown, a restart).
+	HandedBack int64 `json:"handed_back"`
+	// DeadLettered counts by reason code (bridge.Reason*).
+	DeadLettered      map[string]int64 `json:"dead_lettered"`
+	DeadLetteredTotal int64            `json:"dead_lettered_total"`
+	Retried           int64            `json:"retried"`
+	Throttled         int64            `json:"throttled"`
+	// DuplicatesDropped counts messages the sink's broker said it dropped
+	// as duplicates (JetStream); other brokers do not say.
+	DuplicatesDropped int64 `json:"duplicates_dropped_by_sink"`
+	// Skipped counts messages the filters left out.
+	Skipped int64 `json:"skipped"`
+	// Dropped counts attributes or fields the drop policy left out.
+	Dropped int64 `json:"mapping_dropped"`
+}
+
+func (c *Counts) add(o Counts) {
+	c.Read += o.Read
+	c.Written += o.Written
+	c.Acknowledged += o.Acknowledged
+	c.HandedBack += o.HandedBack
+	c.Retried += o.Retried
+	c.Throttled += o.Throttled
+	c.DuplicatesDropped += o.DuplicatesDropped
+	c.Skipped += o.Skipped
+	c.Dropped += o.Dropped
+	c.DeadLetteredTotal += o.DeadLetteredTotal
+	if len(o.DeadLettered) > 0 && c.DeadLettered == nil {
+		c.DeadLettered = map[string]int64{}
+	}
+	for k, v := range o.DeadLettered {
+		c.DeadLettered[k] += v
+	}
+}
+
+// Done is what progress counts as moved: written, dead-lettered or skipped.
+func (c Counts) Done() int64 { return c.Written + c.DeadLetteredTotal + c.Skipped }
+
+// JobReport is one pipeline's migration (or its dead-letter queue's).
+type JobReport struct {
+	Pipeline string `json:"pipeline"`
+	// Queue is "main" or "dead-letter" (-include-dead-letters).
+	Queue      string  `json:"queue"`
+	SourceKind string  `json:"source_kind"`
+	SinkKind   string  `json:"sink_kind"`
+	Outcome    Outcome `json:"outcome"`
+	Reason     string  `json:"reason,omitempty"`
+	Drained    bool    `json:"drained"`
+	// DrainedBy says how drained was decided: "count" (the broker's count
+	// reached 0 and receives came back empty), "browse" (the browser read
+	// to the end), "idle" (nothing arrived for the idle time: brokers that
+	// cannot count), "sample" (a dry run's sample was read).
+	DrainedBy string `json:"drained_by,omitempty"`
+	Counts
+	Groups          int             `json:"groups_seen"`
+	GroupNames      []string        `json:"groups,omitempty"`
+	GroupsTruncated bool            `json:"groups_truncated,omitempty"`
+	SourceBefore    *driver.Backlog `json:"source_before"`
+	SourceAfter     *driver.Backlog `json:"source_after"`
+	SinkBefore      *driver.Backlog `json:"sink_before"`
+	SinkAfter       *driver.Backlog `json:"sink_after"`
+	// CountErrors says why a count is missing (a broker that cannot count).
+	CountErrors map[string]string `json:"count_errors,omitempty"`
+	// LeftBehind counts messages known to stay at the source, by cause
+	// ("scheduled": not due yet).
+	LeftBehind map[string]int64 `json:"left_behind,omitempty"`
+	// Checkpoint is the copy mode's position: every message up to it is
+	// written (the state file holds it for a resume).
+	Checkpoint  uint64  `json:"checkpoint,omitempty"`
+	ResumedFrom uint64  `json:"resumed_from,omitempty"`
+	Seconds     float64 `json:"duration_seconds"`
+	Rate        float64 `json:"rate_per_second"`
+	// DryRun holds what a dry run found.
+	DryRun *DryRunReport `json:"dry_run,omitempty"`
+	// Examples holds one dead-lettered message per reason, with the
+	// description the engine gave.
+	Examples map[string]Example `json:"dead_letter_examples,omitempty"`
+}
+
+// DryRunReport is what would have happened.
+type DryRunReport struct {
+	WouldWrite  int64              `json:"would_write"`
+	WouldReject map[string]int64   `json:"would_reject"` // by reason code
+	WouldDrop   map[string]int64   `json:"would_drop"`   // by "field: reason"
+	WouldEncode map[string]int64   `json:"would_encode"` // by "field: how"
+	Sampled     bool               `json:"sampled"`      // a bounded sample, not every message
+	Examples    map[string]Example `json:"examples"`
+}
+
+// Example is one message that met an outcome, to show the user.
+type Example struct {
+	MessageID   string   `json:"message_id,omitempty"`
+	Group       string   `json:"group,omitempty"`
+	Sequence    string   `json:"sequence,omitempty"`
+	Attributes  []string `json:"attributes,omitempty"`
+	Body        string   `json:"body_preview,omitempty"`
+	Description string   `json:"description,omitempty"`
+}
+
+// WriteFile writes the report as indented JSON, atomically.
+func (r *Report) WriteFile(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode the report: %w", err)
+	}
+	return writeAtomic(path, append(b, '\n'))
+}
+
+// writeAtomic writes path through a temporary file and a rename, so a
+// reader (or a resume after kill -9) never sees half a file.
+func writeAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, werr := tmp.Write(b)
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := firstErr(werr, serr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Summary writes the report for a person.
+func (r *Report) Summary(w io.Writer) {
+	fmt.Fprintf(w, "qbridge migrate (%s): %s in %s", r.Mode, r.Outcome, round(time.Duration(r.Seconds*float64(time.Second))))
+	if r.Reason != "" {
+		fmt.Fprintf(w, ": %s", r.Reason)
+	}
+	fmt.Fprintln(w)
+	for _, j := range r.Jobs {
+		name := j.Pipeline
+		if j.Queue != "main" {
+			name += " (" + j.Queue + " queue)"
+		}
+		fmt.Fprintf(w, "  %s: %s → %s, %s", name, j.SourceKind, j.SinkKind, j.Outcome)
+		if j.Reason != "" {
+			fmt.Fprintf(w, " (%s)", j.Reason)
+		}
+		fmt.Fprintln(w)
+		if d := j.DryRun; d != nil {
+			fmt.Fprintf(w, "    read %d; would write %d", j.Read, d.WouldWrite)
+			if d.Sampled {
+				fmt.Fprint(w, " (a sample)")
+			}
+			fmt.Fprintln(w)
+			for _, k := range sortedKeys(d.WouldReject) {
+				fmt.Fprintf(w, "    would reject %d: %s", d.WouldReject[k], k)
+				if ex, ok := d.Examples["reject:"+k]; ok {
+					fmt.Fprintf(w, " (e.g. %s)", ex.Description)
+				}
+				fmt.Fprintln(w)
+			}
+			for _, k := range sortedKeys(d.WouldDrop) {
+				fmt.Fprintf(w, "    would drop %d: %s\n", d.WouldDrop[k], k)
+			}
+			for _, k := range sortedKeys(d.WouldEncode) {
+				fmt.Fprintf(w, "    would encode %d: %s\n", d.WouldEncode[k], k)
+			}
+		} else {
+			fmt.Fprintf(w, "    read %d, written %d, acknowledged %d, dead-lettered %d, retried %d, throttled %d",
+				j.Read, j.Written, j.Acknowledged, j.DeadLetteredTotal, j.Retried, j.Throttled)
+			if j.Skipped > 0 {
+				fmt.Fprintf(w, ", skipped %d", j.Skipped)
+			}
+			if j.DuplicatesDropped > 0 {
+				fmt.Fprintf(w, ", duplicates dropped by the sink %d", j.DuplicatesDropped)
+			}
+			fmt.Fprintln(w)
+			for _, k := range sortedKeys(j.DeadLettered) {
+				fmt.Fprintf(w, "    dead-lettered %d: %s", j.DeadLettered[k], k)
+				if ex, ok := j.Examples[k]; ok && ex.Description != "" {
+					fmt.Fprintf(w, " (e.g. %s)", ex.Description)
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		if j.Groups > 0 {
+			fmt.Fprintf(w, "    groups seen %d\n", j.Groups)
+		}
+		fmt.Fprintf(w, "    source %s → %s; sink %s → %s\n",
+			backlogText(j.SourceBefore), backlogText(j.SourceAfter), backlogText(j.SinkBefore), backlogText(j.SinkAfter))
+		for _, k := range sortedKeys(j.LeftBehind) {
+			fmt.Fprintf(w, "    left at the source: %d %s\n", j.LeftBehind[k], k)
+		}
+		if j.Checkpoint > 0 {
+			fmt.Fprintf(w, "    checkpoint: sequence %d\n", j.Checkpoint)
+		}
+	}
+	if len(r.Jobs) > 1 {
+		t := r.Totals
+		fmt.Fprintf(w, "  total: read %d, written %d, dead-lettered %d, %.0f msg/s\n", t.Read, t.Written, t.DeadLetteredTotal, r.Rate)
+	} else {
+		fmt.Fprintf(w, "  %.0f msg/s\n", r.Rate)
+	}
+}
+
+func backlogText(b *driver.Backlog) string {
+	if b == nil {
+		return "?"
+	}
+	s := fmt.Sprint(b.Pending())
+	var extra []string
+	if b.InFlight > 0 {
+		extra = append(extra, fmt.Sprintf("%d in flight", b.InFlight))
+	}
+	if b.Scheduled > 0 {
+		extra = append(extra, fmt.Sprintf("%d scheduled", b.Scheduled))
+	}
+	if b.DeadLetter > 0 {
+		extra = append(extra, fmt.Sprintf("%d dead-lettered", b.DeadLetter))
+	}
+	if len(extra) > 0 {
+		s += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func round(d time.Duration) time.Duration {
+	if d > 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
+}

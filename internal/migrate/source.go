@@ -1,0 +1,355 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// maxGroupNames bounds the group names a report lists (the count is exact).
+const maxGroupNames = 1000
+
+// tracker watches what a job's source delivers and how each delivery is
+// settled, without changing the engine: the job wraps the source it opens.
+type tracker struct {
+	dryRun  bool
+	hold    bool  // dry run on a source that cannot browse: keep deliveries until the end
+	sample  int64 // hold mode: take at most this many
+	limiter *rate.Limiter
+	keep    func(*mapping.Message) bool // filters; nil keeps all
+
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced when something arrives
+	lastRecv   time.Time
+	taken      int64
+	skipped    int64
+	groups     map[string]struct{}
+	groupNames []string
+	browser    driver.Browser
+	held       []driver.Delivery
+	pending    map[uint64]struct{} // positions delivered, not yet done
+	maxDone    uint64
+	dlqNative  map[string]int64 // reason code → count, dead-lettered at the source
+	rejects    map[string]int64 // dry run: reason code → count
+	examples   map[string]Example
+	notCopied  int64 // copy mode: deliveries handed back, so not copied
+}
+
+func newTracker() *tracker {
+	return &tracker{
+		changed:   make(chan struct{}),
+		lastRecv:  time.Now(),
+		groups:    map[string]struct{}{},
+		pending:   map[uint64]struct{}{},
+		dlqNative: map[string]int64{},
+		rejects:   map[string]int64{},
+		examples:  map[string]Example{},
+	}
+}
+
+// wrap returns src with every delivery tracked.
+func (t *tracker) wrap(src driver.Source) driver.Source {
+	t.mu.Lock()
+	t.browser, _ = src.(driver.Browser)
+	t.mu.Unlock()
+	return &trackedSource{t: t, src: src}
+}
+
+// snapshot is the tracker's state for the job's drain decision and report.
+type snapshot struct {
+	lastRecv   time.Time
+	taken      int64
+	skipped    int64
+	groups     int
+	sampleDone bool
+	browsed    bool // the browser read to the end
+	canBrowse  bool
+	checkpoint uint64
+	notCopied  int64
+}
+
+func (t *tracker) snapshot() snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := snapshot{
+		lastRecv: t.lastRecv, taken: t.taken, skipped: t.skipped, groups: len(t.groups),
+		sampleDone: t.sample > 0 && t.taken >= t.sample,
+		canBrowse:  t.browser != nil,
+		checkpoint: t.checkpointLocked(),
+		notCopied:  t.notCopied,
+	}
+	if t.browser != nil {
+		s.browsed = t.browser.Drained()
+	}
+	return s
+}
+
+// checkpointLocked is the highest position up to which every delivered
+// message is done: a resumed copy starts after it.
+func (t *tracker) checkpointLocked() uint64 {
+	if len(t.pending) == 0 {
+		return t.maxDone
+	}
+	low := uint64(0)
+	first := true
+	for p := range t.pending {
+		if first || p < low {
+			low, first = p, false
+		}
+	}
+	return min(low-1, t.maxDone)
+}
+
+func (t *tracker) received(n int) {
+	t.mu.Lock()
+	t.lastRecv = time.Now()
+	t.taken += int64(n)
+	close(t.changed)
+	t.changed = make(chan struct{})
+	t.mu.Unlock()
+}
+
+func (t *tracker) seen(m *mapping.Message, pos uint64, hasPos bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g := m.GroupKey; g != "" {
+		if _, ok := t.groups[g]; !ok {
+			t.groups[g] = struct{}{}
+			if len(t.groupNames) < maxGroupNames {
+				t.groupNames = append(t.groupNames, g)
+			}
+		}
+	}
+	if hasPos {
+		t.pending[pos] = struct{}{}
+	}
+}
+
+func (t *tracker) done(pos uint64, hasPos bool) {
+	if !hasPos {
+		return
+	}
+	t.mu.Lock()
+	delete(t.pending, pos)
+	t.maxDone = max(t.maxDone, pos)
+	t.mu.Unlock()
+}
+
+// holdIt keeps a dry run's delivery unsettled until the end of the run.
+func (t *tracker) holdIt(d driver.Delivery) {
+	t.mu.Lock()
+	t.held = append(t.held, d)
+	t.mu.Unlock()
+}
+
+func (t *tracker) takeHeld() []driver.Delivery {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.held
+	t.held = nil
+	return h
+}
+
+func (t *tracker) heldNow() []driver.Delivery {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]driver.Delivery(nil), t.held...)
+}
+
+func (t *tracker) example(key string, m *mapping.Message, description string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.examples[key]; !ok {
+		t.examples[key] = exampleOf(m, description)
+	}
+}
+
+func exampleOf(m *mapping.Message, description string) Example {
+	ex := Example{Description: description}
+	if m == nil {
+		return ex
+	}
+	ex.MessageID, ex.Group, ex.Sequence = m.ID, m.GroupKey, m.Source.SequenceNumber
+	if ex.MessageID == "" {
+		ex.MessageID = m.Source.MessageID
+	}
+	for i, a := range m.Attributes {
+		if i == 10 {
+			ex.Attributes = append(ex.Attributes, "…")
+			break
+		}
+		ex.Attributes = append(ex.Attributes, a.Name+" ("+a.Value.DataType()+")")
+	}
+	const preview = 120
+	b := m.Body
+	if len(b) > preview {
+		b = b[:preview]
+	}
+	ex.Body = strconv.QuoteToGraphic(string(b))
+	return ex
+}
+
+type trackedSource struct {
+	t   *tracker
+	src driver.Source
+}
+
+func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	t := s.t
+	if t.hold && t.sample > 0 {
+		t.mu.Lock()
+		left := t.sample - t.taken
+		t.mu.Unlock()
+		if left <= 0 {
+			// The sample is complete: take nothing more until the job ends.
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		max = int(min(int64(max), left))
+	}
+	if t.limiter != nil {
+		max = min(max, t.limiter.Burst())
+	}
+	ds, err := s.src.Receive(ctx, max)
+	if len(ds) == 0 {
+		return nil, err
+	}
+	out := make([]driver.Delivery, 0, len(ds))
+	var skipped int64
+	for _, d := range ds {
+		m := d.Message()
+		pos, hasPos := position(m)
+		td := &trackedDelivery{Delivery: d, t: t, pos: pos, hasPos: hasPos}
+		if m != nil && t.keep != nil && !decodeFailed(d) && !t.keep(m) {
+			skipped++
+			// Browsing sources settle nothing; a held one is released at
+			// the end. Filters are refused in move mode (see Options).
+			if t.hold {
+				t.holdIt(d)
+			}
+			continue
+		}
+		if m != nil {
+			t.seen(m, pos, hasPos)
+		}
+		out = append(out, td)
+	}
+	t.received(len(ds))
+	if skipped > 0 {
+		t.mu.Lock()
+		t.skipped += skipped
+		t.mu.Unlock()
+	}
+	if t.limiter != nil {
+		// Pace what was taken; an interrupted wait only cuts the pause short.
+		_ = t.limiter.WaitN(ctx, len(ds))
+	}
+	return out, err
+}
+
+func decodeFailed(d driver.Delivery) bool {
+	de, ok := d.(driver.DecodeErrorer)
+	return ok && de.DecodeError() != nil
+}
+
+// position reads a browsing source's position from the message.
+func position(m *mapping.Message) (uint64, bool) {
+	if m == nil || m.Source.SequenceNumber == "" {
+		return 0, false
+	}
+	p, err := strconv.ParseUint(m.Source.SequenceNumber, 10, 64)
+	return p, err == nil
+}
+
+func (s *trackedSource) Close(ctx context.Context) error { return s.src.Close(ctx) }
+
+// Ready passes the source's connection state on to the engine.
+func (s *trackedSource) Ready(ctx context.Context) error {
+	if rc, ok := s.src.(driver.ReadyChecker); ok {
+		return rc.Ready(ctx)
+	}
+	return nil
+}
+
+// trackedDelivery records how the engine settles a delivery. In hold mode
+// it settles nothing: the job hands every held delivery back at the end.
+type trackedDelivery struct {
+	driver.Delivery
+	t      *tracker
+	pos    uint64
+	hasPos bool
+}
+
+func (d *trackedDelivery) Ack(ctx context.Context) error {
+	if d.t.hold {
+		d.t.holdIt(d.Delivery)
+		return nil
+	}
+	err := d.Delivery.Ack(ctx)
+	if err == nil {
+		d.t.done(d.pos, d.hasPos)
+	}
+	return err
+}
+
+func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
+	t := d.t
+	if t.hold {
+		t.holdIt(d.Delivery)
+		return nil
+	}
+	if !t.dryRun && t.browser != nil {
+		// A browsing source reads on: this message was not copied. Its
+		// position stays pending, so the checkpoint stays before it and a
+		// resumed copy reads it again.
+		t.mu.Lock()
+		t.notCopied++
+		t.mu.Unlock()
+	}
+	return d.Delivery.Nack(ctx, delay)
+}
+
+func (d *trackedDelivery) DeadLetter(ctx context.Context, reason, description string) error {
+	t := d.t
+	t.example(reason, d.Message(), description)
+	if t.dryRun {
+		// Record what would happen; the source is not touched.
+		t.mu.Lock()
+		t.rejects[reason]++
+		t.mu.Unlock()
+		if t.hold {
+			t.holdIt(d.Delivery)
+		}
+		d.t.done(d.pos, d.hasPos)
+		return nil
+	}
+	dl, ok := d.Delivery.(driver.DeadLetterer)
+	if !ok {
+		return errNoNativeDeadLetter
+	}
+	err := dl.DeadLetter(ctx, reason, description)
+	if err == nil {
+		t.mu.Lock()
+		t.dlqNative[reason]++
+		t.mu.Unlock()
+		d.t.done(d.pos, d.hasPos)
+	}
+	return err
+}
+
+// DecodeError passes the adapter's decode verdict on to the engine.
+func (d *trackedDelivery) DecodeError() error {
+	if de, ok := d.Delivery.(driver.DecodeErrorer); ok {
+		return de.DecodeError()
+	}
+	return nil
+}
+
+var errNoNativeDeadLetter = errors.New("the source has no native dead-letter queue")

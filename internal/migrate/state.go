@@ -1,0 +1,72 @@
+package migrate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+)
+
+// stateFile keeps copy mode's checkpoints: per job, the position up to which
+// every message is written. It is rewritten atomically, so a kill -9 leaves
+// either the old or the new file.
+type stateFile struct {
+	path string
+	mu   sync.Mutex
+	data stateData
+}
+
+type stateData struct {
+	Version int                   `json:"version"`
+	Jobs    map[string]checkpoint `json:"checkpoints"`
+}
+
+type checkpoint struct {
+	After   uint64    `json:"after"`
+	Updated time.Time `json:"updated_at"`
+}
+
+func openState(path string) (*stateFile, error) {
+	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the state file: %w", err)
+	}
+	if err := json.Unmarshal(b, &s.data); err != nil {
+		return nil, fmt.Errorf("state file %s is not a qbridge migrate state file: %w", path, err)
+	}
+	if s.data.Version != 1 {
+		return nil, fmt.Errorf("state file %s has version %d; this qbridge reads version 1", path, s.data.Version)
+	}
+	if s.data.Jobs == nil {
+		s.data.Jobs = map[string]checkpoint{}
+	}
+	return s, nil
+}
+
+func (s *stateFile) after(job string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data.Jobs[job].After
+}
+
+// save records a checkpoint; it never moves one back.
+func (s *stateFile) save(job string, after uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if after <= s.data.Jobs[job].After {
+		return nil
+	}
+	s.data.Jobs[job] = checkpoint{After: after, Updated: time.Now().UTC()}
+	b, err := json.MarshalIndent(s.data, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(s.path, append(b, '\n'))
+}
