@@ -248,8 +248,11 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 		t.mu.Unlock()
 	}
 	if t.limiter != nil {
-		// Pace what was taken; an interrupted wait only cuts the pause short.
-		_ = t.limiter.WaitN(ctx, len(ds))
+		// Pace what was taken.
+		if werr := t.limiter.WaitN(ctx, len(ds)); werr != nil && err == nil && ctx.Err() != nil {
+			// Stopping: the engine takes these deliveries, then stops.
+			err = ctx.Err()
+		}
 	}
 	return out, err
 }

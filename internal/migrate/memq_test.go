@@ -1,0 +1,361 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// memq is an in-memory broker registered as adapter kinds for these tests:
+// "memq" has every migration hook, "memqplain" none (it cannot count,
+// browse or dry-run... except a dry sink, which every test kind needs to be
+// a sink in a dry run, so it keeps that). Brokers are per test: the queue
+// name is prefixed by the test's broker id.
+type memBroker struct {
+	mu      sync.Mutex
+	changed chan struct{}
+	queues  map[string]*memQueue
+	// failOpen makes sources fail to open, for the connect timeout.
+	failOpen bool
+}
+
+type memQueue struct {
+	msgs []*memMsg // in sequence order
+	dlq  []*memMsg
+	seq  uint64
+	// heldByOther counts messages some other consumer holds forever.
+	heldByOther int64
+}
+
+type memMsg struct {
+	seq       uint64
+	m         *mapping.Message
+	locked    bool
+	scheduled bool
+}
+
+var (
+	brokersMu sync.Mutex
+	brokers   = map[string]*memBroker{}
+)
+
+func newBroker(id string) *memBroker {
+	b := &memBroker{changed: make(chan struct{}), queues: map[string]*memQueue{}}
+	brokersMu.Lock()
+	brokers[id] = b
+	brokersMu.Unlock()
+	return b
+}
+
+func brokerOf(id string) *memBroker {
+	brokersMu.Lock()
+	defer brokersMu.Unlock()
+	return brokers[id]
+}
+
+func (b *memBroker) queue(name string) *memQueue {
+	q := b.queues[name]
+	if q == nil {
+		q = &memQueue{}
+		b.queues[name] = q
+	}
+	return q
+}
+
+func (b *memBroker) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// put enqueues messages (test setup and sinks).
+func (b *memBroker) put(queue string, ms ...*mapping.Message) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(queue)
+	for _, m := range ms {
+		q.seq++
+		q.msgs = append(q.msgs, &memMsg{seq: q.seq, m: m.Clone()})
+	}
+	b.notify()
+}
+
+func (b *memBroker) putScheduled(queue string, m *mapping.Message) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(queue)
+	q.seq++
+	q.msgs = append(q.msgs, &memMsg{seq: q.seq, m: m.Clone(), scheduled: true})
+}
+
+func (b *memBroker) putDead(queue string, m *mapping.Message) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(queue)
+	q.seq++
+	q.dlq = append(q.dlq, &memMsg{seq: q.seq, m: m.Clone()})
+}
+
+// messages returns a queue's messages in order.
+func (b *memBroker) messages(queue string) []*mapping.Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*mapping.Message
+	for _, mm := range b.queue(queue).msgs {
+		out = append(out, mm.m)
+	}
+	return out
+}
+
+func (b *memBroker) backlog(queue string) driver.Backlog {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(queue)
+	bl := driver.Backlog{InFlight: q.heldByOther, DeadLetter: int64(len(q.dlq))}
+	for _, mm := range q.msgs {
+		switch {
+		case mm.scheduled:
+			bl.Scheduled++
+		case mm.locked:
+			bl.InFlight++
+		default:
+			bl.Ready++
+		}
+	}
+	return bl
+}
+
+type memSourceConfig struct {
+	Broker string `hcl:"broker"`
+	Queue  string `hcl:"queue"`
+
+	browse     bool
+	after      uint64
+	deadLetter bool
+}
+
+func (c *memSourceConfig) Validate() error {
+	if c.Queue == "" {
+		return errors.New("queue: required")
+	}
+	return nil
+}
+
+type memSinkConfig struct {
+	Broker string `hcl:"broker"`
+	Queue  string `hcl:"queue"`
+	// RejectAttr makes the sink refuse messages with this attribute.
+	RejectAttr string `hcl:"reject_attr,optional"`
+
+	opt mapping.Options
+}
+
+func (c *memSinkConfig) Validate() error {
+	if c.Queue == "" {
+		return errors.New("queue: required")
+	}
+	return nil
+}
+
+func init() {
+	hooks := config.AdapterKind[memSourceConfig, memSinkConfig]{
+		Name:        "memq",
+		NewSource:   newMemSource,
+		NewSink:     newMemSink(false),
+		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
+		CountSource: func(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Backlog, error) {
+			return brokerOf(c.Broker).backlog(c.Queue), nil
+		},
+		CountSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Backlog, error) {
+			return brokerOf(c.Broker).backlog(c.Queue), nil
+		},
+		Browse: func(c memSourceConfig, after uint64) (memSourceConfig, error) {
+			c.browse, c.after = true, after
+			return c, nil
+		},
+		DeadLetterSource: func(_ context.Context, c memSourceConfig, _ *slog.Logger) (memSourceConfig, error) {
+			c.deadLetter = true
+			return c, nil
+		},
+		NewDrySink: newMemSink(true),
+	}
+	config.Register(hooks)
+	config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
+		Name:        "memqplain",
+		NewSource:   newMemSource,
+		NewSink:     newMemSink(false),
+		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
+		NewDrySink:  newMemSink(true),
+	})
+}
+
+type memSource struct {
+	b    *memBroker
+	cfg  memSourceConfig
+	mu   sync.Mutex
+	next uint64 // browse cursor
+	end  uint64 // browse: last sequence when browsing began
+	done bool
+}
+
+func newMemSource(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Source, error) {
+	b := brokerOf(c.Broker)
+	b.mu.Lock()
+	fail := b.failOpen
+	b.mu.Unlock()
+	if fail {
+		return nil, errors.New("memq: connection refused")
+	}
+	s := &memSource{b: b, cfg: c, next: c.after}
+	if c.browse {
+		b.mu.Lock()
+		s.end = b.queue(c.Queue).seq
+		b.mu.Unlock()
+		return &browsingMemSource{s}, nil
+	}
+	return s, nil
+}
+
+func (s *memSource) list(q *memQueue) *[]*memMsg {
+	if s.cfg.deadLetter {
+		return &q.dlq
+	}
+	return &q.msgs
+}
+
+func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s.b.mu.Lock()
+		q := s.b.queue(s.cfg.Queue)
+		var out []driver.Delivery
+		for _, mm := range *s.list(q) {
+			if len(out) == max {
+				break
+			}
+			if s.cfg.browse {
+				if mm.seq <= s.next {
+					continue
+				}
+				s.next = mm.seq
+				m := mm.m.Clone()
+				m.Source.SequenceNumber = strconv.FormatUint(mm.seq, 10)
+				out = append(out, &memDelivery{s: s, m: m, browse: true})
+				continue
+			}
+			if mm.locked || mm.scheduled {
+				continue
+			}
+			mm.locked = true
+			m := mm.m.Clone()
+			m.Source.EnqueuedTime = mm.m.Source.EnqueuedTime
+			out = append(out, &memDelivery{s: s, mm: mm, m: m})
+		}
+		if s.cfg.browse && len(out) == 0 && s.next >= s.end {
+			s.mu.Lock()
+			s.done = true
+			s.mu.Unlock()
+		}
+		ch := s.b.changed
+		s.b.mu.Unlock()
+		if len(out) > 0 {
+			return out, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (s *memSource) Close(context.Context) error { return nil }
+
+type browsingMemSource struct{ *memSource }
+
+func (s *browsingMemSource) Drained() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
+type memDelivery struct {
+	s      *memSource
+	mm     *memMsg
+	m      *mapping.Message
+	browse bool
+}
+
+func (d *memDelivery) Message() *mapping.Message { return d.m }
+
+func (d *memDelivery) Ack(context.Context) error {
+	if d.browse {
+		return nil
+	}
+	b := d.s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(d.s.cfg.Queue)
+	l := d.s.list(q)
+	for i, mm := range *l {
+		if mm == d.mm {
+			*l = append((*l)[:i], (*l)[i+1:]...)
+			break
+		}
+	}
+	b.notify()
+	return nil
+}
+
+func (d *memDelivery) Nack(context.Context, time.Duration) error {
+	if d.browse {
+		return nil
+	}
+	b := d.s.b
+	b.mu.Lock()
+	d.mm.locked = false
+	b.notify()
+	b.mu.Unlock()
+	return nil
+}
+
+func (d *memDelivery) Extend(context.Context, time.Duration) error { return nil }
+
+type memSink struct {
+	b   *memBroker
+	cfg memSinkConfig
+	dry bool
+}
+
+func newMemSink(dry bool) func(context.Context, memSinkConfig, *slog.Logger) (driver.Sink, error) {
+	return func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Sink, error) {
+		return &memSink{b: brokerOf(c.Broker), cfg: c, dry: dry}, nil
+	}
+}
+
+func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		if s.cfg.RejectAttr != "" {
+			if _, bad := m.Attr(s.cfg.RejectAttr); bad {
+				errs[i] = mapping.Rejectf("memq", fmt.Sprintf("attribute %q", s.cfg.RejectAttr), "refused by this sink")
+				continue
+			}
+		}
+		if !s.dry {
+			s.b.put(s.cfg.Queue, m)
+		}
+	}
+	return errs
+}
+
+func (s *memSink) Close(context.Context) error { return nil }

@@ -1,0 +1,458 @@
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+var brokerSeq atomic.Int64
+
+// setup makes a broker and loads a configuration for it; %[1]s in hcl is
+// the broker id.
+func setup(t *testing.T, hcl string) (*memBroker, []*config.Pipeline) {
+	t.Helper()
+	id := fmt.Sprintf("b%d", brokerSeq.Add(1))
+	b := newBroker(id)
+	src := fmt.Sprintf(hcl, id)
+	cfg, diags := config.NewLoader().LoadBytes("test.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatalf("config: %s\n%s", diags.Error(), src)
+	}
+	return b, cfg.Pipelines
+}
+
+const moveHCL = `
+pipeline "p" {
+  source "memq" {
+    broker = "%[1]s"
+    queue  = "in"
+  }
+  sink "memq" {
+    broker      = "%[1]s"
+    queue       = "out"
+    reject_attr = "bad"
+  }
+  dead_letter {
+    sink "memq" {
+      broker = "%[1]s"
+      queue  = "dlq"
+    }
+  }
+}
+`
+
+func msgs(n, groups int) []*mapping.Message {
+	out := make([]*mapping.Message, n)
+	for i := range out {
+		m := &mapping.Message{ID: fmt.Sprintf("m%04d", i), Body: []byte(fmt.Sprintf("body %d", i))}
+		if groups > 0 {
+			m.GroupKey = fmt.Sprintf("g%d", i%groups)
+		}
+		m.SetAttr("n", mapping.Int32(int32(i)))
+		m.Source.EnqueuedTime = time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
+		out[i] = m
+	}
+	return out
+}
+
+func fastOptions(mode Mode) Options {
+	return Options{
+		Mode: mode, Idle: 30 * time.Millisecond, CountEvery: 5 * time.Millisecond,
+		CountTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second,
+		Log: slog.New(slog.DiscardHandler),
+	}
+}
+
+func ids(ms []*mapping.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func TestMoveDrainsByCountInGroupOrder(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(300, 7)...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeComplete || rep.ExitCode != 0 {
+		t.Fatalf("outcome %s (%d): %s", rep.Outcome, rep.ExitCode, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.DrainedBy != "count" || !j.Drained {
+		t.Errorf("drained by %q (%v), want count", j.DrainedBy, j.Drained)
+	}
+	if j.Written != 300 || j.Acknowledged != 300 || j.Read != 300 || j.Groups != 7 {
+		t.Errorf("written %d acked %d read %d groups %d, want 300 300 300 7", j.Written, j.Acknowledged, j.Read, j.Groups)
+	}
+	if j.SourceBefore == nil || j.SourceBefore.Pending() != 300 || j.SourceAfter == nil || j.SourceAfter.Pending() != 0 {
+		t.Errorf("source before %+v after %+v", j.SourceBefore, j.SourceAfter)
+	}
+	if j.SinkBefore.Pending() != 0 || j.SinkAfter.Pending() != 300 {
+		t.Errorf("sink before %+v after %+v", j.SinkBefore, j.SinkAfter)
+	}
+	out := b.messages("out")
+	if len(out) != 300 {
+		t.Fatalf("sink holds %d messages, want 300", len(out))
+	}
+	last := map[string]int32{}
+	for _, m := range out {
+		v, _ := m.Attr("n")
+		n := int32(v.Int())
+		if p, ok := last[m.GroupKey]; ok && n < p {
+			t.Fatalf("group %s: %d after %d", m.GroupKey, n, p)
+		}
+		last[m.GroupKey] = n
+	}
+}
+
+func TestDeadLettersAreCountedByReason(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(40, 0)
+	for _, m := range ms[:6] {
+		m.SetAttr("bad", mapping.String("x"))
+	}
+	b.put("in", ms...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeDeadLettered || rep.ExitCode != ExitDeadLettered {
+		t.Fatalf("outcome %s (%d): %s", rep.Outcome, rep.ExitCode, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.Written != 34 || j.DeadLetteredTotal != 6 || j.DeadLettered["rejected"] != 6 {
+		t.Errorf("written %d, dead-lettered %v", j.Written, j.DeadLettered)
+	}
+	if ex := j.Examples["rejected"]; !strings.Contains(ex.Description, `attribute "bad"`) {
+		t.Errorf("example %+v lacks the reason", ex)
+	}
+	if n := len(b.messages("dlq")); n != 6 {
+		t.Errorf("dead-letter queue holds %d, want 6", n)
+	}
+	if n := len(b.messages("in")); n != 0 {
+		t.Errorf("source still holds %d", n)
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	for _, kind := range []string{"memq", "memqplain"} {
+		t.Run(kind, func(t *testing.T) {
+			b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "`+kind+`"`))
+			ms := msgs(60, 3)
+			ms[5].SetAttr("bad", mapping.String("x"))
+			b.put("in", ms...)
+			opt := fastOptions(ModeDryRun)
+			opt.Sample = 25
+			rep := Run(context.Background(), pipes, opt, nil)
+			if rep.Outcome != OutcomeDeadLettered {
+				t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+			}
+			d := rep.Jobs[0].DryRun
+			want, sampled := int64(59), false
+			if kind == "memqplain" {
+				want, sampled = 24, true // a sample of 25, one refused
+			}
+			if d == nil || d.WouldWrite != want || d.WouldReject["rejected"] != 1 || d.Sampled != sampled {
+				t.Fatalf("dry run %+v, want %d would-write, 1 rejected, sampled %v", d, want, sampled)
+			}
+			if ex := d.Examples["reject:rejected"]; ex.MessageID != "m0005" {
+				t.Errorf("example %+v, want m0005", ex)
+			}
+			if got := b.backlog("in"); got.Ready != 60 || got.InFlight != 0 {
+				t.Errorf("source after the dry run: %+v, want 60 ready", got)
+			}
+			if n := len(b.messages("out")) + len(b.messages("dlq")); n != 0 {
+				t.Errorf("a dry run wrote %d messages", n)
+			}
+			if rep.Jobs[0].Written != 0 {
+				t.Errorf("report says written %d in a dry run", rep.Jobs[0].Written)
+			}
+		})
+	}
+}
+
+func TestCopyResumesFromItsCheckpoint(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(50, 0)...)
+	opt := fastOptions(ModeCopy)
+	opt.StateFile = filepath.Join(t.TempDir(), "state.json")
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	if j := rep.Jobs[0]; j.Checkpoint != 50 || j.DrainedBy != "browse" || j.Written != 50 {
+		t.Errorf("checkpoint %d, drained by %q, written %d", j.Checkpoint, j.DrainedBy, j.Written)
+	}
+	if got := b.backlog("in").Ready; got != 50 {
+		t.Errorf("the copy changed the source: %d ready", got)
+	}
+	// Again: nothing new to copy. Then 20 more arrive: only they are copied.
+	rep = Run(context.Background(), pipes, opt, nil)
+	if j := rep.Jobs[0]; rep.Outcome != OutcomeComplete || j.Written != 0 || j.ResumedFrom != 50 {
+		t.Fatalf("second copy: %s, written %d, resumed from %d", rep.Outcome, j.Written, j.ResumedFrom)
+	}
+	b.put("in", msgs(20, 0)...)
+	rep = Run(context.Background(), pipes, opt, nil)
+	if j := rep.Jobs[0]; j.Written != 20 || j.Checkpoint != 70 {
+		t.Fatalf("third copy: written %d, checkpoint %d", j.Written, j.Checkpoint)
+	}
+	if n := len(b.messages("out")); n != 70 {
+		t.Errorf("sink holds %d, want 70", n)
+	}
+}
+
+func TestCopyRefusedWhereTheSourceCannotBrowse(t *testing.T) {
+	_, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
+	rep := Run(context.Background(), pipes, fastOptions(ModeCopy), nil)
+	if rep.Outcome != OutcomeFailed || rep.ExitCode != ExitFailed || !strings.Contains(rep.Reason, "cannot be read without consuming") {
+		t.Fatalf("outcome %s (%d): %s", rep.Outcome, rep.ExitCode, rep.Reason)
+	}
+}
+
+func TestIdleDecidesWhereTheSourceCannotCount(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
+	b.put("in", msgs(30, 0)...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if j := rep.Jobs[0]; rep.Outcome != OutcomeComplete || j.DrainedBy != "idle" || j.Written != 30 {
+		t.Fatalf("outcome %s, drained by %q, written %d: %s", rep.Outcome, j.DrainedBy, j.Written, rep.Reason)
+	}
+	if j := rep.Jobs[0]; j.SourceBefore != nil || j.CountErrors["source"] == "" {
+		t.Errorf("a source that cannot count: before %+v, errors %v", j.SourceBefore, j.CountErrors)
+	}
+}
+
+func TestInterruptHandsBackAndLosesNothing(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(400, 0)...)
+	opt := fastOptions(ModeMove)
+	opt.Rate = 200 // slow enough to interrupt midway
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for len(b.messages("out")) < 20 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		cancel()
+	}()
+	rep := Run(ctx, pipes, opt, nil)
+	if rep.Outcome != OutcomeInterrupted || rep.ExitCode != ExitInterrupted {
+		t.Fatalf("outcome %s (%d)", rep.Outcome, rep.ExitCode)
+	}
+	in, out := b.backlog("in"), len(b.messages("out"))
+	if in.InFlight != 0 || int(in.Ready)+out != 400 {
+		t.Fatalf("after the interrupt: source %+v, sink %d; want nothing locked and 400 in all", in, out)
+	}
+	if out >= 400 {
+		t.Fatalf("the interrupt came too late to test anything (%d written)", out)
+	}
+}
+
+func TestFiltersSelectWhatIsCopied(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(30, 0)
+	for i, m := range ms {
+		tenant := "other"
+		if i%3 == 0 {
+			tenant = "acme"
+		}
+		m.SetAttr("tenant", mapping.String(tenant))
+	}
+	b.put("in", ms...)
+	opt := fastOptions(ModeCopy)
+	c, err := ParseCondition("{attr.tenant}==acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Where = []Condition{c}
+	opt.Since = time.Date(2026, 1, 1, 0, 0, 3, 0, time.UTC) // drops m0000
+	rep := Run(context.Background(), pipes, opt, nil)
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeComplete || j.Written != 9 || j.Skipped != 21 {
+		t.Fatalf("outcome %s, written %d, skipped %d: %s", rep.Outcome, j.Written, j.Skipped, rep.Reason)
+	}
+	for _, m := range b.messages("out") {
+		if v, _ := m.Attr("tenant"); v.Str() != "acme" || m.ID == "m0000" {
+			t.Errorf("copied %s (tenant %s)", m.ID, v.Str())
+		}
+	}
+}
+
+func TestOptionsRefuseContradictions(t *testing.T) {
+	c, _ := ParseCondition("{group}==a")
+	for name, o := range map[string]Options{
+		"filter on a move": {Mode: ModeMove, Where: []Condition{c}},
+		"state on a move":  {Mode: ModeMove, StateFile: "s.json"},
+		"until before":     {Mode: ModeCopy, Since: time.Unix(100, 0), Until: time.Unix(50, 0)},
+		"negative rate":    {Mode: ModeMove, Rate: -1},
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, bad := range []string{"{group}", "{nope}==x"} {
+		if _, err := ParseCondition(bad); err == nil {
+			t.Errorf("ParseCondition(%q) accepted", bad)
+		}
+	}
+}
+
+func TestDeadLetterQueueKeepsItsReason(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(5, 0)...)
+	for _, m := range msgs(3, 0) {
+		m.Source.DeadLetterReason, m.Source.DeadLetterDesc = "MaxDeliveryCountExceeded", "tried 10 times"
+		b.putDead("in", m)
+	}
+	opt := fastOptions(ModeMove)
+	opt.IncludeDeadLetters = true
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeComplete || len(rep.Jobs) != 2 {
+		t.Fatalf("outcome %s, %d jobs: %s", rep.Outcome, len(rep.Jobs), rep.Reason)
+	}
+	if rep.Jobs[1].Queue != "dead-letter" || rep.Jobs[1].Written != 3 || rep.Totals.Written != 8 {
+		t.Errorf("dead-letter job %+v, totals %+v", rep.Jobs[1], rep.Totals)
+	}
+	// The pipeline has a dead-letter sink: dead letters stay dead letters.
+	dl := b.messages("dlq")
+	if len(dl) != 3 {
+		t.Fatalf("target dead-letter queue holds %d, want 3", len(dl))
+	}
+	r, _ := dl[0].Attr("DeadLetterReason")
+	d, _ := dl[0].Attr("DeadLetterErrorDescription")
+	if r.Str() != "MaxDeliveryCountExceeded" || d.Str() != "tried 10 times" {
+		t.Errorf("reason %q, description %q", r.Str(), d.Str())
+	}
+}
+
+func TestScheduledMessagesAreReportedLeftBehind(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(10, 0)...)
+	b.putScheduled("in", msgs(1, 0)[0])
+	b.putScheduled("in", msgs(1, 0)[0])
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeNotDrained || rep.ExitCode != ExitNotDrained || j.LeftBehind["scheduled"] != 2 || j.Written != 10 {
+		t.Fatalf("outcome %s (%d), left behind %v, written %d: %s", rep.Outcome, rep.ExitCode, j.LeftBehind, j.Written, rep.Reason)
+	}
+	if !strings.Contains(rep.Reason, "scheduled") {
+		t.Errorf("reason %q does not name the scheduled messages", rep.Reason)
+	}
+}
+
+func TestTimeoutWhenAnotherConsumerHoldsMessages(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(5, 0)...)
+	b.mu.Lock()
+	b.queue("in").heldByOther = 3
+	b.mu.Unlock()
+	opt := fastOptions(ModeMove)
+	opt.Timeout = 300 * time.Millisecond
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeNotDrained || !strings.Contains(rep.Reason, "-timeout") || rep.Jobs[0].Written != 5 {
+		t.Fatalf("outcome %s: %s (written %d)", rep.Outcome, rep.Reason, rep.Jobs[0].Written)
+	}
+}
+
+func TestConnectTimeoutSaysWhy(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.failOpen = true
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 200 * time.Millisecond
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "not connected after") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
+
+func TestNewDedupIDsAreStablePerRun(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(3, 0)
+	ms[0].DedupID = "keep-me"
+	b.put("in", ms...)
+	opt := fastOptions(ModeMove)
+	opt.RunID = "rerun-1"
+	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	out := b.messages("out")
+	want := map[string]string{
+		"m0000": rerunDedupID("keep-me", "rerun-1"),
+		"m0001": rerunDedupID("m0001", "rerun-1"),
+	}
+	for _, m := range out {
+		if w, ok := want[m.ID]; ok && m.DedupID != w {
+			t.Errorf("%s: dedup id %q, want %q", m.ID, m.DedupID, w)
+		}
+	}
+	if rerunDedupID("a", "r1") == rerunDedupID("a", "r2") || len(rerunDedupID("a", "r1")) != 64 {
+		t.Error("rerun ids must differ per run and be 64 hex digits")
+	}
+}
+
+func TestReportFileAndSummary(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(12, 2)
+	ms[0].SetAttr("bad", mapping.String("x"))
+	b.put("in", ms...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := rep.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["outcome"] != "complete-with-dead-letters" || got["exit_code"] != float64(3) {
+		t.Errorf("report outcome %v, exit %v", got["outcome"], got["exit_code"])
+	}
+	p := got["pipelines"].([]any)[0].(map[string]any)
+	for k, want := range map[string]float64{"read": 12, "written": 11, "dead_lettered_total": 1, "groups_seen": 2} {
+		if p[k] != want {
+			t.Errorf("pipelines[0].%s = %v, want %v", k, p[k], want)
+		}
+	}
+	var sum bytes.Buffer
+	rep.Summary(&sum)
+	for _, want := range []string{"complete-with-dead-letters", "written 11", "dead-lettered 1: rejected", "groups seen 2", "source 12 → 0; sink 0 → 11"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum.String())
+		}
+	}
+}
+
+func TestLogProgressReportsFigures(t *testing.T) {
+	var buf bytes.Buffer
+	lp := &LogProgress{Log: slog.New(slog.NewTextHandler(&buf, nil)), Every: time.Nanosecond}
+	lp.Start("p", 100)
+	lp.Update("p", Figures{Done: 10, Total: 100})
+	lp.Update("p", Figures{Done: 40, Total: 100, Rate: 20, ETA: 3 * time.Second, DeadLettered: 2, Retried: 1})
+	lp.Finish("p", Figures{Done: 100, Total: 100}, OutcomeComplete)
+	out := buf.String()
+	for _, want := range []string{"migration started", "total=100", "moved=40", "percent=40.0", "rate=20/s", "eta=3s", "dead_lettered=2", "retried=1", "outcome=complete"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "moved=10 ") {
+		t.Errorf("the first update should wait one interval:\n%s", out)
+	}
+}
