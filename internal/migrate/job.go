@@ -208,6 +208,9 @@ func (j *job) definition(tr *tracker) (bridge.Definition, bool, error) {
 	browsing := false
 	switch opt.Mode {
 	case ModeCopy:
+		if pipe.Spec.DeadLetter.Native {
+			return bridge.Definition{}, false, fmt.Errorf("copy mode: pipeline %q dead-letters at the source (dead_letter { native = true }), which a copy must leave untouched: give it a dead-letter sink, or none", pipe.Name)
+		}
 		bp, err := pipe.WithBrowsingSource(j.from)
 		if err != nil {
 			return bridge.Definition{}, false, fmt.Errorf("copy mode: %w", err)

@@ -456,3 +456,25 @@ func TestLogProgressReportsFigures(t *testing.T) {
 		t.Errorf("the first update should wait one interval:\n%s", out)
 	}
 }
+
+func TestCopyRefusesNativeDeadLetters(t *testing.T) {
+	_, pipes := setup(t, `
+pipeline "p" {
+  source "memq" {
+    broker = "%[1]s"
+    queue  = "in"
+  }
+  sink "memq" {
+    broker = "%[1]s"
+    queue  = "out"
+  }
+  dead_letter {
+    native = true
+  }
+}
+`)
+	rep := Run(context.Background(), pipes, fastOptions(ModeCopy), nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "native = true") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
