@@ -80,7 +80,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	cfg := def.Config
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = bridge.NewMetrics(reg)
-	cfg.Logger = j.log
+	cfg.Logger = opt.Log // the engine adds the pipeline's name
 	dry := newDryRecorder()
 	cfg.Sink = j.watchSink(cfg.Sink, dry, &rep.DuplicatesDropped)
 	if cfg.DeadLetter.Sink != nil {
@@ -227,9 +227,9 @@ func (j *job) definition(tr *tracker) (bridge.Definition, bool, error) {
 	var def bridge.Definition
 	var err error
 	if opt.Mode == ModeDryRun {
-		def, err = pipe.DryRunDefinition(j.log)
+		def, err = pipe.DryRunDefinition(opt.Log)
 	} else {
-		def, err = pipe.Definition(j.log)
+		def, err = pipe.Definition(opt.Log)
 	}
 	if err != nil {
 		return def, false, err
@@ -305,6 +305,9 @@ type watch struct {
 	lastExtend time.Time
 	lastSave   time.Time
 	everRan    bool
+	// lastRunning is when the pipeline was last seen running (the start
+	// until it first runs).
+	lastRunning time.Time
 }
 
 // loop returns an outcome only for interrupted, failed and not-drained
@@ -331,14 +334,24 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			return OutcomeNotDrained, "", fmt.Sprintf("-timeout %s passed before the source was drained", opt.Timeout)
 		case now := <-t.C:
 			st := w.p.Stats()
-			if st.Running {
-				w.everRan = true
-			} else if !w.everRan && now.Sub(w.start) > opt.ConnectTimeout {
+			if st.Running || w.lastRunning.IsZero() {
+				w.lastRunning = now
+			}
+			if !st.Running && now.Sub(w.lastRunning) > opt.ConnectTimeout {
+				// The engine retries for ever, as a daemon should; a job
+				// gives up and says why.
 				cause := "the adapters did not open"
 				if err := w.p.Ready(ctx); err != nil {
 					cause = err.Error()
 				}
-				return OutcomeFailed, "", fmt.Sprintf("not connected after %s: %s (the log has each attempt's error)", opt.ConnectTimeout, cause)
+				what := "not connected after"
+				if w.everRan {
+					what = "connection lost for"
+				}
+				return OutcomeFailed, "", fmt.Sprintf("%s %s: %s (the log has each attempt's error)", what, opt.ConnectTimeout, cause)
+			}
+			if st.Running {
+				w.everRan = true
 			}
 			w.extendHeld(now)
 			snap := w.tr.snapshot()
