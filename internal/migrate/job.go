@@ -47,10 +47,18 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		ResumedFrom: j.from, CountErrors: map[string]string{},
 	}
 	start := time.Now()
+	var w *watch
 	defer func() {
 		rep.Seconds = time.Since(start).Seconds()
-		if rep.Seconds > 0 {
-			rep.Rate = float64(rep.Done()) / rep.Seconds
+		// The rate is over the time spent moving messages: the idle spell
+		// that confirms the drain is not part of it.
+		active := rep.Seconds
+		if w != nil && !w.lastDoneAt.IsZero() {
+			active = w.lastDoneAt.Sub(start).Seconds()
+		}
+		if active > 0 {
+			rep.Rate = float64(rep.Done()) / active
+			rep.ActiveSeconds = active
 		}
 		if len(rep.CountErrors) == 0 {
 			rep.CountErrors = nil
@@ -114,7 +122,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
 
-	w := &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total}
+	w = &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total}
 	outcome, by, reason := w.loop(ctx, done, prog)
 	stop()
 	runErr := <-done
@@ -304,6 +312,8 @@ type watch struct {
 	lastCount  time.Time
 	lastExtend time.Time
 	lastSave   time.Time
+	lastDone   int64
+	lastDoneAt time.Time
 	everRan    bool
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).

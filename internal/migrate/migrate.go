@@ -42,8 +42,12 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 		if rep.Outcome == "" {
 			rep.Outcome = worst
 		}
-		if rep.Seconds > 0 {
-			rep.Rate = float64(rep.Totals.Done()) / rep.Seconds
+		var active float64
+		for _, j := range rep.Jobs {
+			active += j.ActiveSeconds
+		}
+		if active > 0 {
+			rep.Rate = float64(rep.Totals.Done()) / active
 		}
 		rep.ExitCode = rep.Outcome.ExitCode()
 		return rep

@@ -184,7 +184,10 @@ type JobReport struct {
 	Checkpoint  uint64  `json:"checkpoint,omitempty"`
 	ResumedFrom uint64  `json:"resumed_from,omitempty"`
 	Seconds     float64 `json:"duration_seconds"`
-	Rate        float64 `json:"rate_per_second"`
+	// ActiveSeconds is the time until the last message was done: Rate is
+	// over it, without the idle spell that confirmed the drain.
+	ActiveSeconds float64 `json:"active_seconds"`
+	Rate          float64 `json:"rate_per_second"`
 	// DryRun holds what a dry run found.
 	DryRun *DryRunReport `json:"dry_run,omitempty"`
 	// Examples holds one dead-lettered message per reason, with the
