@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// Golden vectors: the X-Ray header of seed 000 and its W3C form, derived by
+// Golden vectors: the X-Ray header of docs/wire-sqs.md §5 and its W3C form, derived by
 // hand: the 8-hex epoch and the 24-hex unique part of Root concatenate to the
 // 32-hex trace id; Parent is the parent id; Sampled=1 is flags 01.
 var traceGolden = []struct {

@@ -18,7 +18,7 @@ import (
 )
 
 // entraScope is the Microsoft Entra ID scope of Service Bus data-plane
-// tokens (servicebus-wire.md §3.3).
+// tokens (docs/wire-servicebus.md §3.3).
 const entraScope = "https://servicebus.azure.net/.default"
 
 // refreshBefore is how long before expiry a cached token is replaced.
@@ -64,7 +64,7 @@ type authorizer interface {
 }
 
 // sasSignature builds a shared access signature token for uri, valid until
-// expiry (servicebus-wire.md §3.2): the lower-cased, URL-encoded resource
+// expiry (docs/wire-servicebus.md §3.2): the lower-cased, URL-encoded resource
 // URI and the expiry signed with HMAC-SHA256 keyed by the key's text.
 func sasSignature(uri, keyName, key string, expiry time.Time) string {
 	sr := strings.ToLower(url.QueryEscape(uri))

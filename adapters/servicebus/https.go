@@ -17,7 +17,7 @@ import (
 )
 
 // The HTTPS transport speaks the Service Bus REST data plane
-// (servicebus-wire.md §7, seed 004) with net/http: send and batch send
+// (docs/wire-servicebus.md §7) with net/http: send and batch send
 // (POST {entity}/messages), peek-lock (POST {entity}/messages/head),
 // complete (DELETE), unlock (PUT) and renew (POST) on the lock URL that
 // the peek-lock response's Location gives.

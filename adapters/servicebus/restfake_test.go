@@ -20,7 +20,7 @@ import (
 )
 
 // restFake is a Service Bus REST data plane written from the
-// documentation (seed 004 and servicebus-wire.md §7), not from the
+// documentation (docs/wire-servicebus.md §7), not from the
 // adapter: send (single and batch), peek-lock with a long-poll timeout,
 // complete (DELETE), unlock (PUT) and renew (POST) on the lock URL, SAS
 // and bearer authorization, custom-property type inference from the
@@ -185,7 +185,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-// authorize checks the Authorization header (servicebus-wire.md §3.2, §7):
+// authorize checks the Authorization header (docs/wire-servicebus.md §3.2, §7):
 // a SharedAccessSignature whose signature is HMAC-SHA256 (keyed by the
 // key's text) of the URL-encoded resource as it appears in the token, a
 // newline and the expiry; not expired; a resource that is a prefix of the
@@ -243,7 +243,7 @@ var httpHeaders = map[string]bool{
 }
 
 // infer is the documented type inference of a custom property's text
-// (seed 004): quoted → DateTime if an RFC 2616 date, else String with the
+// (docs/wire-servicebus.md §7): quoted → DateTime if an RFC 2616 date, else String with the
 // quotes stripped; unquoted → Boolean (true/false), Int64, Double, or the
 // message is rejected.
 func infer(name, v string) (fakeProp, error) {
@@ -296,7 +296,7 @@ func (p fakeProp) render() string {
 	return strings.ToUpper(strconv.FormatFloat(p.f, 'g', -1, 64)) // .NET "R": 1 for 1.0, 1E+300
 }
 
-// settable are the BrokerProperties a sender may set (seed 004).
+// settable are the BrokerProperties a sender may set (docs/wire-servicebus.md §7).
 var settable = []string{"MessageId", "CorrelationId", "SessionId", "Label", "ReplyTo", "To", "ReplyToSessionId", "PartitionKey", "TimeToLive", "ScheduledEnqueueTimeUtc"}
 
 func (f *restFake) parseBP(raw map[string]any) (map[string]any, time.Time, error) {

@@ -115,7 +115,7 @@ func verifySent(o *sqsmap.Outbound, md5Body, md5Attrs, md5Sys *string, messageID
 }
 
 // md5OfSystemAttributes: system attributes are digested like message
-// attributes (seed 000).
+// attributes (docs/wire-sqs.md §2).
 func md5OfSystemAttributes(sys map[string]types.MessageSystemAttributeValue) string {
 	as := make(map[string]types.MessageAttributeValue, len(sys))
 	for k, v := range sys {

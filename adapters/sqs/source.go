@@ -217,7 +217,7 @@ func (s *Source) poll(ctx context.Context) {
 		in := s.receiveInput()
 		if s.queue.fifo {
 			// A retry after a failed call reuses the attempt id, so SQS
-			// returns the same messages and keeps the group order (seed 001).
+			// returns the same messages and keeps the group order (docs/wire-sqs.md §4).
 			if attemptID == "" || time.Since(attemptAt) > attemptIDTTL {
 				attemptID, attemptAt = newAttemptID(), time.Now()
 			}

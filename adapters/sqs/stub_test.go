@@ -217,7 +217,7 @@ func connReset() error {
 }
 
 // A FIFO ReceiveMessage that failed with a retryable error is retried with
-// the same ReceiveRequestAttemptId (seed 001/003); a successful or a
+// the same ReceiveRequestAttemptId (docs/wire-sqs.md §4); a successful or a
 // non-retryable call ends the attempt.
 func TestStubFIFOReceiveAttemptIDReused(t *testing.T) {
 	t.Parallel()

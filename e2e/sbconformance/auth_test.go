@@ -13,7 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
-// sasToken signs like the Go SDK (servicebus-wire.md §3.2).
+// sasToken signs like the Go SDK (docs/wire-servicebus.md §3.2).
 func sasToken(resource, name, key string, expiry time.Time) string {
 	sr := strings.ToLower(url.QueryEscape(resource))
 	se := fmt.Sprint(expiry.Unix())

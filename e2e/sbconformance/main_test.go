@@ -1,7 +1,7 @@
 // Package sbconformance holds the official Azure Service Bus SDKs
 // (azservicebus for Go, @azure/service-bus for JavaScript) against qbridge's
 // Service Bus test server (e2e/sbserver), asserting the documented behaviour
-// of shared/spec/servicebus-wire.md.
+// of docs/wire-servicebus.md.
 package sbconformance
 
 import (

@@ -169,7 +169,7 @@ func TestRenewLock(t *testing.T) {
 }
 
 // An expired lock makes the message available again with DeliveryCount +1;
-// the stale lock can no longer settle (§5.2, seed 002 DeliveryCount).
+// the stale lock can no longer settle (docs/wire-servicebus.md §5.2).
 func TestLockExpiry(t *testing.T) {
 	requireServer(t)
 	t.Parallel()

@@ -13,8 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
-// The REST data plane shares the store with AMQP (servicebus-wire.md §7,
-// seed 004). No official SDK speaks it, so these requests are hand-made
+// The REST data plane shares the store with AMQP (docs/wire-servicebus.md
+// §7). No official SDK speaks it, so these requests are hand-made
 // from the documentation.
 
 func restURL(path string) string { return fmt.Sprintf("http://127.0.0.1:%d/%s", httpPort, path) }
@@ -43,7 +43,7 @@ func restDo(t *testing.T, method, url string, body []byte, headers map[string]st
 func TestRESTSendThenAMQPReceive(t *testing.T) {
 	requireServer(t)
 	t.Parallel()
-	// a header that cannot be typed rejects the message (seed 004)
+	// a header that cannot be typed rejects the message (docs/wire-servicebus.md §7)
 	resp, _ := restDo(t, "POST", restURL("rest-in/messages"), []byte("x"), map[string]string{"Customer": "12345,ABC"})
 	mustEqual(t, "status for an untyped custom property", resp.StatusCode, http.StatusBadRequest)
 

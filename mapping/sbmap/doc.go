@@ -1,6 +1,6 @@
 // Package sbmap maps Azure Service Bus messages sent and received over AMQP
 // to and from the mapping model. It is a Dialect of package amqpmap: every
-// amqpmap rule holds unless said otherwise here (servicebus-wire.md §1, §2,
+// amqpmap rule holds unless said otherwise here (docs/wire-servicebus.md §1, §2,
 // §5.4, §6).
 //
 // # Broker properties

@@ -16,7 +16,7 @@ const (
 	DeadLetterDescriptionProperty = "DeadLetterErrorDescription"
 )
 
-// Broker properties carried as message annotations (servicebus-wire.md §1),
+// Broker properties carried as message annotations (docs/wire-servicebus.md §1),
 // and the lock token's delivery annotation.
 const (
 	AnnotationPartitionKey           = "x-opt-partition-key"
@@ -32,7 +32,7 @@ const (
 	DeliveryAnnotationLockToken      = "x-opt-lock-token"
 )
 
-// Service Bus limits (servicebus-wire.md §6.3).
+// Service Bus limits (docs/wire-servicebus.md §6.3).
 const (
 	MaxIDLength           = 128       // MessageId, SessionId, PartitionKey, ViaPartitionKey, in UTF-16 code units
 	MaxPropertySize       = 32 * 1024 // one application property, encoded

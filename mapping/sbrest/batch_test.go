@@ -11,7 +11,7 @@ import (
 	"github.com/qbridge/qbridge/mapping/mappingtest"
 )
 
-// The batch body of the REST docs (servicebus-wire.md §7).
+// The batch body of the REST docs (docs/wire-servicebus.md §7).
 func TestDecodeBatchDocExample(t *testing.T) {
 	body := `[
   {"Body":"This is the first message","BrokerProperties":{"Label":"M1","TimeToLiveTimeSpan":"0.00:00:40"}},

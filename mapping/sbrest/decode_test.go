@@ -27,7 +27,7 @@ func readResponse(t *testing.T, raw string) (http.Header, []byte) {
 	return resp.Header, body.Bytes()
 }
 
-// The peek-lock response of the REST docs (servicebus-wire.md §7).
+// The peek-lock response of the REST docs (docs/wire-servicebus.md §7).
 func TestDecodePeekLockResponse(t *testing.T) {
 	h, body := readResponse(t, `HTTP/1.1 201 Created
 Transfer-Encoding: chunked

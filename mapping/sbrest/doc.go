@@ -6,7 +6,7 @@
 // A single message is an HTTP request or response: the body is the payload,
 // Content-Type is ContentType, the broker properties are one JSON header
 // named BrokerProperties, and every custom (user) property is its own HTTP
-// header whose type Service Bus infers from the text (seed 004):
+// header whose type Service Bus infers from the text (docs/wire-servicebus.md §7):
 //
 //	"…"  an RFC 2616 date inside → DateTime, else the unquoted text → String
 //	true / false (case-sensitive)  → Boolean

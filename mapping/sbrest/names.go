@@ -39,7 +39,7 @@ var reservedHeaders = map[string]string{
 	"Host":              "set by the HTTP client",
 	"Expect":            "HTTP control (100-continue)",
 	"Date":              "set by the HTTP stack; the enqueued time on receive",
-	// .NET's restricted request headers (seed 004 excludes them).
+	// .NET's restricted request headers (docs/wire-servicebus.md §7 excludes them).
 	"Accept":            ".NET restricted HTTP header",
 	"If-Modified-Since": ".NET restricted HTTP header",
 	"Range":             ".NET restricted HTTP header",

@@ -172,7 +172,7 @@ func parseDate(s string) (time.Time, error) {
 }
 
 // InferHeader infers the value of a custom property from its HTTP header
-// text exactly as Service Bus does (seed 004): a quoted RFC 2616 date is a
+// text exactly as Service Bus does (docs/wire-servicebus.md §7): a quoted RFC 2616 date is a
 // timestamp, other quoted text a string; unquoted true/false a bool, an
 // integer an Int64 (a Double when it overflows), a float a Double. Anything
 // else is an error. Surrounding whitespace is ignored, as HTTP does.

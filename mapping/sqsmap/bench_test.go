@@ -86,7 +86,7 @@ func BenchmarkDecodeEnvelope(b *testing.B) {
 
 // BenchmarkBaselineWire is the baseline of the benchmarks above: what any
 // SQS client must do per message of this shape, whatever maps it: the MD5
-// of the body and of the attributes (seed 000; the SDK checks both on send
+// of the body and of the attributes (docs/wire-sqs.md §2; the SDK checks both on send
 // and receive) and building the SDK's SendMessageInput.
 func BenchmarkBaselineWire(b *testing.B) {
 	o, err := Encode(benchMessage(), EncodeOptions{})

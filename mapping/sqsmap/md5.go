@@ -16,7 +16,7 @@ func MD5OfBody(body string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// MD5OfAttributes is the SQS MD5OfMessageAttributes (seed 000): attributes
+// MD5OfAttributes is the SQS MD5OfMessageAttributes (docs/wire-sqs.md §2): attributes
 // sorted by name; for each, the name, the data type (custom label included)
 // and the value, each as a 4-byte big-endian length and the bytes, with a
 // transport byte (1 String/Number, 2 Binary) before the value; MD5 of it all.

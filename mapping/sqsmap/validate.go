@@ -8,7 +8,7 @@ import (
 	"github.com/qbridge/qbridge/mapping"
 )
 
-// Limits of SQS (seed 000, SendMessage API reference).
+// Limits of SQS (docs/wire-sqs.md §1, §3).
 const (
 	// Wire is the wire form name in RejectErrors.
 	Wire = "sqs"

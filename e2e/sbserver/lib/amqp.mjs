@@ -36,7 +36,7 @@ function errorObj(condition, description) {
   return { condition, description };
 }
 
-// SASL PLAIN: user = SAS rule name, password = its key (servicebus-wire.md §0).
+// SASL PLAIN: user = SAS rule name, password = its key (docs/wire-servicebus.md §0).
 class PlainMechanism {
   constructor(auth) {
     this.auth = auth;

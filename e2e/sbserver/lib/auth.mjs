@@ -1,5 +1,5 @@
 // Shared Access Signature verification and per-connection claims
-// (servicebus-wire.md §3: CBS put-token, SAS format and signing, rights).
+// (docs/wire-servicebus.md §3: CBS put-token, SAS format and signing, rights).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export const SAS_TOKEN_TYPE = 'servicebus.windows.net:sastoken';
@@ -52,7 +52,7 @@ function parseToken(token) {
 }
 
 // signature computes base64(HMAC-SHA256(key string bytes, sr + "\n" + se))
-// over sr exactly as it appears in the token (servicebus-wire.md §3.2).
+// over sr exactly as it appears in the token (docs/wire-servicebus.md §3.2).
 export function signature(key, srEncoded, se) {
   return createHmac('sha256', Buffer.from(key, 'utf8')).update(srEncoded + '\n' + se).digest('base64');
 }

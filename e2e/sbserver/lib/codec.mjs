@@ -251,7 +251,7 @@ export function newUuid() {
 }
 
 // uuidToDotNet turns an RFC 4122 byte order uuid into the .NET Guid byte
-// order used in delivery tags (servicebus-wire.md §5.4); the swap is its own
+// order used in delivery tags (docs/wire-servicebus.md §5.4); the swap is its own
 // inverse.
 export function uuidToDotNet(b) {
   const o = Buffer.from(b);

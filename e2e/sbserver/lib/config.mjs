@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 
 export const DEFAULTS = {
   lockDurationMs: 60_000, // Service Bus default PT1M
-  maxDeliveryCount: 10, // servicebus-wire.md §1 (system dead-letter reasons)
+  maxDeliveryCount: 10, // docs/wire-servicebus.md §5.2 (MaxDeliveryCount)
   defaultMessageTimeToLiveMs: null, // null = effectively infinite (Standard tier)
   requiresDuplicateDetection: false,
   duplicateDetectionHistoryTimeWindowMs: 10 * 60_000, // DOC-DUP default 10 min

@@ -1,4 +1,4 @@
-// $management request/response operations (servicebus-wire.md §4.2-§4.4).
+// $management request/response operations (docs/wire-servicebus.md §4).
 import {
   types, parseMessage, typedMapEntries, plain, isNullTyped, tArray, tTimestamp, tUuid, tBinary, tNull, tList,
   toNumber, mapTyped,
@@ -225,7 +225,7 @@ export class Management {
       switch (status) {
         case 'completed': ent.complete(msg); break;
         case 'abandoned': ent.abandon(msg, props); break;
-        case 'defered': ent.defer(msg, props); break; // sic, §4.4 / §9 item 8
+        case 'defered': ent.defer(msg, props); break; // sic, §4.4
         case 'suspended':
           ent.deadLetter(msg, body.get('deadletter-reason'), body.get('deadletter-description'), props);
           break;

@@ -1,4 +1,4 @@
-// HTTP REST data plane (servicebus-wire.md §7, seed 004) over the same
+// HTTP REST data plane (docs/wire-servicebus.md §7) over the same
 // store as AMQP: send (single and batch), peek-lock, receive-and-delete,
 // and delete / unlock / renew on the lock URL. Plain HTTP on 127.0.0.1.
 import http from 'node:http';
@@ -10,7 +10,7 @@ import { SbError, COND, StoredMessage } from './store.mjs';
 import { AuthError } from './auth.mjs';
 
 // Request headers that are HTTP's own (or the REST protocol's), never
-// custom properties (seed 004: restricted headers are excluded).
+// custom properties (docs/wire-servicebus.md §7: restricted headers are excluded).
 const RESERVED = new Set([
   'accept', 'accept-charset', 'accept-encoding', 'accept-language', 'authorization', 'brokerproperties',
   'cache-control', 'connection', 'content-encoding', 'content-language', 'content-length', 'content-location',
@@ -40,7 +40,7 @@ export function rfc1123(ms) {
   return new Date(ms).toUTCString();
 }
 
-// inferProperty implements seed 004's type inference of a custom-property
+// inferProperty implements docs/wire-servicebus.md §7's type inference of a custom-property
 // header value: quoted RFC date -> DateTime, quoted -> string; unquoted
 // true/false -> bool, integer -> Int64, float -> Double, else rejected.
 export function inferProperty(name, value) {
@@ -73,7 +73,7 @@ function renderProperty(t) {
   if (Buffer.isBuffer(v) && (name === 'Long' || name === 'Ulong')) {
     return (name === 'Long' ? v.readBigInt64BE() : v.readBigUInt64BE()).toString();
   }
-  // seed 004: a quoted header is a string with the quotes stripped, nothing
+  // docs/wire-servicebus.md §7: a quoted header is a string with the quotes stripped, nothing
   // else unescaped (inferProperty), so render the inverse: the text in
   // quotes. JSON escaping only for text a header cannot carry as is.
   if (typeof v === 'string') return /^[\t\x20-\x7e]*$/.test(v) ? `"${v}"` : JSON.stringify(v);

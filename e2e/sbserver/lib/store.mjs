@@ -1,6 +1,6 @@
 // The message store: queues, topics with subscriptions, dead-letter
 // sub-queues, locks, sessions, scheduling, TTL, duplicate detection.
-// Section references (§) are to shared/spec/servicebus-wire.md.
+// Section references (§) are to docs/wire-servicebus.md.
 import {
   SEC, encodeHeader, encodeMapSection, EMPTY_PROPERTIES, newUuid, tLong, tInt, tString, tTimestamp, tUuid,
   messageIdKey, plain, isNullTyped, encodeProperties,
@@ -54,7 +54,7 @@ export class StoredMessage {
     this.properties = parsed.properties;
     if (parsed.properties.message_id === undefined) {
       // The broker assigns a MessageId when the sender set none (the REST
-      // peek-lock example of servicebus-wire.md §7 returns one the sender
+      // peek-lock example of docs/wire-servicebus.md §7 returns one the sender
       // did not set; the JS SDK's lock renewal is keyed on it).
       const id = newUuid().toString('hex');
       parsed.propertiesTyped.message_id = tString(id);
@@ -439,7 +439,7 @@ class SendTarget {
     if (msg.sessionId !== undefined && pk !== undefined && pk !== msg.sessionId) {
       throw new SbError(
         COND.argument,
-        `The SessionId '${msg.sessionId}' and PartitionKey '${pk}' must be the same (servicebus-wire.md §6.5).`,
+        `The SessionId '${msg.sessionId}' and PartitionKey '${pk}' must be the same (docs/wire-servicebus.md §6.5).`,
       );
     }
     const sched = msg.annotation('x-opt-scheduled-enqueue-time');
