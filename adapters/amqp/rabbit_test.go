@@ -467,6 +467,12 @@ func TestPoisonWithoutGuardRecovers(t *testing.T) {
 	if err := src.Ready(context.Background()); err != nil && !strings.Contains(err.Error(), "not connected") {
 		t.Fatal(err)
 	}
+	// The first source stops: while it lives it keeps taking the message
+	// back (its reconnects race src2 for it), and a link that went down as
+	// its Receive ended pinned the delivery to its open connection.
+	if err := src.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	// a source with the guard hands it over; dead-lettered, it is gone
 	src2, _ := newTestSource(t, SourceConfig{URL: url, Address: q})
 	d := receiveN(t, src2, 1, 10*time.Second)[0]

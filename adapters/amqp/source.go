@@ -85,10 +85,15 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 		}
 		msg, err := l.rcv.Receive(ctx, nil)
 		if err != nil {
+			// A link that died as ctx ended is still dead: drop it now, so
+			// its connection (and the unsettled delivery it pins on the
+			// broker) does not outlive it until the next Receive.
+			if ctx.Err() == nil || linkDead(err) {
+				s.linkFailed(l, err)
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			s.linkFailed(l, err)
 			continue
 		}
 		out := make([]driver.Delivery, 0, min(max, l.credit))
@@ -364,6 +369,15 @@ func (s *source) linkFailed(l *rlink, err error) {
 		defer cancel()
 		closeConn(ctx, l.conn)
 	}()
+}
+
+// linkDead reports whether err is the receiver's link or connection ending
+// rather than the caller's context.
+func linkDead(err error) bool {
+	var le *amqp.LinkError
+	var ce *amqp.ConnError
+	var se *amqp.SessionError
+	return errors.As(err, &le) || errors.As(err, &ce) || errors.As(err, &se)
 }
 
 // localDecodeFailure reports whether err is go-amqp closing the receiver

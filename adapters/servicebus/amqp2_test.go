@@ -425,7 +425,9 @@ func TestTLSDial(t *testing.T) {
 	ln, pool := tlsProxy(t, "127.0.0.1:"+port, "localhost")
 	_, proxyPort := hostPort(ln, "")
 	conn := fmt.Sprintf("Endpoint=sb://localhost:%s/;SharedAccessKeyName=%s;SharedAccessKey=%s", proxyPort, testKeyName, testKey)
-	set, err := (&SourceConfig{ConnConfig: ConnConfig{ConnectionString: conn}, Queue: entity("sastoken")}).resolve()
+	// Its own queue: a receive on one another test sends to would take
+	// that test's message (and return it here) when the machine is slow.
+	set, err := (&SourceConfig{ConnConfig: ConnConfig{ConnectionString: conn}, Queue: entity("tls")}).resolve()
 	if err != nil {
 		t.Fatal(err)
 	}

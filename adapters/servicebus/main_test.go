@@ -69,6 +69,7 @@ var testEntities = []entitySpec{
 	{name: "template-a"},
 	{name: "template-b"},
 	{name: "sastoken"},
+	{name: "tls"},
 	{name: "interop"},
 	{name: "rest-settle", lock: 2 * time.Second},
 }
