@@ -20,8 +20,19 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/testenv"
 	"github.com/qbridge/qbridge/mapping"
 )
+
+// TestMain says, in one line go test does not swallow, when the RabbitMQ
+// tests are about to skip (and fails under QBRIDGE_E2E_REQUIRED).
+func TestMain(m *testing.M) {
+	if !testenv.Check("adapters/amqp", "RabbitMQ 3.10 (AMQP 1.0)",
+		"start it with e2e/brokers/up.sh, then `set -a; . $QBRIDGE_BROKERS_DIR/env; set +a`", "QBRIDGE_AMQP_URL") {
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 const skipHelp = "QBRIDGE_AMQP_URL is not set: start RabbitMQ 3.10 (AMQP 1.0) with e2e/brokers/up.sh, then `set -a; . /tmp/qbridge-brokers/env; set +a`"
 

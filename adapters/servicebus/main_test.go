@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/sbtestserver"
+	"github.com/qbridge/qbridge/internal/testenv"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -98,6 +99,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 		brokerSkip = msg
+		testenv.Report("adapters/servicebus", "the tests that need a Service Bus skip: "+msg)
 		return m.Run()
 	}
 	logf, err := os.CreateTemp("", "sbadapter-server-*.log")

@@ -16,7 +16,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/qbridge/qbridge/internal/testenv"
 )
+
+// TestMain says, in one line go test does not swallow, when the fauxqs
+// tests are about to skip (and fails under QBRIDGE_E2E_REQUIRED).
+func TestMain(m *testing.M) {
+	if !testenv.Check("adapters/sqs", "fauxqs (SQS)",
+		"start it with e2e/brokers/up.sh, then `set -a; . $QBRIDGE_BROKERS_DIR/env; set +a`", "QBRIDGE_SQS_ENDPOINT") {
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 // endpoint returns the fauxqs endpoint, or skips the test.
 func endpoint(t *testing.T) string {
