@@ -100,6 +100,11 @@ type delivery struct {
 	pol     *settlePolicy
 	modSent *atomic.Bool // the link's "a Modify went out" flag; may be nil
 	settled atomic.Bool
+	// peers is the link's tracker this delivery is registered with (nil
+	// when untracked); peerState is set when the broker settled the
+	// delivery on its own, before the engine did.
+	peers     *peerSettlements
+	peerState atomic.Pointer[amqp.DeliveryState]
 	// decodeErr: the message cannot be decoded; m holds its raw bytes
 	// (RawMessageContentType) and the engine dead-letters it. Its settlement
 	// is a delivery's like any other: DeadLetter rejects it; Nack (the
@@ -115,8 +120,8 @@ func (d *delivery) DecodeError() error { return d.decodeErr }
 
 // Ack accepts the message.
 func (d *delivery) Ack(ctx context.Context) error {
-	if !d.settled.CompareAndSwap(false, true) {
-		return errSettled
+	if err, done := d.begin("accept", false); done {
+		return err
 	}
 	return settleErr("accept", d.st.AcceptMessage(ctx, d.msg))
 }
@@ -124,8 +129,8 @@ func (d *delivery) Ack(ctx context.Context) error {
 // Nack hands the message back: Modify(delivery-failed) where the broker
 // takes it, else Release. AMQP has no redelivery delay: delay is ignored.
 func (d *delivery) Nack(ctx context.Context, _ time.Duration) error {
-	if !d.settled.CompareAndSwap(false, true) {
-		return errSettled
+	if err, done := d.begin("nack", true); done {
+		return err
 	}
 	if !d.pol.useModify() {
 		return settleErr("release", d.st.ReleaseMessage(ctx, d.msg))
@@ -150,14 +155,31 @@ func (d *delivery) Extend(context.Context, time.Duration) error { return nil }
 // DeadLetter rejects the message with the configured error condition; the
 // broker dead-letters or drops it according to its own configuration.
 func (d *delivery) DeadLetter(ctx context.Context, reason, description string) error {
-	if !d.settled.CompareAndSwap(false, true) {
-		return errSettled
+	if err, done := d.begin("reject", false); done {
+		return err
 	}
 	desc := reason
 	if description != "" {
 		desc = reason + ": " + description
 	}
 	return settleErr("reject", d.st.RejectMessage(ctx, d.msg, &amqp.Error{Condition: d.pol.rejectCond, Description: truncate(desc, 4096)}))
+}
+
+// begin claims the delivery's one settlement. done says the settlement is
+// over before it started, with err its result: settled already by the
+// engine, or by the broker on its own (then nothing goes on the wire, and
+// a Nack, wantReturn, of a message the broker handed back succeeded).
+func (d *delivery) begin(op string, wantReturn bool) (err error, done bool) {
+	if !d.settled.CompareAndSwap(false, true) {
+		return errSettled, true
+	}
+	if d.peers != nil {
+		d.peers.forget(d)
+	}
+	if st := d.peerState.Load(); st != nil {
+		return peerSettledErr(op, *st, wantReturn), true
+	}
+	return nil, false
 }
 
 // settleErr explains a failed settlement: when the link is gone the broker

@@ -302,3 +302,80 @@ func TestUndecodableDelivery(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A disposition the broker sends on its own (go-amqp's
+// OnDeliveryStateChanged) settles the delivery: the engine's later
+// settlement sends nothing, and says what happened.
+func TestPeerSettled(t *testing.T) {
+	released, accepted := amqp.DeliveryState(&amqp.StateReleased{}), amqp.DeliveryState(&amqp.StateAccepted{})
+	for _, tc := range []struct {
+		name    string
+		state   amqp.DeliveryState
+		settle  func(*delivery) error
+		wantErr bool // else nil
+	}{
+		{"ack after release", released, func(d *delivery) error { return d.Ack(context.Background()) }, true},
+		{"nack after release", released, func(d *delivery) error { return d.Nack(context.Background(), 0) }, false},
+		{"nack after modify", &amqp.StateModified{DeliveryFailed: true}, func(d *delivery) error { return d.Nack(context.Background(), 0) }, false},
+		{"dead-letter after release", released, func(d *delivery) error { return d.DeadLetter(context.Background(), "r", "") }, true},
+		{"nack after accept", accepted, func(d *delivery) error { return d.Nack(context.Background(), 0) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, _ := testPolicy(nackAuto)
+			st := &fakeSettler{}
+			log, buf := testPolicy(nackAuto)
+			s := &source{set: sourceSettings{address: "/queue/q"}, log: log.log}
+			peers := newPeerSettlements()
+			d := &delivery{st: st, msg: &amqp.Message{DeliveryTag: []byte{1, 2}}, pol: pol}
+			if got := s.track(&rlink{peers: peers}, d); got != driver.Delivery(d) {
+				t.Fatalf("track = %v", got)
+			}
+			s.onPeerSettled(peers)(&amqp.Message{DeliveryTag: []byte{1, 2}}, tc.state)
+			err := tc.settle(d)
+			if (err != nil) != tc.wantErr || err != nil && !errors.Is(err, errPeerSettled) {
+				t.Fatalf("settle: %v, want error %v", err, tc.wantErr)
+			}
+			if len(st.calls) != 0 {
+				t.Errorf("sent %v for a delivery the broker settled", st.calls)
+			}
+			if n := s.peerSettled.Load(); n != 1 {
+				t.Errorf("peerSettled = %d", n)
+			}
+			if !strings.Contains(buf.String(), "the broker settled a delivery on its own") || !strings.Contains(buf.String(), "held_by_engine=true") {
+				t.Errorf("log: %s", buf)
+			}
+			if err := tc.settle(d); !errors.Is(err, errSettled) {
+				t.Errorf("second settlement: %v", err)
+			}
+		})
+	}
+}
+
+// A delivery the broker settled while it waited in the prefetch queue is
+// not handed over; one it did not settle is, and settles normally.
+func TestPeerSettledBeforeDelivery(t *testing.T) {
+	pol, buf := testPolicy(nackAuto)
+	s := &source{set: sourceSettings{address: "/queue/q"}, log: pol.log}
+	peers := newPeerSettlements()
+	l := &rlink{peers: peers}
+	s.onPeerSettled(peers)(&amqp.Message{DeliveryTag: []byte{7}}, &amqp.StateReleased{})
+	if got := s.track(l, &delivery{msg: &amqp.Message{DeliveryTag: []byte{7}}, pol: pol}); got != nil {
+		t.Fatalf("handed over a delivery the broker took back: %v", got)
+	}
+	if !strings.Contains(buf.String(), "held_by_engine=false") || !strings.Contains(buf.String(), "dropped a prefetched delivery") {
+		t.Errorf("log: %s", buf)
+	}
+	// received: not an outcome
+	s.onPeerSettled(peers)(&amqp.Message{DeliveryTag: []byte{8}}, &amqp.StateReceived{})
+	st := &fakeSettler{}
+	d := &delivery{st: st, msg: &amqp.Message{DeliveryTag: []byte{8}}, pol: pol}
+	if s.track(l, d) == nil {
+		t.Fatal("a delivery the broker only marked received was dropped")
+	}
+	if err := d.Ack(context.Background()); err != nil || len(st.calls) != 1 || st.calls[0] != "accept" {
+		t.Fatalf("ack: %v, calls %v", err, st.calls)
+	}
+	if len(peers.live) != 0 || len(peers.early) != 0 {
+		t.Errorf("tracker keeps %d live, %d early", len(peers.live), len(peers.early))
+	}
+}

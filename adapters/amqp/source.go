@@ -31,6 +31,7 @@ type rlink struct {
 	credit  int
 	since   time.Time
 	modSent atomic.Bool // a Modify went out on this link
+	peers   *peerSettlements
 }
 
 type source struct {
@@ -55,6 +56,7 @@ type source struct {
 	creditWarned atomic.Bool
 	undecodable  atomic.Int64 // messages handed over as undecodable (driver.DecodeErrorer)
 	reconnects   atomic.Int64
+	peerSettled  atomic.Int64 // dispositions the broker sent on its own (OnDeliveryStateChanged)
 }
 
 func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*source, error) {
@@ -141,7 +143,22 @@ func (s *source) deliver(l *rlink, msg *amqp.Message) driver.Delivery {
 		return s.undecodableDelivery(l, msg, raw, len(raw), err)
 	}
 	m.Source.Address = s.set.address
-	return &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent}
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent})
+}
+
+// track registers d with its link's peer settlements; nil when the broker
+// settled it while it waited in the prefetch queue (it is the broker's
+// again: handing it over would only make the engine settle it in vain).
+func (s *source) track(l *rlink, d *delivery) driver.Delivery {
+	if l.peers == nil {
+		return d
+	}
+	if st, gone := l.peers.track(d); gone {
+		s.log.Info("amqp source: dropped a prefetched delivery the broker settled on its own", "address", s.set.address,
+			"state", stateName(st), "delivery_tag", hex.EncodeToString(d.msg.DeliveryTag))
+		return nil
+	}
+	return d
 }
 
 // undecodableDelivery returns the delivery of a message that cannot be
@@ -175,7 +192,7 @@ func (s *source) undecodableDelivery(l *rlink, msg *amqp.Message, raw []byte, si
 		args = append(args, "size", size)
 	}
 	s.log.Warn("amqp source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)", args...)
-	return &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, decodeErr: cause}
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, decodeErr: cause})
 }
 
 // current returns the live link, connecting with backoff while ctx lasts.
@@ -299,13 +316,15 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 	if credit == 0 {
 		credit = DefaultCredit
 	}
+	peers := newPeerSettlements()
 	opts := &amqp.ReceiverOptions{
-		Credit:              int32(credit),
-		Name:                s.set.linkName,
-		Filters:             s.set.filters,
-		SourceCapabilities:  s.set.capabilities,
-		SourceExpiryPolicy:  s.set.expiry,
-		SourceExpiryTimeout: s.set.expiryTO,
+		OnDeliveryStateChanged: s.onPeerSettled(peers),
+		Credit:                 int32(credit),
+		Name:                   s.set.linkName,
+		Filters:                s.set.filters,
+		SourceCapabilities:     s.set.capabilities,
+		SourceExpiryPolicy:     s.set.expiry,
+		SourceExpiryTimeout:    s.set.expiryTO,
 	}
 	if s.set.durable {
 		opts.SourceDurability = amqp.DurabilityUnsettledState
@@ -321,7 +340,7 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 			return nil, fmt.Errorf("the broker does not apply filter %q (missing from its attach reply): refusing to receive unfiltered messages", key)
 		}
 	}
-	return &rlink{dialed: d, sess: sess, rcv: rcv, credit: credit, since: time.Now()}, nil
+	return &rlink{dialed: d, sess: sess, rcv: rcv, credit: credit, since: time.Now(), peers: peers}, nil
 }
 
 // linkFailed drops l (if still current), explains why, and schedules the
