@@ -156,8 +156,9 @@ func rawClient(t *testing.T, rw func(net.Conn) net.Conn) *azservicebus.Client {
 
 // Messages the Go AMQP library cannot decode (a .NET decimal or char
 // application property), and one the SDK cannot take (a DeadLetterReason
-// that is not a string), between good ones: the source delivers the good
-// ones and dead-letters the others with a reason, without losing its link;
+// that is not a string), between good ones: the source delivers them all in
+// order without losing its link, the undecodable ones with their original
+// bytes and a DecodeError, for the engine to dead-letter (as it does here);
 // read from the dead-letter queue, the undecodable ones are deferred.
 func TestPoisonMessagesDeadLettered(t *testing.T) {
 	needBroker(t)
@@ -185,12 +186,36 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 	send("good-2", nil)
 
 	src, logs := newTestSource(t, SourceConfig{Queue: q, MaxMessages: 1})
-	for _, want := range []string{"good-1", "good-2"} {
+	for _, want := range []struct{ id, decodeErr string }{
+		{"good-1", ""},
+		{"poison-decimal", "decimal128 not implemented"},
+		{"poison-char", "char not implemented"},
+		{"poison-dlr", "not a string"},
+		{"good-2", ""},
+	} {
 		d := receiveN(t, src, 1, 15*time.Second)[0]
-		if d.Message().ID != want {
-			t.Fatalf("got %s, want %s", d.Message().ID, want)
+		m := d.Message()
+		if m.ID != want.id {
+			t.Fatalf("got %s, want %s", m.ID, want.id)
 		}
-		ack(t, d)
+		err := d.(driver.DecodeErrorer).DecodeError()
+		if want.decodeErr == "" {
+			if err != nil {
+				t.Fatalf("%s: %v", m.ID, err)
+			}
+			ack(t, d)
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want.decodeErr) {
+			t.Fatalf("%s: decode error %v, want %q", m.ID, err, want.decodeErr)
+		}
+		// the original AMQP message, whole: its body section holds the id
+		if m.ContentType != RawMessageContentType || !bytes.Contains(m.Body, []byte(want.id)) || len(m.Body) < 40 {
+			t.Fatalf("%s: body %q (%s)", m.ID, m.Body, m.ContentType)
+		}
+		if err := d.(driver.DeadLetterer).DeadLetter(ctxT(t, 10*time.Second), "corrupt", err.Error()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	expectNone(t, src, 300*time.Millisecond)
 	l := logs.String()
@@ -199,8 +224,8 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, l)
 		}
 	}
-	if n := strings.Count(l, "dead-lettered a message the AMQP client cannot decode"); n != 3 {
-		t.Errorf("%d dead-lettered, want 3", n)
+	if n := strings.Count(l, "handed to the pipeline to dead-letter"); n != 3 {
+		t.Errorf("%d handed over as undecodable, want 3", n)
 	}
 	if strings.Contains(l, "receive failed") {
 		t.Errorf("the receiver failed:\n%s", l)

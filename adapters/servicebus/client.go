@@ -78,7 +78,10 @@ func dialAMQP(ctx context.Context, c *connSettings, g guardSettings) (net.Conn, 
 	if mode == guardOff || g.log == nil {
 		return nc, nil
 	}
-	return amqpguard.Wrap(nc, amqpguard.Options{Full: mode == guardFull, Log: g.log, OnPoison: g.onPoison, Check: sdkCheck}), nil
+	// A source keeps the original bytes: the engine dead-letters the message
+	// with them (driver.DecodeErrorer).
+	return amqpguard.Wrap(nc, amqpguard.Options{Full: mode == guardFull, Log: g.log, OnPoison: g.onPoison, Check: sdkCheck,
+		KeepRaw: g.onPoison != nil}), nil
 }
 
 var deadLetterBytes = []byte("DeadLetter")

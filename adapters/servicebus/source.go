@@ -15,6 +15,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/amqpguard"
+	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 )
 
@@ -134,7 +135,7 @@ type errBox struct{ err error }
 
 func (c *amqpCommon) onPoison(reason string, size int) {
 	c.undecodable.Add(1)
-	c.log.Warn("servicebus source: a message the AMQP client cannot decode arrived; it is dead-lettered", "reason", reason, "bytes", size)
+	c.log.Warn("servicebus source: a message the AMQP client cannot decode arrived", "reason", reason, "bytes", size)
 }
 
 func (c *amqpCommon) setErr(err error) {
@@ -158,14 +159,27 @@ func (c *amqpCommon) Ready(context.Context) error {
 	return nil
 }
 
-// wrap makes a driver.Delivery of a received message: the undecodable
-// ones the guard replaced are settled here and nil returned.
+// RawMessageContentType is the content type of the message an undecodable
+// delivery carries (driver.DecodeErrorer): its body is the AMQP encoding of
+// the received message, every section as it came on the wire. (The same
+// value as the amqp adapter's: adapters do not import each other.)
+const RawMessageContentType = "application/vnd.qbridge.amqp-message"
+
+// wrap makes a driver.Delivery of a received message. One the guard
+// replaced comes back with its original bytes and a DecodeError, for the
+// engine to dead-letter (its dead_letter sink, or this entity's dead-letter
+// queue, counted either way); on a sub-queue, which cannot dead-letter, it
+// is deferred here and nil returned.
 func (c *amqpCommon) wrap(rcv settler, rm *azservicebus.ReceivedMessage, renew func(context.Context) (time.Time, error)) driver.Delivery {
 	d := newDelivery(rcv, rm, c.hold, c.set.maxNackDelay, renew)
 	if rm.RawAMQPMessage != nil {
 		if info, ok := c.poison.Match(rm.RawAMQPMessage.MessageAnnotations); ok {
-			c.settlePoison(d, info)
-			return nil
+			if c.set.subQueue != "" {
+				c.deferPoison(d, info)
+				return nil
+			}
+			d.m, d.err = c.poisonModel(rm, info), errors.New("the AMQP client cannot decode the message: "+info.Reason)
+			return dlDelivery{d}
 		}
 	}
 	d.m, d.err = decodeReceived(rm, c.set.entityPath)
@@ -179,35 +193,37 @@ func (c *amqpCommon) wrap(rcv settler, rm *azservicebus.ReceivedMessage, renew f
 	return dlDelivery{d}
 }
 
-// settlePoison dead-letters a message the AMQP client cannot decode (the
-// broker keeps the original, untouched). On a sub-queue, which cannot
-// dead-letter, it is deferred: set aside in the dead-letter queue,
-// receivable by sequence number.
-func (c *amqpCommon) settlePoison(d *delivery, info amqpguard.Info) {
+// poisonModel is the message of an undecodable delivery: the original AMQP
+// bytes as body (RawMessageContentType) and the ids and broker facts the SDK
+// read from the guard's stub.
+func (c *amqpCommon) poisonModel(rm *azservicebus.ReceivedMessage, info amqpguard.Info) *mapping.Message {
+	m := rawModel(rm)
+	m.Body, m.BodyType, m.ContentType = info.Raw, mapping.BodyData, RawMessageContentType
+	m.Source.Address = c.set.entityPath
+	var seq any
+	if rm.SequenceNumber != nil {
+		seq = *rm.SequenceNumber
+	}
+	c.log.Warn("servicebus source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)",
+		"entity", c.set.entityPath, "message_id", rm.MessageID, "sequence_number", seq, "reason", info.Reason, "size", info.Size)
+	return m
+}
+
+// deferPoison sets aside a message of a sub-queue the AMQP client cannot
+// decode (a sub-queue cannot dead-letter again): deferred, it stays in the
+// dead-letter queue, receivable by sequence number.
+func (c *amqpCommon) deferPoison(d *delivery, info amqpguard.Info) {
 	defer d.finish()
 	d.settled.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	desc := "qbridge: the AMQP client cannot decode the message: " + info.Reason
 	var seq any
 	if d.rm.SequenceNumber != nil {
 		seq = *d.rm.SequenceNumber
 	}
-	if c.set.subQueue != "" {
-		err := d.rcv.DeferMessage(ctx, d.rm, nil)
-		c.log.Error("servicebus source: deferred an undecodable message of the sub-queue (it cannot be dead-lettered again); receive it by sequence number to inspect it",
-			"entity", c.set.entityPath, "message_id", d.rm.MessageID, "sequence_number", seq, "reason", info.Reason, "error", err)
-		return
-	}
-	reason := "corrupt"
-	err := d.rcv.DeadLetterMessage(ctx, d.rm, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc})
-	if err != nil {
-		c.log.Error("servicebus source: dead-lettering an undecodable message failed; it comes back when its lock expires",
-			"entity", c.set.entityPath, "message_id", d.rm.MessageID, "sequence_number", seq, "error", err)
-		return
-	}
-	c.log.Warn("servicebus source: dead-lettered a message the AMQP client cannot decode",
-		"entity", c.set.entityPath, "message_id", d.rm.MessageID, "sequence_number", seq, "reason", info.Reason)
+	err := d.rcv.DeferMessage(ctx, d.rm, nil)
+	c.log.Error("servicebus source: deferred an undecodable message of the sub-queue (it cannot be dead-lettered again); receive it by sequence number to inspect it",
+		"entity", c.set.entityPath, "message_id", d.rm.MessageID, "sequence_number", seq, "reason", info.Reason, "error", err)
 }
 
 // amqpSource receives from a queue or subscription (not session-enabled).
