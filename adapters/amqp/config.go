@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"math"
@@ -265,11 +264,11 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 		return s, err
 	}
 	if c.Address == "" {
-		return s, errors.New("address: required (e.g. \"/queue/orders\" on RabbitMQ)")
+		return s, adaptercfg.Errorf("address", "required (e.g. \"/queue/orders\" on RabbitMQ)")
 	}
 	s.address = c.Address
 	if c.Credit < 0 || c.Credit > math.MaxInt32 {
-		return s, fmt.Errorf("credit: %d out of range (0 = automatic, else 1..%d)", c.Credit, math.MaxInt32)
+		return s, adaptercfg.Errorf("credit", "%d out of range (0 = automatic, else 1..%d)", c.Credit, math.MaxInt32)
 	}
 	s.credit = c.Credit
 	s.linkName = c.LinkName
@@ -277,10 +276,10 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 	s.capabilities = c.Capabilities
 	if c.Durable {
 		if c.LinkName == "" {
-			return s, errors.New("link_name: required with durable = true (a durable subscription is named by container_id and link_name)")
+			return s, adaptercfg.Errorf("link_name", "required with durable = true (a durable subscription is named by container_id and link_name)")
 		}
 		if c.ContainerID == "" {
-			return s, errors.New("container_id: required with durable = true (a durable subscription is named by container_id and link_name)")
+			return s, adaptercfg.Errorf("container_id", "required with durable = true (a durable subscription is named by container_id and link_name)")
 		}
 		s.expiry = amqp.ExpiryPolicyNever
 	} else {
@@ -297,7 +296,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 	case "never":
 		s.expiry = amqp.ExpiryPolicyNever
 	default:
-		return s, fmt.Errorf("expiry_policy: %q: want link-detach, session-end, connection-close or never", c.ExpiryPolicy)
+		return s, adaptercfg.Errorf("expiry_policy", "%q: want link-detach, session-end, connection-close or never", c.ExpiryPolicy)
 	}
 	if c.ExpiryTimeout != "" {
 		d, err := adaptercfg.Duration("expiry_timeout", c.ExpiryTimeout, 0)
@@ -305,7 +304,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 			return s, err
 		}
 		if d < 0 || d/time.Second > math.MaxUint32 {
-			return s, fmt.Errorf("expiry_timeout: %s out of range", c.ExpiryTimeout)
+			return s, adaptercfg.Errorf("expiry_timeout", "%s out of range", c.ExpiryTimeout)
 		}
 		s.expiryTO = uint32(d / time.Second)
 	}
@@ -321,10 +320,10 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 	for i, f := range c.Filters {
 		lf, err := f.linkFilter()
 		if err != nil {
-			return s, fmt.Errorf("filter %q: %w", f.Name, err)
+			return s, adaptercfg.Fields("filter", fmt.Sprintf("filter %q", f.Name), "%w", err)
 		}
 		if seen[f.Name] {
-			return s, fmt.Errorf("filter %q: defined twice (filter #%d; selector counts as apache.org:selector-filter:string)", f.Name, i+1)
+			return s, adaptercfg.Fields("filter", fmt.Sprintf("filter %q", f.Name), "defined twice (filter #%d; selector counts as apache.org:selector-filter:string)", i+1)
 		}
 		seen[f.Name] = true
 		s.filters = append(s.filters, lf)
@@ -341,12 +340,12 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 	case "release":
 		s.nack = nackRelease
 	default:
-		return s, fmt.Errorf("nack: %q: want auto, modify or release", c.Nack)
+		return s, adaptercfg.Errorf("nack", "%q: want auto, modify or release", c.Nack)
 	}
 	s.rejectCond = DefaultRejectCondition
 	if c.RejectCondition != "" {
 		if strings.ContainsAny(c.RejectCondition, " \t\n") {
-			return s, fmt.Errorf("reject_condition: %q: a symbol such as amqp:internal-error, without spaces", c.RejectCondition)
+			return s, adaptercfg.Errorf("reject_condition", "%q: a symbol such as amqp:internal-error, without spaces", c.RejectCondition)
 		}
 		s.rejectCond = amqp.ErrCond(c.RejectCondition)
 	}
@@ -358,7 +357,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 	case "off":
 		s.guard = guardOff
 	default:
-		return s, fmt.Errorf("decode_guard: %q: want scan, full or off", c.DecodeGuard)
+		return s, adaptercfg.Errorf("decode_guard", "%q: want scan, full or off", c.DecodeGuard)
 	}
 	return s, nil
 }
@@ -376,10 +375,10 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 		return s, err
 	}
 	if c.Address == "" {
-		return s, errors.New("address: required (a template such as \"/queue/{group}\" or a fixed address)")
+		return s, adaptercfg.Errorf("address", "required (a template such as \"/queue/{group}\" or a fixed address)")
 	}
 	if s.address, err = rules.Parse(c.Address); err != nil {
-		return s, fmt.Errorf("address: %w", err)
+		return s, adaptercfg.Errorf("address", "%w", err)
 	}
 	// No single "{" left once the "{{" escapes are gone: no placeholder.
 	if !strings.Contains(strings.ReplaceAll(c.Address, "{{", ""), "{") {
@@ -389,25 +388,25 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 	s.durable = c.Durable == nil || *c.Durable
 	s.targetDur = c.TargetDurable
 	if c.MaxMessageSize < 0 {
-		return s, fmt.Errorf("max_message_size: %d: must be >= 0 (0 = the link's limit)", c.MaxMessageSize)
+		return s, adaptercfg.Errorf("max_message_size", "%d: must be >= 0 (0 = the link's limit)", c.MaxMessageSize)
 	}
 	s.maxMsgSize = c.MaxMessageSize
 	if s.sendTimeout, err = adaptercfg.Duration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
 		return s, err
 	}
 	if s.sendTimeout <= 0 {
-		return s, fmt.Errorf("send_timeout: %s: must be > 0", c.SendTimeout)
+		return s, adaptercfg.Errorf("send_timeout", "%s: must be > 0", c.SendTimeout)
 	}
 	switch {
 	case c.MaxLinks < 0:
-		return s, fmt.Errorf("max_links: %d: must be >= 0 (0 = %d)", c.MaxLinks, DefaultMaxLinks)
+		return s, adaptercfg.Errorf("max_links", "%d: must be >= 0 (0 = %d)", c.MaxLinks, DefaultMaxLinks)
 	case c.MaxLinks == 0:
 		s.maxLinks = DefaultMaxLinks
 	default:
 		s.maxLinks = c.MaxLinks
 	}
 	if c.Policy > mapping.Encode {
-		return s, fmt.Errorf("policy: invalid value %d", c.Policy)
+		return s, adaptercfg.Errorf("policy", "invalid value %d", c.Policy)
 	}
 	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: c.MaxMessageSize, CarrySource: c.CarrySource, OnDrop: c.OnDrop}
 	return s, nil
@@ -431,7 +430,7 @@ func resolveConn(f connFields) (connSettings, error) {
 		raw = append([]string{f.url}, f.urls...)
 	}
 	if len(raw) == 0 {
-		return cs, errors.New("url: required (or urls = [...] for fail-over), e.g. \"amqp://guest:guest@127.0.0.1:5672\"")
+		return cs, adaptercfg.Errorf("url", "required (or urls = [...] for fail-over), e.g. \"amqp://guest:guest@127.0.0.1:5672\"")
 	}
 	anyTLS := false
 	for i, r := range raw {
@@ -444,10 +443,10 @@ func resolveConn(f connFields) (connSettings, error) {
 		}
 		ep, err := parseEndpoint(r)
 		if err != nil {
-			return cs, fmt.Errorf("%s: %w", field, err)
+			return cs, adaptercfg.Errorf(field, "%w", err)
 		}
 		if ep.hasUser && f.sasl != nil && (f.sasl.Username != "" || f.sasl.Password != "") {
-			return cs, fmt.Errorf("%s: holds credentials and sasl sets username/password too: use one", field)
+			return cs, adaptercfg.Errorf(field, "holds credentials and sasl sets username/password too: use one")
 		}
 		anyTLS = anyTLS || ep.tls
 		cs.endpoints = append(cs.endpoints, ep)
@@ -464,30 +463,30 @@ func resolveConn(f connFields) (connSettings, error) {
 					hasURLUser = hasURLUser || ep.hasUser
 				}
 				if !hasURLUser {
-					return cs, errors.New("sasl.username: required with mechanism PLAIN")
+					return cs, adaptercfg.Errorf("sasl.username", "required with mechanism PLAIN")
 				}
 			}
 		case "ANONYMOUS", "EXTERNAL", "NONE":
 			if s.Username != "" || s.Password != "" {
-				return cs, fmt.Errorf("sasl.username/password: not used by mechanism %s", cs.sasl.mech)
+				return cs, adaptercfg.Fields("sasl.username", "sasl.username/password", "not used by mechanism %s", cs.sasl.mech)
 			}
 		default:
-			return cs, fmt.Errorf("sasl.mechanism: %q: want PLAIN, ANONYMOUS, EXTERNAL or NONE", s.Mechanism)
+			return cs, adaptercfg.Errorf("sasl.mechanism", "%q: want PLAIN, ANONYMOUS, EXTERNAL or NONE", s.Mechanism)
 		}
 		if s.Password != "" && s.Username == "" {
-			return cs, errors.New("sasl.password: set without sasl.username")
+			return cs, adaptercfg.Errorf("sasl.password", "set without sasl.username")
 		}
 		if s.Identity != "" && cs.sasl.mech != "EXTERNAL" {
-			return cs, errors.New("sasl.identity: only used by mechanism EXTERNAL")
+			return cs, adaptercfg.Errorf("sasl.identity", "only used by mechanism EXTERNAL")
 		}
 		if cs.sasl.mech == "EXTERNAL" && (f.tls == nil || f.tls.CertFile == "") {
-			return cs, errors.New("sasl.mechanism: EXTERNAL authenticates with the TLS client certificate: set tls.cert_file and tls.key_file")
+			return cs, adaptercfg.Errorf("sasl.mechanism", "EXTERNAL authenticates with the TLS client certificate: set tls.cert_file and tls.key_file")
 		}
 	}
 	if f.tls != nil {
 		for i, ep := range cs.endpoints {
 			if !ep.tls {
-				return cs, fmt.Errorf("tls: set, but URL #%d (%s) is amqp://: use amqps://", i+1, ep.redacted)
+				return cs, adaptercfg.Errorf("tls", "set, but URL #%d (%s) is amqp://: use amqps://", i+1, ep.redacted)
 			}
 		}
 		tc, err := f.tls.Config()
@@ -511,7 +510,7 @@ func resolveConn(f connFields) (connSettings, error) {
 	case f.maxFrameSize == 0:
 		cs.maxFrameSize = DefaultMaxFrameSize
 	case f.maxFrameSize < 512 || int64(f.maxFrameSize) > math.MaxUint32:
-		return cs, fmt.Errorf("max_frame_size: %d: must be 512..%d", f.maxFrameSize, uint32(math.MaxUint32))
+		return cs, adaptercfg.Errorf("max_frame_size", "%d: must be 512..%d", f.maxFrameSize, uint32(math.MaxUint32))
 	default:
 		cs.maxFrameSize = uint32(f.maxFrameSize)
 	}
@@ -530,11 +529,11 @@ func resolveConn(f connFields) (connSettings, error) {
 			return cs, err
 		}
 		if *d.dst <= 0 {
-			return cs, fmt.Errorf("%s: %q: must be > 0", d.name, d.src)
+			return cs, adaptercfg.Errorf(d.name, "%q: must be > 0", d.src)
 		}
 	}
 	if cs.backoffMax < cs.backoff {
-		return cs, fmt.Errorf("reconnect_backoff_max: %s is below reconnect_backoff %s", cs.backoffMax, cs.backoff)
+		return cs, adaptercfg.Errorf("reconnect_backoff_max", "%s is below reconnect_backoff %s", cs.backoffMax, cs.backoff)
 	}
 	return cs, nil
 }

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 )
 
 // linkFilter builds the go-amqp filter of a filter block.
 func (f FilterConfig) linkFilter() (amqp.LinkFilter, error) {
 	if f.Name == "" {
-		return nil, errors.New("name: the block label must not be empty")
+		return nil, adaptercfg.Errorf("name", "the block label must not be empty")
 	}
 	var code uint64
 	if f.Code != "" {
@@ -22,10 +24,10 @@ func (f FilterConfig) linkFilter() (amqp.LinkFilter, error) {
 		}
 		c, err := parseDescriptorCode(f.Code)
 		if err != nil {
-			return nil, fmt.Errorf("code: %w", err)
+			return nil, adaptercfg.Errorf("code", "%w", err)
 		}
 		if c == 0 {
-			return nil, errors.New("code: 0 is not a valid descriptor code")
+			return nil, adaptercfg.Errorf("code", "0 is not a valid descriptor code")
 		}
 		code = c
 	}
@@ -59,7 +61,9 @@ func parseDescriptorCode(s string) (uint64, error) {
 }
 
 func filterValue(typ, s string) (any, error) {
-	bad := func(err error) (any, error) { return nil, fmt.Errorf("value: %q is not a %s: %w", s, typ, err) }
+	bad := func(err error) (any, error) {
+		return nil, adaptercfg.Errorf("value", "%q is not a %s: %w", s, typ, err)
+	}
 	switch typ {
 	case "", "string":
 		return s, nil
@@ -67,7 +71,7 @@ func filterValue(typ, s string) (any, error) {
 		return amqp.Symbol(s), nil
 	case "null":
 		if s != "" {
-			return nil, errors.New("value: must be empty with type null")
+			return nil, adaptercfg.Errorf("value", "must be empty with type null")
 		}
 		return nil, nil
 	case "boolean":
@@ -113,7 +117,7 @@ func filterValue(typ, s string) (any, error) {
 		}
 		return f, nil
 	}
-	return nil, fmt.Errorf("type: %q: want string, symbol, boolean, byte, short, int, long, ubyte, ushort, uint, ulong, double or null", typ)
+	return nil, adaptercfg.Errorf("type", "%q: want string, symbol, boolean, byte, short, int, long, ubyte, ushort, uint, ulong, double or null", typ)
 }
 
 // describedFilter is a filter keyed by name whose symbolic descriptor is
@@ -126,16 +130,16 @@ func describedFilter(name, descriptor string, value any) (amqp.LinkFilter, error
 	base := amqp.NewLinkFilter(name, 0, value)
 	ft := reflect.TypeOf(base)
 	if ft.NumIn() != 1 || ft.In(0).Kind() != reflect.Map || ft.In(0).Key().Kind() != reflect.String {
-		return nil, errors.New("descriptor: go-amqp's filter set has an unexpected shape; use code or leave descriptor unset")
+		return nil, adaptercfg.Errorf("descriptor", "go-amqp's filter set has an unexpected shape; use code or leave descriptor unset")
 	}
 	setType := ft.In(0)
 	elem := setType.Elem()
 	if elem.Kind() != reflect.Pointer || elem.Elem().Kind() != reflect.Struct {
-		return nil, errors.New("descriptor: go-amqp's filter set has an unexpected shape; use code or leave descriptor unset")
+		return nil, adaptercfg.Errorf("descriptor", "go-amqp's filter set has an unexpected shape; use code or leave descriptor unset")
 	}
 	field, ok := elem.Elem().FieldByName("Descriptor")
 	if !ok || field.Type.Kind() != reflect.Interface {
-		return nil, errors.New("descriptor: go-amqp's described type has no Descriptor field; use code or leave descriptor unset")
+		return nil, adaptercfg.Errorf("descriptor", "go-amqp's described type has no Descriptor field; use code or leave descriptor unset")
 	}
 	baseV := reflect.ValueOf(base)
 	key := reflect.ValueOf(name).Convert(setType.Key())

@@ -1,7 +1,6 @@
 package nats
 
 import (
-	"errors"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"os"
@@ -153,10 +152,10 @@ func resolveConn(url, user, password, token, nkey, creds string, tls *TLSConfig,
 		cc.Name = "qbridge"
 	}
 	if user == "" && password != "" {
-		return cc, errors.New("password: set without user")
+		return cc, adaptercfg.Errorf("password", "set without user")
 	}
 	if user != "" && password == "" {
-		return cc, errors.New("user: set without password")
+		return cc, adaptercfg.Errorf("user", "set without password")
 	}
 	methods := 0
 	for _, set := range []bool{user != "", token != "", nkey != "", creds != ""} {
@@ -165,42 +164,42 @@ func resolveConn(url, user, password, token, nkey, creds string, tls *TLSConfig,
 		}
 	}
 	if methods > 1 {
-		return cc, errors.New("user/password, token, nkey_seed_file and creds_file: set at most one")
+		return cc, adaptercfg.Fields("user", "user/password, token, nkey_seed_file and creds_file", "set at most one")
 	}
 	if port < 0 || port > 65535 {
-		return cc, fmt.Errorf("port: %d out of range", port)
+		return cc, adaptercfg.Errorf("port", "%d out of range", port)
 	}
 	if embedded {
 		switch {
 		case url != "":
-			return cc, errors.New("url: must be empty when embedded = true (the client connects to the embedded server)")
+			return cc, adaptercfg.Errorf("url", "must be empty when embedded = true (the client connects to the embedded server)")
 		case nkey != "" || creds != "":
-			return cc, errors.New("nkey_seed_file/creds_file: not supported with embedded = true (use user/password or token)")
+			return cc, adaptercfg.Fields("nkey_seed_file", "nkey_seed_file/creds_file", "not supported with embedded = true (use user/password or token)")
 		case tls != nil:
-			return cc, errors.New("tls: not supported with embedded = true (it listens on 127.0.0.1 only)")
+			return cc, adaptercfg.Errorf("tls", "not supported with embedded = true (it listens on 127.0.0.1 only)")
 		}
 		if cc.StoreDir == "" {
 			cc.StoreDir = filepath.Join(os.TempDir(), "qbridge-nats")
 		}
 		abs, err := filepath.Abs(cc.StoreDir)
 		if err != nil {
-			return cc, fmt.Errorf("store_dir: %w", err)
+			return cc, adaptercfg.Errorf("store_dir", "%w", err)
 		}
 		cc.StoreDir = abs
 		return cc, nil
 	}
 	if storeDir != "" {
-		return cc, errors.New("store_dir: only valid with embedded = true")
+		return cc, adaptercfg.Errorf("store_dir", "only valid with embedded = true")
 	}
 	if port != 0 {
-		return cc, errors.New("port: only valid with embedded = true (put the port in url)")
+		return cc, adaptercfg.Errorf("port", "only valid with embedded = true (put the port in url)")
 	}
 	if url == "" {
-		return cc, errors.New("url: required (or set embedded = true)")
+		return cc, adaptercfg.Errorf("url", "required (or set embedded = true)")
 	}
 	if tls != nil {
 		if (tls.CertFile == "") != (tls.KeyFile == "") {
-			return cc, errors.New("tls.cert_file and tls.key_file: set both or neither")
+			return cc, adaptercfg.Fields("tls.cert_file", "tls.cert_file and tls.key_file", "set both or neither")
 		}
 	}
 	return cc, nil
@@ -254,10 +253,10 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, err
 	}
 	if s.groupToken < 0 {
-		return nil, fmt.Errorf("group_from_subject_token: %d must be >= 1 (1 is the first token) or 0 (off)", s.groupToken)
+		return nil, adaptercfg.Errorf("group_from_subject_token", "%d must be >= 1 (1 is the first token) or 0 (off)", s.groupToken)
 	}
 	if s.bufferSize < 0 {
-		return nil, fmt.Errorf("buffer_size: %d must be positive", s.bufferSize)
+		return nil, adaptercfg.Errorf("buffer_size", "%d must be positive", s.bufferSize)
 	}
 	if s.bufferSize == 0 {
 		s.bufferSize = DefaultBufferSize
@@ -269,7 +268,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	}
 	if c.JetStream == nil {
 		if s.subject == "" {
-			return nil, errors.New("subject: required for a core NATS source")
+			return nil, adaptercfg.Errorf("subject", "required for a core NATS source")
 		}
 		if s.groupToken > 0 {
 			if err := checkGroupToken(s.subject, s.groupToken); err != nil {
@@ -279,7 +278,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return s, nil
 	}
 	if s.queue != "" {
-		return nil, errors.New("queue_group: not used with jetstream (consumers of one durable share its messages already)")
+		return nil, adaptercfg.Errorf("queue_group", "not used with jetstream (consumers of one durable share its messages already)")
 	}
 	j := c.JetStream
 	js := &jsSourceSettings{
@@ -287,19 +286,19 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		maxAckPending: j.MaxAckPending, fetchBatch: j.FetchBatch, createStream: j.CreateStream,
 	}
 	if js.stream == "" {
-		return nil, errors.New("jetstream.stream: required")
+		return nil, adaptercfg.Errorf("jetstream.stream", "required")
 	}
 	if err := checkName("jetstream.stream", js.stream); err != nil {
 		return nil, err
 	}
 	switch {
 	case j.Durable != "" && j.Consumer != "" && j.Durable != j.Consumer:
-		return nil, errors.New("jetstream.durable and jetstream.consumer: set one (consumer is an alias of durable)")
+		return nil, adaptercfg.Fields("jetstream.durable", "jetstream.durable and jetstream.consumer", "set one (consumer is an alias of durable)")
 	case j.Durable == "":
 		js.durable = j.Consumer
 	}
 	if js.durable == "" {
-		return nil, errors.New("jetstream.durable: required (the durable consumer name)")
+		return nil, adaptercfg.Errorf("jetstream.durable", "required (the durable consumer name)")
 	}
 	if err := checkName("jetstream.durable", js.durable); err != nil {
 		return nil, err
@@ -320,30 +319,30 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, err
 	}
 	if js.maxDeliver < -1 {
-		return nil, fmt.Errorf("jetstream.max_deliver: %d must be -1 (unlimited), 0 (default: unlimited) or positive", js.maxDeliver)
+		return nil, adaptercfg.Errorf("jetstream.max_deliver", "%d must be -1 (unlimited), 0 (default: unlimited) or positive", js.maxDeliver)
 	}
 	if js.maxAckPending < -1 {
-		return nil, fmt.Errorf("jetstream.max_ack_pending: %d must be -1 (unlimited) or positive", js.maxAckPending)
+		return nil, adaptercfg.Errorf("jetstream.max_ack_pending", "%d must be -1 (unlimited) or positive", js.maxAckPending)
 	}
 	if js.maxAckPending == 0 {
 		js.maxAckPending = DefaultMaxAckPending
 	}
 	if js.fetchBatch < 0 {
-		return nil, fmt.Errorf("jetstream.fetch_batch: %d must be positive", js.fetchBatch)
+		return nil, adaptercfg.Errorf("jetstream.fetch_batch", "%d must be positive", js.fetchBatch)
 	}
 	if js.fetchBatch == 0 {
 		js.fetchBatch = DefaultFetchBatch
 	}
 	if js.createStream {
 		if js.bind {
-			return nil, errors.New("jetstream.create_stream: conflicts with jetstream.bind = true")
+			return nil, adaptercfg.Errorf("jetstream.create_stream", "conflicts with jetstream.bind = true")
 		}
 		js.streamSubjects = append([]string(nil), j.StreamSubjects...)
 		if len(js.streamSubjects) == 0 {
 			js.streamSubjects = js.filterSubjects
 		}
 		if len(js.streamSubjects) == 0 {
-			return nil, errors.New("jetstream.stream_subjects: required with create_stream (or set subject / filter_subjects)")
+			return nil, adaptercfg.Errorf("jetstream.stream_subjects", "required with create_stream (or set subject / filter_subjects)")
 		}
 		for i, f := range js.streamSubjects {
 			if err := checkSubject(fmt.Sprintf("jetstream.stream_subjects[%d]", i), f, true); err != nil {
@@ -351,7 +350,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 			}
 		}
 	} else if len(j.StreamSubjects) > 0 {
-		return nil, errors.New("jetstream.stream_subjects: only used with create_stream = true")
+		return nil, adaptercfg.Errorf("jetstream.stream_subjects", "only used with create_stream = true")
 	}
 	if s.groupToken > 0 {
 		for _, f := range js.filterSubjects {
@@ -405,19 +404,19 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 		s.groupToken = DefaultGroupToken
 	}
 	if !validToken(s.groupToken) {
-		return nil, fmt.Errorf("default_group_token: %q is not a valid subject token (no '.', '*', '>' or white space)", s.groupToken)
+		return nil, adaptercfg.Errorf("default_group_token", "%q is not a valid subject token (no '.', '*', '>' or white space)", s.groupToken)
 	}
 	if c.Subject == "" {
-		return nil, errors.New("subject: required")
+		return nil, adaptercfg.Errorf("subject", "required")
 	}
 	if s.subject, err = compileSubject(c.Subject); err != nil {
-		return nil, fmt.Errorf("subject: %w", err)
+		return nil, adaptercfg.Errorf("subject", "%w", err)
 	}
 	if c.Policy > mapping.Encode {
-		return nil, fmt.Errorf("policy: invalid value %d", c.Policy)
+		return nil, adaptercfg.Errorf("policy", "invalid value %d", c.Policy)
 	}
 	if c.MaxMessageSize < 0 {
-		return nil, fmt.Errorf("max_message_size: %d must be positive", c.MaxMessageSize)
+		return nil, adaptercfg.Errorf("max_message_size", "%d must be positive", c.MaxMessageSize)
 	}
 	if c.JetStream == nil {
 		return s, nil
@@ -436,20 +435,20 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 		return nil, err
 	}
 	if js.maxPending < 0 {
-		return nil, fmt.Errorf("jetstream.max_pending: %d must be positive", js.maxPending)
+		return nil, adaptercfg.Errorf("jetstream.max_pending", "%d must be positive", js.maxPending)
 	}
 	if js.maxPending == 0 {
 		js.maxPending = DefaultPublishMaxPending
 	}
 	if js.createStream {
 		if js.stream == "" {
-			return nil, errors.New("jetstream.stream: required with create_stream = true")
+			return nil, adaptercfg.Errorf("jetstream.stream", "required with create_stream = true")
 		}
 		js.streamSubjects = append([]string(nil), j.StreamSubjects...)
 		if len(js.streamSubjects) == 0 {
 			subj, ok := s.subject.streamSubject()
 			if !ok {
-				return nil, errors.New("jetstream.stream_subjects: required with create_stream when subject has {subject} before its last token")
+				return nil, adaptercfg.Errorf("jetstream.stream_subjects", "required with create_stream when subject has {subject} before its last token")
 			}
 			js.streamSubjects = []string{subj}
 		}
@@ -459,7 +458,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 			}
 		}
 	} else if len(j.StreamSubjects) > 0 || j.DuplicateWindow != "" {
-		return nil, errors.New("jetstream.stream_subjects/duplicate_window: only used with create_stream = true")
+		return nil, adaptercfg.Fields("jetstream.stream_subjects", "jetstream.stream_subjects/duplicate_window", "only used with create_stream = true")
 	}
 	s.js = js
 	return s, nil
@@ -468,27 +467,27 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 // checkSubject validates a NATS subject; wildcards only when allowed.
 func checkSubject(field, s string, wildcards bool) error {
 	if s == "" {
-		return fmt.Errorf("%s: empty subject", field)
+		return adaptercfg.Errorf(field, "empty subject")
 	}
 	tokens := strings.Split(s, ".")
 	for i, t := range tokens {
 		if t == "" {
-			return fmt.Errorf("%s: %q has an empty token", field, s)
+			return adaptercfg.Errorf(field, "%q has an empty token", s)
 		}
 		if strings.ContainsAny(t, " \t\r\n") {
-			return fmt.Errorf("%s: %q contains white space", field, s)
+			return adaptercfg.Errorf(field, "%q contains white space", s)
 		}
 		if t == "*" || t == ">" {
 			if !wildcards {
-				return fmt.Errorf("%s: %q: wildcards are not allowed here", field, s)
+				return adaptercfg.Errorf(field, "%q: wildcards are not allowed here", s)
 			}
 			if t == ">" && i != len(tokens)-1 {
-				return fmt.Errorf("%s: %q: '>' must be the last token", field, s)
+				return adaptercfg.Errorf(field, "%q: '>' must be the last token", s)
 			}
 			continue
 		}
 		if strings.ContainsAny(t, "*>") {
-			return fmt.Errorf("%s: %q: '*' and '>' must be whole tokens", field, s)
+			return adaptercfg.Errorf(field, "%q: '*' and '>' must be whole tokens", s)
 		}
 	}
 	return nil
@@ -501,7 +500,7 @@ func checkGroupToken(subject string, n int) error {
 		return nil
 	}
 	if n > len(tokens) {
-		return fmt.Errorf("group_from_subject_token: %d but subject %q has %d tokens", n, subject, len(tokens))
+		return adaptercfg.Errorf("group_from_subject_token", "%d but subject %q has %d tokens", n, subject, len(tokens))
 	}
 	return nil
 }
@@ -509,7 +508,7 @@ func checkGroupToken(subject string, n int) error {
 // checkName validates a stream or consumer name.
 func checkName(field, s string) error {
 	if strings.ContainsAny(s, ".*> \t\r\n/\\") {
-		return fmt.Errorf("%s: %q must not contain '.', '*', '>', '/', '\\' or white space", field, s)
+		return adaptercfg.Errorf(field, "%q must not contain '.', '*', '>', '/', '\\' or white space", s)
 	}
 	return nil
 }
@@ -519,7 +518,7 @@ func checkName(field, s string) error {
 func checkHeaderName(field, s string) error {
 	for _, r := range s {
 		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"()/,:;<=>?@[\]{}`, r) {
-			return fmt.Errorf("%s: %q is not a valid header name", field, s)
+			return adaptercfg.Errorf(field, "%q is not a valid header name", s)
 		}
 	}
 	return nil

@@ -2,7 +2,6 @@ package servicebus
 
 import (
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"net/url"
@@ -206,20 +205,20 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	case transportHTTPS:
 		s.https = true
 	default:
-		return nil, fmt.Errorf("transport: %q: want amqp or https", c.Transport)
+		return nil, adaptercfg.Errorf("transport", "%q: want amqp or https", c.Transport)
 	}
 	switch {
 	case c.ConnectionString == "" && c.Namespace == "":
-		return nil, errors.New("connection_string: required (or set namespace for Microsoft Entra ID)")
+		return nil, adaptercfg.Errorf("connection_string", "required (or set namespace for Microsoft Entra ID)")
 	case c.ConnectionString != "" && c.Namespace != "":
-		return nil, errors.New("connection_string and namespace: set one")
+		return nil, adaptercfg.Fields("connection_string", "connection_string and namespace", "set one")
 	case c.ConnectionString != "" && c.Credential != nil:
-		return nil, errors.New("credential: only used with namespace (a connection string carries its own key)")
+		return nil, adaptercfg.Errorf("credential", "only used with namespace (a connection string carries its own key)")
 	}
 	if c.ConnectionString != "" {
 		cs, err := parseConnString(c.ConnectionString)
 		if err != nil {
-			return nil, fmt.Errorf("connection_string: %w", err)
+			return nil, adaptercfg.Errorf("connection_string", "%w", err)
 		}
 		s.cs, s.namespace = cs, cs.fqdn
 		s.plain = cs.emulator
@@ -228,12 +227,12 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 		if strings.Contains(ns, "://") {
 			u, err := url.Parse(ns)
 			if err != nil || u.Host == "" {
-				return nil, fmt.Errorf("namespace: %q: want the fully qualified name, e.g. myns.servicebus.windows.net", ns)
+				return nil, adaptercfg.Errorf("namespace", "%q: want the fully qualified name, e.g. myns.servicebus.windows.net", ns)
 			}
 			ns = u.Host
 		}
 		if h, _ := hostPort(ns, ""); !strings.Contains(h, ".") && h != "localhost" {
-			return nil, fmt.Errorf("namespace: %q: want the fully qualified name, e.g. %s.servicebus.windows.net", c.Namespace, h)
+			return nil, adaptercfg.Errorf("namespace", "%q: want the fully qualified name, e.g. %s.servicebus.windows.net", c.Namespace, h)
 		}
 		s.namespace = ns
 		if c.Credential != nil {
@@ -248,7 +247,7 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return nil, fmt.Errorf("endpoint: %q: want scheme://host[:port]", c.Endpoint)
+			return nil, adaptercfg.Errorf("endpoint", "%q: want scheme://host[:port]", c.Endpoint)
 		}
 		want := map[bool][2]string{false: {"amqps", "amqp"}, true: {"https", "http"}}[s.https]
 		switch u.Scheme {
@@ -257,7 +256,7 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 		case want[1]:
 			s.plain = true
 		default:
-			return nil, fmt.Errorf("endpoint: %q: want %s:// or %s:// with transport %q", c.Endpoint, want[0], want[1], map[bool]string{false: transportAMQP, true: transportHTTPS}[s.https])
+			return nil, adaptercfg.Errorf("endpoint", "%q: want %s:// or %s:// with transport %q", c.Endpoint, want[0], want[1], map[bool]string{false: transportAMQP, true: transportHTTPS}[s.https])
 		}
 		s.dialHost, s.dialPort = u.Hostname(), u.Port()
 	}
@@ -275,9 +274,9 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	s.appID = c.ApplicationID
 	switch {
 	case c.MaxRetries < -1:
-		return nil, fmt.Errorf("max_retries: %d: want -1 (none), 0 (the SDK's default) or more", c.MaxRetries)
+		return nil, adaptercfg.Errorf("max_retries", "%d: want -1 (none), 0 (the SDK's default) or more", c.MaxRetries)
 	case c.MaxRetries > 100:
-		return nil, fmt.Errorf("max_retries: %d: at most 100", c.MaxRetries)
+		return nil, adaptercfg.Errorf("max_retries", "%d: at most 100", c.MaxRetries)
 	}
 	s.maxRetries = int32(c.MaxRetries)
 	var err error
@@ -311,25 +310,25 @@ func validateCredential(c *CredentialConfig) error {
 	switch c.Kind {
 	case credentialDefault, credentialCLI:
 		if c.ClientID != "" || c.ResourceID != "" || c.TokenFile != "" {
-			return fmt.Errorf("credential: kind %q takes only tenant_id (set AZURE_CLIENT_ID for the client)", c.Kind)
+			return adaptercfg.Errorf("credential", "kind %q takes only tenant_id (set AZURE_CLIENT_ID for the client)", c.Kind)
 		}
 	case credentialWorkload:
 		if c.ResourceID != "" {
-			return errors.New("credential.resource_id: only used with kind \"managed\"")
+			return adaptercfg.Errorf("credential.resource_id", "only used with kind \"managed\"")
 		}
 	case credentialManaged:
 		if c.TenantID != "" || c.TokenFile != "" {
-			return errors.New("credential: kind \"managed\" takes client_id or resource_id only")
+			return adaptercfg.Errorf("credential", "kind \"managed\" takes client_id or resource_id only")
 		}
 		if c.ClientID != "" && c.ResourceID != "" {
-			return errors.New("credential.client_id and credential.resource_id: set one")
+			return adaptercfg.Fields("credential.client_id", "credential.client_id and credential.resource_id", "set one")
 		}
 	case credentialEnvironment:
 		if *c != (CredentialConfig{Kind: c.Kind}) {
-			return errors.New("credential: kind \"environment\" reads AZURE_* variables only; remove the other fields")
+			return adaptercfg.Errorf("credential", "kind \"environment\" reads AZURE_* variables only; remove the other fields")
 		}
 	default:
-		return fmt.Errorf("credential.kind: %q: want default, workload, managed, environment or cli", c.Kind)
+		return adaptercfg.Errorf("credential.kind", "%q: want default, workload, managed, environment or cli", c.Kind)
 	}
 	return nil
 }
@@ -372,18 +371,18 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		case s.queue == "" && s.topic == "":
 			s.topic = conn.cs.entityPath
 		case s.queue != "" && s.queue != conn.cs.entityPath, s.topic != "" && s.topic != conn.cs.entityPath:
-			return nil, fmt.Errorf("connection_string: EntityPath %q differs from the queue or topic configured", conn.cs.entityPath)
+			return nil, adaptercfg.Errorf("connection_string", "EntityPath %q differs from the queue or topic configured", conn.cs.entityPath)
 		}
 	}
 	switch {
 	case s.queue != "" && (s.topic != "" || s.subscription != ""):
-		return nil, errors.New("queue and topic/subscription: set one")
+		return nil, adaptercfg.Fields("queue", "queue and topic/subscription", "set one")
 	case s.subscription != "" && s.topic == "":
-		return nil, errors.New("topic: required with subscription")
+		return nil, adaptercfg.Errorf("topic", "required with subscription")
 	case s.queue == "" && s.topic == "":
-		return nil, errors.New("queue: required (or topic and subscription)")
+		return nil, adaptercfg.Errorf("queue", "required (or topic and subscription)")
 	case s.topic != "" && s.subscription == "":
-		return nil, errors.New("subscription: required with topic")
+		return nil, adaptercfg.Errorf("subscription", "required with topic")
 	}
 	for field, v := range map[string]string{"queue": s.queue, "topic": s.topic, "subscription": s.subscription} {
 		if err := entityName(field, v, false); err != nil {
@@ -394,14 +393,14 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	case "", subQueueDeadLetter, subQueueTransferDL:
 		s.subQueue = c.SubQueue
 	default:
-		return nil, fmt.Errorf("sub_queue: %q: want deadletter or transfer_deadletter", c.SubQueue)
+		return nil, adaptercfg.Errorf("sub_queue", "%q: want deadletter or transfer_deadletter", c.SubQueue)
 	}
 	if c.Sessions != nil {
 		switch {
 		case conn.https:
-			return nil, errors.New("sessions: the HTTPS transport cannot receive from sessions (the REST API has no session receiver); use transport = \"amqp\"")
+			return nil, adaptercfg.Errorf("sessions", "the HTTPS transport cannot receive from sessions (the REST API has no session receiver); use transport = \"amqp\"")
 		case s.subQueue != "":
-			return nil, errors.New("sessions: a sub-queue has no sessions; remove the sessions block to read the dead-letter queue")
+			return nil, adaptercfg.Errorf("sessions", "a sub-queue has no sessions; remove the sessions block to read the dead-letter queue")
 		}
 		s.sessions = true
 		s.maxSessions = c.Sessions.MaxConcurrent
@@ -409,7 +408,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		case s.maxSessions == 0:
 			s.maxSessions = DefaultMaxSessions
 		case s.maxSessions < 1 || s.maxSessions > 1000:
-			return nil, fmt.Errorf("sessions.max_concurrent: %d: want 1 to 1000", s.maxSessions)
+			return nil, adaptercfg.Errorf("sessions.max_concurrent", "%d: want 1 to 1000", s.maxSessions)
 		}
 		if s.sessionIdle, err = positiveDuration("sessions.idle_timeout", c.Sessions.IdleTimeout, DefaultSessionIdle); err != nil {
 			return nil, err
@@ -422,15 +421,15 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	case s.maxMessages == 0:
 		s.maxMessages = DefaultMaxMessages
 	case s.maxMessages < 1 || s.maxMessages > 5000:
-		return nil, fmt.Errorf("max_messages: %d: want 1 to 5000", s.maxMessages)
+		return nil, adaptercfg.Errorf("max_messages", "%d: want 1 to 5000", s.maxMessages)
 	case conn.https && s.maxMessages > 64:
-		return nil, fmt.Errorf("max_messages: %d: at most 64 concurrent requests over HTTPS", s.maxMessages)
+		return nil, adaptercfg.Errorf("max_messages", "%d: at most 64 concurrent requests over HTTPS", s.maxMessages)
 	}
 	if s.receiveWait, err = positiveDuration("receive_wait", c.ReceiveWait, DefaultReceiveWait); err != nil {
 		return nil, err
 	}
 	if conn.https && (s.receiveWait%time.Second != 0 || s.receiveWait > maxHTTPSReceiveWait) {
-		return nil, fmt.Errorf("receive_wait: %s: whole seconds up to %s over HTTPS", s.receiveWait, maxHTTPSReceiveWait)
+		return nil, adaptercfg.Errorf("receive_wait", "%s: whole seconds up to %s over HTTPS", s.receiveWait, maxHTTPSReceiveWait)
 	}
 	if s.lockRenewal, err = positiveDuration("lock_renewal", c.LockRenewal, DefaultLockRenewal); err != nil {
 		return nil, err
@@ -439,7 +438,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, err
 	}
 	if s.maxNackDelay < 0 {
-		return nil, fmt.Errorf("max_nack_delay: %s: must not be negative", s.maxNackDelay)
+		return nil, adaptercfg.Errorf("max_nack_delay", "%s: must not be negative", s.maxNackDelay)
 	}
 	switch c.DecodeGuard {
 	case "":
@@ -447,10 +446,10 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	case guardScan, guardFull, guardOff:
 		s.guard = c.DecodeGuard
 	default:
-		return nil, fmt.Errorf("decode_guard: %q: want scan, full or off", c.DecodeGuard)
+		return nil, adaptercfg.Errorf("decode_guard", "%q: want scan, full or off", c.DecodeGuard)
 	}
 	if conn.https && c.DecodeGuard != "" {
-		return nil, errors.New("decode_guard: only used with transport = \"amqp\"")
+		return nil, adaptercfg.Errorf("decode_guard", "only used with transport = \"amqp\"")
 	}
 	s.entityPath, s.restPath = entityPaths(s.queue, s.topic, s.subscription, s.subQueue)
 	return s, nil
@@ -486,11 +485,11 @@ func entityName(field, v string, template bool) error {
 	}
 	switch {
 	case len(v) > limit:
-		return fmt.Errorf("%s: %q: longer than %d characters", field, v, limit)
+		return adaptercfg.Errorf(field, "%q: longer than %d characters", v, limit)
 	case strings.HasPrefix(v, "/") || strings.HasSuffix(v, "/") || strings.Contains(v, "//"):
-		return fmt.Errorf("%s: %q: must not start or end with / or contain //", field, v)
+		return adaptercfg.Errorf(field, "%q: must not start or end with / or contain //", v)
 	case strings.ContainsAny(v, "?#\\ \t\r\n"), strings.Contains(v, "$"):
-		return fmt.Errorf("%s: %q: must not contain spaces, $, ?, # or \\", field, v)
+		return adaptercfg.Errorf(field, "%q: must not contain spaces, $, ?, # or \\", v)
 	}
 	return nil
 }
@@ -525,29 +524,29 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 		case queue == "" && topic == "":
 			queue = conn.cs.entityPath
 		case queue != conn.cs.entityPath && topic != conn.cs.entityPath:
-			return nil, fmt.Errorf("connection_string: EntityPath %q differs from the queue or topic configured", conn.cs.entityPath)
+			return nil, adaptercfg.Errorf("connection_string", "EntityPath %q differs from the queue or topic configured", conn.cs.entityPath)
 		}
 	}
 	var src string
 	switch {
 	case queue != "" && topic != "":
-		return nil, errors.New("queue and topic: set one")
+		return nil, adaptercfg.Fields("queue", "queue and topic", "set one")
 	case queue == "" && topic == "":
-		return nil, errors.New("queue: required (or topic)")
+		return nil, adaptercfg.Errorf("queue", "required (or topic)")
 	case queue != "":
 		s.entityField, src = "queue", queue
 	default:
 		s.entityField, src = "topic", topic
 	}
 	if s.entity, err = rules.Parse(src); err != nil {
-		return nil, fmt.Errorf("%s: %q: %w", s.entityField, src, err)
+		return nil, adaptercfg.Errorf(s.entityField, "%q: %w", src, err)
 	}
 	if err := entityName(s.entityField, src, strings.Contains(src, "{")); err != nil {
 		return nil, err
 	}
 	s.defaultSession = c.DefaultSession
 	if n := len(s.defaultSession); n > sbmap.MaxIDLength {
-		return nil, fmt.Errorf("default_session: %d characters, more than Service Bus's %d", n, sbmap.MaxIDLength)
+		return nil, adaptercfg.Errorf("default_session", "%d characters, more than Service Bus's %d", n, sbmap.MaxIDLength)
 	}
 	limit := MaxAMQPMessageSize
 	if conn.https {
@@ -558,7 +557,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	case s.maxMessageSize == 0:
 		s.maxMessageSize = DefaultMaxMessageSize
 	case s.maxMessageSize < 1024 || s.maxMessageSize > limit:
-		return nil, fmt.Errorf("max_message_size: %d: want 1024 to %d over %s", s.maxMessageSize, limit, map[bool]string{false: "AMQP", true: "HTTPS"}[conn.https])
+		return nil, adaptercfg.Errorf("max_message_size", "%d: want 1024 to %d over %s", s.maxMessageSize, limit, map[bool]string{false: "AMQP", true: "HTTPS"}[conn.https])
 	}
 	if s.sendTimeout, err = positiveDuration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
 		return nil, err
@@ -568,7 +567,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	case s.maxSenders == 0:
 		s.maxSenders = DefaultMaxSenders
 	case s.maxSenders < 1 || s.maxSenders > 1024:
-		return nil, fmt.Errorf("max_senders: %d: want 1 to 1024", s.maxSenders)
+		return nil, adaptercfg.Errorf("max_senders", "%d: want 1 to 1024", s.maxSenders)
 	}
 	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: s.maxMessageSize, CarrySource: c.CarrySource, OnDrop: c.OnDrop}
 	if conn.https && s.opt.MaxMessageSize == 0 {
@@ -580,7 +579,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 func positiveDuration(field, s string, def time.Duration) (time.Duration, error) {
 	d, err := adaptercfg.Duration(field, s, def)
 	if err == nil && s != "" && d <= 0 {
-		err = fmt.Errorf("%s: %q: must be positive", field, s)
+		err = adaptercfg.Errorf(field, "%q: must be positive", s)
 	}
 	return d, err
 }

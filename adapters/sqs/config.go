@@ -1,7 +1,6 @@
 package sqs
 
 import (
-	"errors"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"net/url"
@@ -121,53 +120,53 @@ var (
 func (c *ConnConfig) validate() error {
 	switch {
 	case c.QueueURL == "" && c.QueueName == "":
-		return errors.New("queue_url: required (or set queue_name)")
+		return adaptercfg.Errorf("queue_url", "required (or set queue_name)")
 	case c.QueueURL != "" && c.QueueName != "":
-		return errors.New("queue_url and queue_name: set one")
+		return adaptercfg.Fields("queue_url", "queue_url and queue_name", "set one")
 	case c.QueueURL != "" && c.AccountID != "":
-		return errors.New("account_id: only used with queue_name (queue_url names the account)")
+		return adaptercfg.Errorf("account_id", "only used with queue_name (queue_url names the account)")
 	}
 	if c.QueueURL != "" {
 		u, err := url.Parse(c.QueueURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || queueNameOf(c.QueueURL) == "" {
-			return fmt.Errorf("queue_url: %q is not an http(s) queue URL such as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME", c.QueueURL)
+			return adaptercfg.Errorf("queue_url", "%q is not an http(s) queue URL such as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME", c.QueueURL)
 		}
 	}
 	if c.QueueName != "" {
 		base := strings.TrimSuffix(c.QueueName, ".fifo")
 		if !queueNameRE.MatchString(base) {
-			return fmt.Errorf("queue_name: %q must be 1-80 characters of A-Z a-z 0-9 _ - (plus .fifo for a FIFO queue)", c.QueueName)
+			return adaptercfg.Errorf("queue_name", "%q must be 1-80 characters of A-Z a-z 0-9 _ - (plus .fifo for a FIFO queue)", c.QueueName)
 		}
 	}
 	if c.AccountID != "" && !accountIDRE.MatchString(c.AccountID) {
-		return fmt.Errorf("account_id: %q must be 12 digits", c.AccountID)
+		return adaptercfg.Errorf("account_id", "%q must be 12 digits", c.AccountID)
 	}
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fmt.Errorf("endpoint: %q is not an http(s) URL", c.Endpoint)
+			return adaptercfg.Errorf("endpoint", "%q is not an http(s) URL", c.Endpoint)
 		}
 	}
 	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
-		return errors.New("access_key_id and secret_access_key: set both or neither")
+		return adaptercfg.Fields("access_key_id", "access_key_id and secret_access_key", "set both or neither")
 	}
 	if c.SessionToken != "" && c.AccessKeyID == "" {
-		return errors.New("session_token: set without access_key_id")
+		return adaptercfg.Errorf("session_token", "set without access_key_id")
 	}
 	if c.Profile != "" && c.AccessKeyID != "" {
-		return errors.New("profile and access_key_id: set one (static keys or a shared profile)")
+		return adaptercfg.Fields("profile", "profile and access_key_id", "set one (static keys or a shared profile)")
 	}
 	if c.RoleARN == "" && c.ExternalID != "" {
-		return errors.New("external_id: only used with role_arn")
+		return adaptercfg.Errorf("external_id", "only used with role_arn")
 	}
 	if c.RoleARN == "" && c.SessionName != "" {
-		return errors.New("session_name: only used with role_arn")
+		return adaptercfg.Errorf("session_name", "only used with role_arn")
 	}
 	if c.RoleARN != "" && !strings.HasPrefix(c.RoleARN, "arn:") {
-		return fmt.Errorf("role_arn: %q is not an ARN (arn:aws:iam::ACCOUNT:role/NAME)", c.RoleARN)
+		return adaptercfg.Errorf("role_arn", "%q is not an ARN (arn:aws:iam::ACCOUNT:role/NAME)", c.RoleARN)
 	}
 	if c.SessionName != "" && !roleSessionRE.MatchString(c.SessionName) {
-		return fmt.Errorf("session_name: %q must be 2-64 characters of letters, digits and +=,.@_-", c.SessionName)
+		return adaptercfg.Errorf("session_name", "%q must be 2-64 characters of letters, digits and +=,.@_-", c.SessionName)
 	}
 	return nil
 }
@@ -212,14 +211,14 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, err
 	}
 	if s.waitTime > 20*time.Second || s.waitTime%time.Second != 0 {
-		return nil, fmt.Errorf("wait_time: %s must be whole seconds from 0s to 20s", s.waitTime)
+		return nil, adaptercfg.Errorf("wait_time", "%s must be whole seconds from 0s to 20s", s.waitTime)
 	}
 	if c.VisibilityTimeout != "" {
 		if s.visibility, err = adaptercfg.Duration("visibility_timeout", c.VisibilityTimeout, 0); err != nil {
 			return nil, err
 		}
 		if s.visibility > maxVisibility || s.visibility%time.Second != 0 {
-			return nil, fmt.Errorf("visibility_timeout: %s must be whole seconds from 0s to 12h", s.visibility)
+			return nil, adaptercfg.Errorf("visibility_timeout", "%s must be whole seconds from 0s to 12h", s.visibility)
 		}
 		s.hasVisibility = true
 	}
@@ -227,13 +226,13 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	case s.maxMessages == 0:
 		s.maxMessages = DefaultMaxMessages
 	case s.maxMessages < 1 || s.maxMessages > 10:
-		return nil, fmt.Errorf("max_messages: %d must be 1 to 10", s.maxMessages)
+		return nil, adaptercfg.Errorf("max_messages", "%d must be 1 to 10", s.maxMessages)
 	}
 	switch {
 	case s.pollers == 0:
 		s.pollers = DefaultPollers
 	case s.pollers < 1 || s.pollers > 64:
-		return nil, fmt.Errorf("pollers: %d must be 1 to 64", s.pollers)
+		return nil, adaptercfg.Errorf("pollers", "%d must be 1 to 64", s.pollers)
 	}
 	s.systemAttrs = append([]string(nil), c.AttributeNames...)
 	if len(s.systemAttrs) == 0 {
@@ -241,7 +240,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	}
 	for i, n := range s.systemAttrs {
 		if !knownSystemAttr(n) {
-			return nil, fmt.Errorf("attribute_names[%d]: %q is not All or a message system attribute (%s)", i, n, strings.Join(systemAttrNames, ", "))
+			return nil, adaptercfg.Errorf(fmt.Sprintf("attribute_names[%d]", i), "%q is not All or a message system attribute (%s)", n, strings.Join(systemAttrNames, ", "))
 		}
 	}
 	s.messageAttrs = append([]string(nil), c.MessageAttributeNames...)
@@ -251,7 +250,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	all := false
 	for i, n := range s.messageAttrs {
 		if err := checkAttrFilter(n); err != nil {
-			return nil, fmt.Errorf("message_attribute_names[%d]: %w", i, err)
+			return nil, adaptercfg.Errorf(fmt.Sprintf("message_attribute_names[%d]", i), "%w", err)
 		}
 		all = all || n == "All" || n == ".*" || n == mapping.EnvelopeName || n == "qbridge.*"
 	}
@@ -264,24 +263,24 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, err
 	}
 	if s.nackBackoff > maxVisibility {
-		return nil, fmt.Errorf("nack_backoff: %s exceeds SQS's 12h visibility limit", s.nackBackoff)
+		return nil, adaptercfg.Errorf("nack_backoff", "%s exceeds SQS's 12h visibility limit", s.nackBackoff)
 	}
 	if s.heartbeat, err = adaptercfg.Duration("heartbeat", c.Heartbeat, 0); err != nil {
 		return nil, err
 	}
 	if s.heartbeat > 0 {
 		if !s.hasVisibility || s.visibility == 0 {
-			return nil, errors.New("heartbeat: needs visibility_timeout (the extension each beat sets)")
+			return nil, adaptercfg.Errorf("heartbeat", "needs visibility_timeout (the extension each beat sets)")
 		}
 		if s.heartbeat >= s.visibility {
-			return nil, fmt.Errorf("heartbeat: %s must be shorter than visibility_timeout %s", s.heartbeat, s.visibility)
+			return nil, adaptercfg.Errorf("heartbeat", "%s must be shorter than visibility_timeout %s", s.heartbeat, s.visibility)
 		}
 	}
 	if s.linger, err = adaptercfg.Duration("linger", c.Linger, DefaultAckLinger); err != nil {
 		return nil, err
 	}
 	if s.linger > time.Second {
-		return nil, fmt.Errorf("linger: %s is too long (at most 1s)", s.linger)
+		return nil, adaptercfg.Errorf("linger", "%s is too long (at most 1s)", s.linger)
 	}
 	return s, nil
 }
@@ -338,29 +337,29 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	case s.maxMessageSize == 0:
 		s.maxMessageSize = DefaultMaxMessageSize
 	case s.maxMessageSize < 1024 || s.maxMessageSize > MaxMessageSizeLimit:
-		return nil, fmt.Errorf("max_message_size: %d must be 1,024 to 1,048,576 bytes", s.maxMessageSize)
+		return nil, adaptercfg.Errorf("max_message_size", "%d must be 1,024 to 1,048,576 bytes", s.maxMessageSize)
 	}
 	if s.defaultGroup == "" {
 		s.defaultGroup = DefaultGroup
 	}
 	if len(s.defaultGroup) > 128 || !groupIDRE.MatchString(s.defaultGroup) {
-		return nil, fmt.Errorf("default_group: %q must be 1-128 characters of a-z A-Z 0-9 and punctuation", s.defaultGroup)
+		return nil, adaptercfg.Errorf("default_group", "%q must be 1-128 characters of a-z A-Z 0-9 and punctuation", s.defaultGroup)
 	}
 	var err error
 	if s.linger, err = adaptercfg.Duration("linger", c.Linger, DefaultSendLinger); err != nil {
 		return nil, err
 	}
 	if s.linger > time.Second {
-		return nil, fmt.Errorf("linger: %s is too long (at most 1s)", s.linger)
+		return nil, adaptercfg.Errorf("linger", "%s is too long (at most 1s)", s.linger)
 	}
 	switch {
 	case s.senders == 0:
 		s.senders = DefaultSenders
 	case s.senders < 1 || s.senders > 64:
-		return nil, fmt.Errorf("senders: %d must be 1 to 64", s.senders)
+		return nil, adaptercfg.Errorf("senders", "%d must be 1 to 64", s.senders)
 	}
 	if _, err := mapping.ParsePolicy(c.Policy.String()); err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+		return nil, adaptercfg.Errorf("policy", "%w", err)
 	}
 	return s, nil
 }

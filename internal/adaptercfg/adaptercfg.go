@@ -5,8 +5,6 @@ package adaptercfg
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"fmt"
 	"os"
 	"time"
 )
@@ -19,10 +17,10 @@ func Duration(field, s string, def time.Duration) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a duration (want e.g. \"500ms\", \"30s\" or \"5m\")", field, s)
+		return 0, Errorf(field, "%q is not a duration (want e.g. \"500ms\", \"30s\" or \"5m\")", s)
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("%s: %s must not be negative", field, s)
+		return 0, Errorf(field, "%s must not be negative", s)
 	}
 	return d, nil
 }
@@ -31,7 +29,7 @@ func Duration(field, s string, def time.Duration) (time.Duration, error) {
 func PositiveDuration(field, s string, def time.Duration) (time.Duration, error) {
 	d, err := Duration(field, s, def)
 	if err == nil && s != "" && d == 0 {
-		return 0, fmt.Errorf("%s: must be positive", field)
+		return 0, Errorf(field, "must be positive")
 	}
 	return d, err
 }
@@ -56,11 +54,11 @@ func (t *TLS) Config() (*tls.Config, error) {
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
+			return nil, Errorf("tls.ca_file", "%w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file: %s holds no PEM certificate", t.CAFile)
+			return nil, Errorf("tls.ca_file", "%s holds no PEM certificate", t.CAFile)
 		}
 		tc.RootCAs = pool
 	}
@@ -68,13 +66,13 @@ func (t *TLS) Config() (*tls.Config, error) {
 	case t.CertFile != "" && t.KeyFile != "":
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("tls.cert_file/key_file: %w", err)
+			return nil, Fields("tls.cert_file", "tls.cert_file/key_file", "%w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	case t.CertFile != "":
-		return nil, errors.New("tls.key_file: required with tls.cert_file")
+		return nil, Errorf("tls.key_file", "required with tls.cert_file")
 	case t.KeyFile != "":
-		return nil, errors.New("tls.cert_file: required with tls.key_file")
+		return nil, Errorf("tls.cert_file", "required with tls.key_file")
 	}
 	return tc, nil
 }

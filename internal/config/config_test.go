@@ -2,7 +2,6 @@ package config
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -32,10 +32,10 @@ type testInner struct {
 
 func (c testSourceConfig) Validate() error {
 	if !strings.HasPrefix(c.Address, "/") {
-		return errors.New("address: must start with /")
+		return adaptercfg.Errorf("address", "must start with /")
 	}
 	if c.Inner != nil && c.Inner.Depth > 3 {
-		return fmt.Errorf("inner.depth: %d is more than 3", c.Inner.Depth)
+		return adaptercfg.Errorf("inner.depth", "%d is more than 3", c.Inner.Depth)
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ type testSinkConfig struct {
 
 func (c *testSinkConfig) Validate() error {
 	if c.Policy > mapping.Encode {
-		return errors.New("policy: invalid")
+		return adaptercfg.Errorf("policy", "invalid")
 	}
 	return nil
 }
@@ -573,5 +573,39 @@ func TestKinds(t *testing.T) {
 	got := strings.Join(Kinds(), ",")
 	if got != "amqp,nats,servicebus,sqs,test" {
 		t.Errorf("Kinds = %s", got)
+	}
+}
+
+// Every adapter's Validate names the field it is about with an
+// adaptercfg.FieldError; the diagnostic points at that field's value (an
+// attribute), its block, or the first of several fields it names.
+func TestRealAdaptersFieldErrors(t *testing.T) {
+	const sink = "\n  sink \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"out\"\n  }\n}\n"
+	for _, tc := range []struct {
+		name, source string
+		line, col    int
+		detail       string
+	}{
+		{"amqp nested attribute", "source \"amqp\" {\n    url     = \"amqp://h\"\n    address = \"/queue/q\"\n    sasl { mechanism = \"MAGIC\" }\n  }",
+			5, 24, `sasl.mechanism: "MAGIC": want PLAIN, ANONYMOUS, EXTERNAL or NONE.`},
+		{"sqs list element", "source \"sqs\" {\n    queue_url       = \"http://127.0.0.1:1/000000000000/q\"\n    attribute_names = [\"All\", \"Nope\"]\n  }",
+			4, 23, `attribute_names[1]: "Nope" is not All`},
+		{"servicebus first of two fields", "source \"servicebus\" {\n    connection_string = \"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=s\"\n    queue             = \"q\"\n    topic             = \"t\"\n    subscription      = \"s\"\n  }",
+			4, 25, "queue and topic/subscription: set one."},
+		{"nats duration", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n    jetstream {\n      stream   = \"S\"\n      durable  = \"d\"\n      ack_wait = \"-1s\"\n    }\n  }",
+			8, 18, "jetstream.ack_wait: -1s must not be negative."},
+		{"field not written: the block", "source \"amqp\" {\n    address = \"/queue/q\"\n  }",
+			2, 3, "url: required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := load(t, "pipeline \"p\" {\n  "+tc.source+sink)
+			if len(diags) != 1 {
+				t.Fatalf("diags: %v", diags)
+			}
+			d := diags[0]
+			if d.Subject.Start.Line != tc.line || d.Subject.Start.Column != tc.col || !strings.Contains(d.Detail, tc.detail) {
+				t.Errorf("%d:%d %s, want %d:%d %s", d.Subject.Start.Line, d.Subject.Start.Column, d.Detail, tc.line, tc.col, tc.detail)
+			}
+		})
 	}
 }

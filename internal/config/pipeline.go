@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/rules"
 )
@@ -176,7 +177,7 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 			Severity: hcl.DiagError,
 			Summary:  fmt.Sprintf("Invalid %s %s configuration", b.Kind, role),
 			Detail:   err.Error() + ".",
-			Subject:  locate(b.Body, err.Error(), b.DefRange).Ptr(),
+			Subject:  locate(b.Body, err, b.DefRange).Ptr(),
 		})
 		return Adapter{}
 	}
@@ -200,18 +201,16 @@ func dropUnknownNoise(diags hcl.Diagnostics) hcl.Diagnostics {
 	return out
 }
 
-// locate finds the attribute an adapter's Validate error names. Adapters
-// start their messages with the field's path ("subject: required",
-// "jetstream.ack_wait: invalid duration"), so the diagnostic can point at
-// the value; otherwise it points at the block.
-func locate(body hcl.Body, msg string, def hcl.Range) hcl.Range {
+// locate finds the field an adapter's Validate error is about (an
+// adaptercfg.FieldError: "subject", "jetstream.ack_wait",
+// "filter_subjects[0]"), so the diagnostic can point at the value;
+// otherwise, or when the field is not written in the block, at the block.
+func locate(body hcl.Body, err error, def hcl.Range) hcl.Range {
 	sb, ok := body.(*hclsyntax.Body)
-	path, _, found := strings.Cut(msg, ":")
+	path, found := adaptercfg.PathOf(err)
 	if !ok || !found {
 		return def
 	}
-	// "a and b: ..." names several fields: point at the first.
-	path, _, _ = strings.Cut(path, " ")
 	parts := strings.Split(path, ".")
 	for i, part := range parts {
 		part, _, _ = strings.Cut(part, "[") // "filter_subjects[0]"
