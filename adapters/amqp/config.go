@@ -3,7 +3,6 @@ package amqp
 import (
 	"crypto/tls"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"math"
 	"net"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/rules"
 )
@@ -67,10 +67,26 @@ type FilterConfig struct {
 	Type string `hcl:"type,optional"`
 }
 
+// ConnConfig is the connection part of a source or sink block: the broker
+// URL(s), authentication, TLS and the connection's timeouts.
+type ConnConfig struct {
+	URL               string      `hcl:"url,optional"`
+	URLs              []string    `hcl:"urls,optional"`
+	SASL              *SASLConfig `hcl:"sasl,block"`
+	TLS               *TLSConfig  `hcl:"tls,block"`
+	ContainerID       string      `hcl:"container_id,optional"`
+	Hostname          string      `hcl:"hostname,optional"`
+	IdleTimeout       string      `hcl:"idle_timeout,optional"`
+	MaxFrameSize      int         `hcl:"max_frame_size,optional"`
+	ConnectTimeout    string      `hcl:"connect_timeout,optional"`
+	ReconnectBackoff  string      `hcl:"reconnect_backoff,optional"`
+	ReconnectBackoffM string      `hcl:"reconnect_backoff_max,optional"`
+	CloseTimeout      string      `hcl:"close_timeout,optional"`
+}
+
 // SourceConfig is the body of `source "amqp" { ... }`.
 type SourceConfig struct {
-	URL  string   `hcl:"url,optional"`
-	URLs []string `hcl:"urls,optional"`
+	ConnConfig `hcl:",remain"`
 	// Address is the source node, e.g. "/queue/orders" on RabbitMQ,
 	// "orders" on Artemis or Qpid.
 	Address string `hcl:"address,optional"`
@@ -103,17 +119,6 @@ type SourceConfig struct {
 	// (see internal/amqpguard): "scan" (default), "full" or "off".
 	DecodeGuard string `hcl:"decode_guard,optional"`
 
-	SASL              *SASLConfig `hcl:"sasl,block"`
-	TLS               *TLSConfig  `hcl:"tls,block"`
-	ContainerID       string      `hcl:"container_id,optional"`
-	Hostname          string      `hcl:"hostname,optional"`
-	IdleTimeout       string      `hcl:"idle_timeout,optional"`
-	MaxFrameSize      int         `hcl:"max_frame_size,optional"`
-	ConnectTimeout    string      `hcl:"connect_timeout,optional"`
-	ReconnectBackoff  string      `hcl:"reconnect_backoff,optional"`
-	ReconnectBackoffM string      `hcl:"reconnect_backoff_max,optional"`
-	CloseTimeout      string      `hcl:"close_timeout,optional"`
-
 	// Policy is set by the config layer from the pipeline's mapping block.
 	// Decoding has no policy; it is kept for symmetry with SinkConfig. It
 	// carries no hcl tag: gohcl reads `hcl:"-"` as a required attribute
@@ -123,8 +128,7 @@ type SourceConfig struct {
 
 // SinkConfig is the body of `sink "amqp" { ... }`.
 type SinkConfig struct {
-	URL  string   `hcl:"url,optional"`
-	URLs []string `hcl:"urls,optional"`
+	ConnConfig `hcl:",remain"`
 	// Address is the target node, a template (see mapping/rules.Template):
 	// "/queue/{group}", "/exchange/events/{subject}", "orders".
 	Address string `hcl:"address,optional"`
@@ -142,17 +146,6 @@ type SinkConfig struct {
 	SendTimeout string `hcl:"send_timeout,optional"`
 	// MaxLinks caps the cached sender links (one per target address).
 	MaxLinks int `hcl:"max_links,optional"`
-
-	SASL              *SASLConfig `hcl:"sasl,block"`
-	TLS               *TLSConfig  `hcl:"tls,block"`
-	ContainerID       string      `hcl:"container_id,optional"`
-	Hostname          string      `hcl:"hostname,optional"`
-	IdleTimeout       string      `hcl:"idle_timeout,optional"`
-	MaxFrameSize      int         `hcl:"max_frame_size,optional"`
-	ConnectTimeout    string      `hcl:"connect_timeout,optional"`
-	ReconnectBackoff  string      `hcl:"reconnect_backoff,optional"`
-	ReconnectBackoffM string      `hcl:"reconnect_backoff_max,optional"`
-	CloseTimeout      string      `hcl:"close_timeout,optional"`
 
 	// Set by the config layer from the pipeline's mapping block (untagged:
 	// see SourceConfig.Policy).
@@ -254,12 +247,7 @@ func (c SinkConfig) Validate() error {
 func (c SourceConfig) resolve() (sourceSettings, error) {
 	var s sourceSettings
 	var err error
-	s.conn, err = resolveConn(connFields{
-		url: c.URL, urls: c.URLs, sasl: c.SASL, tls: c.TLS, containerID: c.ContainerID,
-		hostname: c.Hostname, idleTimeout: c.IdleTimeout, maxFrameSize: c.MaxFrameSize,
-		connectTimeout: c.ConnectTimeout, backoff: c.ReconnectBackoff, backoffMax: c.ReconnectBackoffM,
-		closeTimeout: c.CloseTimeout,
-	})
+	s.conn, err = c.ConnConfig.resolve()
 	if err != nil {
 		return s, err
 	}
@@ -365,12 +353,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 func (c SinkConfig) resolve() (sinkSettings, error) {
 	var s sinkSettings
 	var err error
-	s.conn, err = resolveConn(connFields{
-		url: c.URL, urls: c.URLs, sasl: c.SASL, tls: c.TLS, containerID: c.ContainerID,
-		hostname: c.Hostname, idleTimeout: c.IdleTimeout, maxFrameSize: c.MaxFrameSize,
-		connectTimeout: c.ConnectTimeout, backoff: c.ReconnectBackoff, backoffMax: c.ReconnectBackoffM,
-		closeTimeout: c.CloseTimeout,
-	})
+	s.conn, err = c.ConnConfig.resolve()
 	if err != nil {
 		return s, err
 	}
@@ -412,22 +395,12 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 	return s, nil
 }
 
-type connFields struct {
-	url                                 string
-	urls                                []string
-	sasl                                *SASLConfig
-	tls                                 *TLSConfig
-	containerID, hostname, idleTimeout  string
-	maxFrameSize                        int
-	connectTimeout, backoff, backoffMax string
-	closeTimeout                        string
-}
-
-func resolveConn(f connFields) (connSettings, error) {
+// resolve checks the connection fields and applies their defaults.
+func (c *ConnConfig) resolve() (connSettings, error) {
 	var cs connSettings
-	raw := f.urls
-	if f.url != "" {
-		raw = append([]string{f.url}, f.urls...)
+	raw := c.URLs
+	if c.URL != "" {
+		raw = append([]string{c.URL}, c.URLs...)
 	}
 	if len(raw) == 0 {
 		return cs, adaptercfg.Errorf("url", "required (or urls = [...] for fail-over), e.g. \"amqp://guest:guest@127.0.0.1:5672\"")
@@ -435,9 +408,9 @@ func resolveConn(f connFields) (connSettings, error) {
 	anyTLS := false
 	for i, r := range raw {
 		field := "url"
-		if f.url == "" || i > 0 {
+		if c.URL == "" || i > 0 {
 			field = fmt.Sprintf("urls[%d]", i)
-			if f.url != "" {
+			if c.URL != "" {
 				field = fmt.Sprintf("urls[%d]", i-1)
 			}
 		}
@@ -445,14 +418,14 @@ func resolveConn(f connFields) (connSettings, error) {
 		if err != nil {
 			return cs, adaptercfg.Errorf(field, "%w", err)
 		}
-		if ep.hasUser && f.sasl != nil && (f.sasl.Username != "" || f.sasl.Password != "") {
+		if ep.hasUser && c.SASL != nil && (c.SASL.Username != "" || c.SASL.Password != "") {
 			return cs, adaptercfg.Errorf(field, "holds credentials and sasl sets username/password too: use one")
 		}
 		anyTLS = anyTLS || ep.tls
 		cs.endpoints = append(cs.endpoints, ep)
 	}
-	if f.sasl != nil {
-		s := f.sasl
+	if c.SASL != nil {
+		s := c.SASL
 		cs.sasl = saslSettings{mech: strings.ToUpper(s.Mechanism), user: s.Username, pass: s.Password, identity: s.Identity}
 		switch cs.sasl.mech {
 		case "":
@@ -479,17 +452,17 @@ func resolveConn(f connFields) (connSettings, error) {
 		if s.Identity != "" && cs.sasl.mech != "EXTERNAL" {
 			return cs, adaptercfg.Errorf("sasl.identity", "only used by mechanism EXTERNAL")
 		}
-		if cs.sasl.mech == "EXTERNAL" && (f.tls == nil || f.tls.CertFile == "") {
+		if cs.sasl.mech == "EXTERNAL" && (c.TLS == nil || c.TLS.CertFile == "") {
 			return cs, adaptercfg.Errorf("sasl.mechanism", "EXTERNAL authenticates with the TLS client certificate: set tls.cert_file and tls.key_file")
 		}
 	}
-	if f.tls != nil {
+	if c.TLS != nil {
 		for i, ep := range cs.endpoints {
 			if !ep.tls {
 				return cs, adaptercfg.Errorf("tls", "set, but URL #%d (%s) is amqp://: use amqps://", i+1, ep.redacted)
 			}
 		}
-		tc, err := f.tls.Config()
+		tc, err := c.TLS.Config()
 		if err != nil {
 			return cs, err
 		}
@@ -497,22 +470,22 @@ func resolveConn(f connFields) (connSettings, error) {
 	} else if anyTLS {
 		cs.tls = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	cs.containerID = f.containerID
-	cs.hostname = f.hostname
+	cs.containerID = c.ContainerID
+	cs.hostname = c.Hostname
 	var err error
-	if cs.idleTimeout, err = adaptercfg.Duration("idle_timeout", f.idleTimeout, DefaultIdleTimeout); err != nil {
+	if cs.idleTimeout, err = adaptercfg.Duration("idle_timeout", c.IdleTimeout, DefaultIdleTimeout); err != nil {
 		return cs, err
 	}
 	if cs.idleTimeout == 0 {
 		cs.idleTimeout = -1 // an explicit "0s" disables it
 	}
 	switch {
-	case f.maxFrameSize == 0:
+	case c.MaxFrameSize == 0:
 		cs.maxFrameSize = DefaultMaxFrameSize
-	case f.maxFrameSize < 512 || int64(f.maxFrameSize) > math.MaxUint32:
-		return cs, adaptercfg.Errorf("max_frame_size", "%d: must be 512..%d", f.maxFrameSize, uint32(math.MaxUint32))
+	case c.MaxFrameSize < 512 || int64(c.MaxFrameSize) > math.MaxUint32:
+		return cs, adaptercfg.Errorf("max_frame_size", "%d: must be 512..%d", c.MaxFrameSize, uint32(math.MaxUint32))
 	default:
-		cs.maxFrameSize = uint32(f.maxFrameSize)
+		cs.maxFrameSize = uint32(c.MaxFrameSize)
 	}
 	for _, d := range []struct {
 		name string
@@ -520,10 +493,10 @@ func resolveConn(f connFields) (connSettings, error) {
 		def  time.Duration
 		dst  *time.Duration
 	}{
-		{"connect_timeout", f.connectTimeout, DefaultConnectTimeout, &cs.connectTimeout},
-		{"reconnect_backoff", f.backoff, DefaultBackoff, &cs.backoff},
-		{"reconnect_backoff_max", f.backoffMax, DefaultBackoffMax, &cs.backoffMax},
-		{"close_timeout", f.closeTimeout, DefaultCloseTimeout, &cs.closeTimeout},
+		{"connect_timeout", c.ConnectTimeout, DefaultConnectTimeout, &cs.connectTimeout},
+		{"reconnect_backoff", c.ReconnectBackoff, DefaultBackoff, &cs.backoff},
+		{"reconnect_backoff_max", c.ReconnectBackoffM, DefaultBackoffMax, &cs.backoffMax},
+		{"close_timeout", c.CloseTimeout, DefaultCloseTimeout, &cs.closeTimeout},
 	} {
 		if *d.dst, err = adaptercfg.Duration(d.name, d.src, d.def); err != nil {
 			return cs, err

@@ -13,13 +13,22 @@ import (
 
 func TestSourceConfigResolve(t *testing.T) {
 	cfg := SourceConfig{
-		URL:          "amqp://broker-a:5672",
-		URLs:         []string{"amqp://broker-b:5672", "amqp://broker-c"},
+		ConnConfig: ConnConfig{
+			URL:               "amqp://broker-a:5672",
+			URLs:              []string{"amqp://broker-b:5672", "amqp://broker-c"},
+			ContainerID:       "qbridge-1",
+			SASL:              &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "p"},
+			IdleTimeout:       "30s",
+			MaxFrameSize:      131072,
+			ReconnectBackoff:  "100ms",
+			ReconnectBackoffM: "5s",
+			CloseTimeout:      "2s",
+			Hostname:          "vhost:prod",
+		},
 		Address:      "orders",
 		Credit:       10,
 		LinkName:     "qbridge-orders",
 		Durable:      true,
-		ContainerID:  "qbridge-1",
 		ExpiryPolicy: "never",
 		Capabilities: []string{"topic"},
 		Selector:     "color = 'red'",
@@ -27,16 +36,9 @@ func TestSourceConfigResolve(t *testing.T) {
 			{Name: "jms-selector", Descriptor: "apache.org:selector-filter:string", Value: "size > 3"},
 			{Name: "apache.org:no-local-filter:list", Code: "0x0000468C:0x00000003", Type: "null"},
 		},
-		Nack:              "release",
-		RejectCondition:   "x-opt:failed",
-		DecodeGuard:       "full",
-		SASL:              &SASLConfig{Mechanism: "PLAIN", Username: "u", Password: "p"},
-		IdleTimeout:       "30s",
-		MaxFrameSize:      131072,
-		ReconnectBackoff:  "100ms",
-		ReconnectBackoffM: "5s",
-		CloseTimeout:      "2s",
-		Hostname:          "vhost:prod",
+		Nack:            "release",
+		RejectCondition: "x-opt:failed",
+		DecodeGuard:     "full",
 	}
 	set, err := cfg.resolve()
 	if err != nil {
@@ -85,13 +87,15 @@ func applyFilters(t *testing.T, fs []amqp.LinkFilter) map[string][2]any {
 func TestSinkConfigResolve(t *testing.T) {
 	no := false
 	cfg := SinkConfig{
-		URL:            "amqps://u:p@broker:5671",
+		ConnConfig: ConnConfig{
+			URL: "amqps://u:p@broker:5671",
+			TLS: &TLSConfig{ServerName: "broker.example", InsecureSkipVerify: true},
+		},
 		Address:        "/queue/{group}",
 		Durable:        &no,
 		MaxMessageSize: 1048576,
 		SendTimeout:    "5s",
 		MaxLinks:       8,
-		TLS:            &TLSConfig{ServerName: "broker.example", InsecureSkipVerify: true},
 	}
 	cfg.Policy = mapping.Encode
 	set, err := cfg.resolve()
@@ -107,7 +111,7 @@ func TestSinkConfigResolve(t *testing.T) {
 		t.Fatalf("address %q %v", addr, err)
 	}
 	// defaults
-	d := SinkConfig{URL: "amqp://h", Address: "/exchange/{{x}}"}
+	d := SinkConfig{ConnConfig: ConnConfig{URL: "amqp://h"}, Address: "/exchange/{{x}}"}
 	ds, err := d.resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -125,9 +129,17 @@ func TestHCLTags(t *testing.T) {
 	for _, v := range []any{SourceConfig{}, SinkConfig{}, SASLConfig{}, TLSConfig{}, FilterConfig{}} {
 		rt := reflect.TypeOf(v)
 		seen := map[string]bool{}
-		for i := 0; i < rt.NumField(); i++ {
-			f := rt.Field(i)
+		fields := reflect.VisibleFields(rt)
+		for _, f := range fields {
 			tag, ok := f.Tag.Lookup("hcl")
+			if f.Anonymous && f.Type == reflect.TypeOf(ConnConfig{}) {
+				// the shared connection fields, decoded from the rest of the
+				// block; VisibleFields lists them after it
+				if tag != ",remain" {
+					t.Errorf("%s.%s: hcl tag %q, want \",remain\"", rt.Name(), f.Name, tag)
+				}
+				continue
+			}
 			if setByCaller[f.Name] {
 				if ok {
 					t.Errorf("%s.%s: set by the config layer, must carry no hcl tag", rt.Name(), f.Name)
@@ -147,7 +159,7 @@ func TestHCLTags(t *testing.T) {
 }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
-	base := func() SourceConfig { return SourceConfig{URL: "amqp://h", Address: "/queue/q"} }
+	base := func() SourceConfig { return SourceConfig{ConnConfig: ConnConfig{URL: "amqp://h"}, Address: "/queue/q"} }
 	for _, tc := range []struct {
 		mut  func(*SourceConfig)
 		want string
@@ -199,7 +211,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sinkBase := func() SinkConfig { return SinkConfig{URL: "amqp://h", Address: "/queue/q"} }
+	sinkBase := func() SinkConfig { return SinkConfig{ConnConfig: ConnConfig{URL: "amqp://h"}, Address: "/queue/q"} }
 	for _, tc := range []struct {
 		mut  func(*SinkConfig)
 		want string
@@ -229,7 +241,7 @@ func TestRedaction(t *testing.T) {
 	if strings.Contains(ep.redacted, "secret") || !strings.Contains(ep.redacted, "user") {
 		t.Fatalf("redacted %q", ep.redacted)
 	}
-	err = SourceConfig{URL: "ftp://user:secret@h", Address: "a"}.Validate()
+	err = SourceConfig{ConnConfig: ConnConfig{URL: "ftp://user:secret@h"}, Address: "a"}.Validate()
 	if err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("error leaks the password: %v", err)
 	}

@@ -97,8 +97,8 @@ func normalize(m *mapping.Message) *mapping.Message {
 func TestRoundTripAllTypes(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
-	src, _ := newTestSource(t, SourceConfig{URL: url, Address: q})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 
 	text := &mapping.Message{Body: []byte("plain text"), BodyType: mapping.BodyText, ID: "text"}
 	value := &mapping.Message{Body: []byte(`{"kind":"map","value":[{"kind":"string","value":"k"},{"kind":"long","value":"5"}]}`), BodyType: mapping.BodyValue, ID: "value"}
@@ -135,7 +135,7 @@ func TestRoundTripAllTypes(t *testing.T) {
 func TestSinkWireForm(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	m := allTypesMessage()
 	m.Durable = false // the sink forces durable
 	sendAll(t, snk, []*mapping.Message{m})
@@ -183,8 +183,8 @@ func TestSinkWireForm(t *testing.T) {
 func TestTTLExpiry(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	src, _ := newTestSource(t, SourceConfig{URL: url, Address: q}) // declares the queue
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q}) // declares the queue
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	short := textMsg("short")
 	short.TTL = 50 * time.Millisecond
 	// The source holds credit 1: keep it busy with a first message so the
@@ -203,8 +203,8 @@ func TestTTLExpiry(t *testing.T) {
 func TestSettlementEffects(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
-	src, logs := newTestSource(t, SourceConfig{URL: url, Address: q})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	src, logs := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	sendAll(t, snk, []*mapping.Message{textMsg("ack"), textMsg("nack"), textMsg("dead")})
 	ctx := ctxT(t, 30*time.Second)
 
@@ -250,8 +250,8 @@ func TestModifyRefusedNothingLost(t *testing.T) {
 	for _, mode := range []string{"modify", "auto-unknown-broker"} {
 		t.Run(mode, func(t *testing.T) {
 			q := queue(t)
-			snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
-			cfg := SourceConfig{URL: url, Address: q, Nack: "modify", ReconnectBackoff: "50ms"}
+			snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+			cfg := SourceConfig{ConnConfig: ConnConfig{URL: url, ReconnectBackoff: "50ms"}, Address: q, Nack: "modify"}
 			if mode != "modify" {
 				cfg.Nack = "auto"
 			}
@@ -297,7 +297,7 @@ func TestBacklogDrainCredit1(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
 	const n = 2000
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	msgs := make([]*mapping.Message, n)
 	for i := range msgs {
 		msgs[i] = textMsg(fmt.Sprintf("m%05d", i))
@@ -307,7 +307,7 @@ func TestBacklogDrainCredit1(t *testing.T) {
 		sendAll(t, snk, msgs[i:i+200])
 	}
 	sendTime := time.Since(t0)
-	src, _ := newTestSource(t, SourceConfig{URL: url, Address: q}) // credit: auto → 1
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q}) // credit: auto → 1
 	if src.cur.credit != 1 {
 		t.Fatalf("credit %d on RabbitMQ 3.x, want 1", src.cur.credit)
 	}
@@ -368,7 +368,7 @@ func TestPoisonMessagesHandedOver(t *testing.T) {
 	for _, guard := range []string{"scan", "full"} {
 		t.Run(guard, func(t *testing.T) {
 			q := queue(t)
-			snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
+			snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 			rw := &rewriteConn{
 				from: [][]byte{append([]byte{0x98}, magicUUID[:]...), {0x71, 0x0c, 0x4a, 0x0c, 0x4a}},
 				to:   [][]byte{decimal, char},
@@ -386,7 +386,7 @@ func TestPoisonMessagesHandedOver(t *testing.T) {
 			}
 			sendAll(t, snk, []*mapping.Message{textMsg("good-2")})
 
-			src, logs := newTestSource(t, SourceConfig{URL: url, Address: q, DecodeGuard: guard})
+			src, logs := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q, DecodeGuard: guard})
 			next := func() driver.Delivery { return receiveN(t, src, 1, 10*time.Second)[0] }
 			if d := next(); d.Message().ID != "good-1" || d.(driver.DecodeErrorer).DecodeError() != nil {
 				t.Fatalf("got %+v", d.Message())
@@ -455,7 +455,7 @@ func TestPoisonWithoutGuardRecovers(t *testing.T) {
 	if err := raw.Send(ctxT(t, 10*time.Second), &amqp.Message{ApplicationProperties: map[string]any{"price": magicUUID}, Data: [][]byte{[]byte("x")}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	src, logs := newTestSource(t, SourceConfig{URL: url, Address: q, DecodeGuard: "off", ReconnectBackoff: "20ms", ReconnectBackoffM: "100ms"})
+	src, logs := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url, ReconnectBackoff: "20ms", ReconnectBackoffM: "100ms"}, Address: q, DecodeGuard: "off"})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	if _, err := src.Receive(ctx, 1); err == nil {
@@ -474,7 +474,7 @@ func TestPoisonWithoutGuardRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a source with the guard hands it over; dead-lettered, it is gone
-	src2, _ := newTestSource(t, SourceConfig{URL: url, Address: q})
+	src2, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	d := receiveN(t, src2, 1, 10*time.Second)[0]
 	undecodableDelivery(t, d, q, "", "decimal128 not implemented by go-amqp")
 	if err := d.(driver.DeadLetterer).DeadLetter(ctxT(t, 10*time.Second), "corrupt", "x"); err != nil {
@@ -493,7 +493,7 @@ func TestMappingRejectHandedOver(t *testing.T) {
 		ApplicationProperties: map[string]any{mapping.EnvelopeName: "{not json"}, Value: "x"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	src, logs := newTestSource(t, SourceConfig{URL: url, Address: q})
+	src, logs := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	d := receiveN(t, src, 1, 10*time.Second)[0]
 	body := undecodableDelivery(t, d, q, "bad-envelope", "malformed envelope")
 	var m amqp.Message
@@ -515,8 +515,7 @@ func TestMappingRejectHandedOver(t *testing.T) {
 func TestFiltersAttach(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	src, _ := newTestSource(t, SourceConfig{URL: url, Address: q, Selector: "color = 'red'",
-		Filters: []FilterConfig{{Name: "jms-selector", Descriptor: "apache.org:selector-filter:string", Value: "size > 3"}}})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q, Selector: "color = 'red'", Filters: []FilterConfig{{Name: "jms-selector", Descriptor: "apache.org:selector-filter:string", Value: "size > 3"}}})
 	for _, key := range []string{"apache.org:selector-filter:string", "jms-selector"} {
 		if src.cur.rcv.LinkSourceFilterValue(key) == nil {
 			t.Errorf("filter %s not echoed", key)
@@ -529,7 +528,7 @@ func TestFiltersAttach(t *testing.T) {
 func TestSinkAddressTemplateAndLimits(t *testing.T) {
 	url := brokerURL(t)
 	base := queue(t)
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: base + "-{group}-{attr.region}", MaxMessageSize: 1000})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: base + "-{group}-{attr.region}", MaxMessageSize: 1000})
 	ok1 := textMsg("to-a")
 	ok1.GroupKey = "a"
 	ok1.SetAttr("region", mapping.String("eu"))
@@ -565,7 +564,7 @@ func TestSinkAddressTemplateAndLimits(t *testing.T) {
 func TestSinkLinkCacheEviction(t *testing.T) {
 	url := brokerURL(t)
 	base := queue(t)
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: base + "-{group}", MaxLinks: 2})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: base + "-{group}", MaxLinks: 2})
 	for _, g := range []string{"a", "b", "c", "a", "d", "b"} {
 		m := textMsg(g)
 		m.GroupKey = g
@@ -591,12 +590,11 @@ func TestSinkLinkCacheEviction(t *testing.T) {
 func TestDurableNamedLink(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	src, _ := newTestSource(t, SourceConfig{URL: url, Address: q, Durable: true, LinkName: "qbridge-durable-test",
-		ContainerID: "qbridge-test-container", ExpiryTimeout: "60s"})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url, ContainerID: "qbridge-test-container"}, Address: q, Durable: true, LinkName: "qbridge-durable-test", ExpiryTimeout: "60s"})
 	if got := src.cur.rcv.LinkName(); got != "qbridge-durable-test" {
 		t.Fatalf("link name %q", got)
 	}
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q, TargetDurable: true})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q, TargetDurable: true})
 	sendAll(t, snk, []*mapping.Message{textMsg("d1")})
 	d := receiveN(t, src, 1, 10*time.Second)[0]
 	if err := d.Ack(ctxT(t, 5*time.Second)); err != nil {

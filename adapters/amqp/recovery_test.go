@@ -84,9 +84,9 @@ func TestBrokerRestartMidStream(t *testing.T) {
 		t.FailNow()
 	}
 	addr := "/amq/queue/" + name // the existing durable queue
-	cfg := SourceConfig{URL: url, Address: addr, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}
+	cfg := SourceConfig{ConnConfig: ConnConfig{URL: url, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}, Address: addr}
 	src, slog := newTestSource(t, cfg)
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: addr, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}, Address: addr})
 	t0 := time.Now()
 	var down time.Duration
 	dups := stream(t, snk, src, 1000, 100, func() {
@@ -119,8 +119,8 @@ func TestNetworkFaultsAndFailover(t *testing.T) {
 	p := newProxy(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
 	dead := "amqp://guest:guest@127.0.0.1:1"
 	urls := []string{dead, p.url(t, url)}
-	src, _ := newTestSource(t, SourceConfig{URLs: urls, Address: q, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"})
-	snk, _ := newTestSink(t, SinkConfig{URLs: urls, Address: q, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URLs: urls, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"}, Address: q})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URLs: urls, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"}, Address: q})
 	t0 := time.Now()
 	dups := stream(t, snk, src, 500, 150, func() {
 		p.cut()
@@ -142,9 +142,9 @@ func TestNetworkFaultsAndFailover(t *testing.T) {
 func TestCloseIsPromptAndReturnsUnsettled(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	snk, _ := newTestSink(t, SinkConfig{URL: url, Address: q})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	sendAll(t, snk, []*mapping.Message{textMsg("held")})
-	src, _ := newTestSource(t, SourceConfig{URL: url, Address: q})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
 	d := receiveN(t, src, 1, 10*time.Second)[0]
 	t0 := time.Now()
 	if err := src.Close(context.Background()); err != nil {
@@ -181,8 +181,8 @@ func TestSilentConnectionIdleTimeout(t *testing.T) {
 	q := queue(t)
 	p := newProxy(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
 	purl := p.url(t, url)
-	src, _ := newTestSource(t, SourceConfig{URL: purl, Address: q, IdleTimeout: "1s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"})
-	snk, _ := newTestSink(t, SinkConfig{URL: purl, Address: q, IdleTimeout: "1s", SendTimeout: "10s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: purl, IdleTimeout: "1s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"}, Address: q})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: purl, IdleTimeout: "1s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"}, Address: q, SendTimeout: "10s"})
 	t0 := time.Now()
 	dups := stream(t, snk, src, 400, 100, p.freeze)
 	t.Logf("400 messages across a silent connection in %v, %d duplicates, %d source reconnects, %d sink connections",

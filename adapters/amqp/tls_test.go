@@ -122,10 +122,9 @@ func TestTLSAndSASL(t *testing.T) {
 	addr := tlsProxy(t, pki, u.Host)
 	q := queue(t)
 	tlsCfg := &TLSConfig{CAFile: pki.caFile, CertFile: pki.certFile, KeyFile: pki.keyFile, ServerName: "broker.test"}
-	snk, _ := newTestSink(t, SinkConfig{URL: "amqps://" + addr, Address: q, TLS: tlsCfg,
-		SASL: &SASLConfig{Mechanism: "PLAIN", Username: u.User.Username(), Password: pass}})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: "amqps://" + addr, TLS: tlsCfg, SASL: &SASLConfig{Mechanism: "PLAIN", Username: u.User.Username(), Password: pass}}, Address: q})
 	// ANONYMOUS over plain TCP (RabbitMQ maps it to its default user)
-	src, _ := newTestSource(t, SourceConfig{URL: "amqp://" + u.Host, Address: q, SASL: &SASLConfig{Mechanism: "ANONYMOUS"}})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: "amqp://" + u.Host, SASL: &SASLConfig{Mechanism: "ANONYMOUS"}}, Address: q})
 	sendAll(t, snk, []*mapping.Message{textMsg("over-tls")})
 	d := receiveN(t, src, 1, 10*time.Second)[0]
 	if d.Message().ID != "over-tls" {
@@ -134,17 +133,17 @@ func TestTLSAndSASL(t *testing.T) {
 	_ = d.Ack(ctxT(t, 5*time.Second))
 
 	// wrong server name: the handshake fails, naming TLS
-	bad := SinkConfig{URL: "amqps://" + addr, Address: q, TLS: &TLSConfig{CAFile: pki.caFile, CertFile: pki.certFile, KeyFile: pki.keyFile}}
+	bad := SinkConfig{ConnConfig: ConnConfig{URL: "amqps://" + addr, TLS: &TLSConfig{CAFile: pki.caFile, CertFile: pki.certFile, KeyFile: pki.keyFile}}, Address: q}
 	if _, err := NewSink(ctxT(t, 10*time.Second), bad, nil); err == nil || !strings.Contains(err.Error(), "tls:") {
 		t.Fatalf("want a TLS error, got %v", err)
 	}
 	// no client certificate: refused by the server
-	noCert := SinkConfig{URL: "amqps://" + addr, Address: q, TLS: &TLSConfig{CAFile: pki.caFile, ServerName: "broker.test"}}
+	noCert := SinkConfig{ConnConfig: ConnConfig{URL: "amqps://" + addr, TLS: &TLSConfig{CAFile: pki.caFile, ServerName: "broker.test"}}, Address: q}
 	if _, err := NewSink(ctxT(t, 10*time.Second), noCert, nil); err == nil {
 		t.Fatal("connected without a client certificate")
 	}
 	// wrong password: SASL fails
-	wrong := SourceConfig{URL: "amqp://guest:wrong@" + u.Host, Address: q}
+	wrong := SourceConfig{ConnConfig: ConnConfig{URL: "amqp://guest:wrong@" + u.Host}, Address: q}
 	if _, err := NewSource(ctxT(t, 10*time.Second), wrong, nil); err == nil {
 		t.Fatal("connected with a wrong password")
 	}
