@@ -41,20 +41,20 @@ func benchSend(b *testing.B, cfg SinkConfig) {
 
 func BenchmarkCoreSinkSend100(b *testing.B) {
 	srv := startServer(b)
-	benchSend(b, SinkConfig{URL: srv.ClientURL(), Subject: "bench.{group}"})
+	benchSend(b, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "bench.{group}"})
 }
 
 func BenchmarkJetStreamSinkSend100(b *testing.B) {
 	srv := startServer(b)
-	benchSend(b, SinkConfig{URL: srv.ClientURL(), Subject: "bench.{group}",
+	benchSend(b, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "bench.{group}",
 		JetStream: &JetStreamSinkConfig{Stream: "BENCH", CreateStream: true}})
 }
 
 func BenchmarkJetStreamReceiveAck(b *testing.B) {
 	srv := startServer(b)
-	snk, _ := mustSink(b, SinkConfig{URL: srv.ClientURL(), Subject: "bench.{group}",
+	snk, _ := mustSink(b, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "bench.{group}",
 		JetStream: &JetStreamSinkConfig{Stream: "BENCH", CreateStream: true}})
-	src, _ := mustSource(b, SourceConfig{URL: srv.ClientURL(), Subject: "bench.>",
+	src, _ := mustSource(b, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "bench.>",
 		JetStream: &JetStreamSourceConfig{Stream: "BENCH", Durable: "b", FetchBatch: 100, MaxAckPending: 10000}})
 	msgs := benchBatch()
 	ctx := ctxT(b, 5*time.Minute)

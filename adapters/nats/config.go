@@ -63,18 +63,10 @@ type JetStreamSinkConfig struct {
 	AckTimeout      string   `hcl:"ack_timeout,optional"`
 }
 
-// SourceConfig is the body of `source "nats" { ... }`.
-type SourceConfig struct {
-	URL        string `hcl:"url,optional"`
-	Subject    string `hcl:"subject,optional"`
-	QueueGroup string `hcl:"queue_group,optional"`
-	BufferSize int    `hcl:"buffer_size,optional"`
-
-	JetStream *JetStreamSourceConfig `hcl:"jetstream,block"`
-
-	GroupHeader           string `hcl:"group_header,optional"`
-	GroupFromSubjectToken int    `hcl:"group_from_subject_token,optional"`
-
+// ConnConfig is the connection part of a source or sink block: the server
+// URL (or the embedded server), credentials, TLS and timeouts.
+type ConnConfig struct {
+	URL            string     `hcl:"url,optional"`
 	User           string     `hcl:"user,optional"`
 	Password       string     `hcl:"password,optional"`
 	Token          string     `hcl:"token,optional"`
@@ -90,9 +82,22 @@ type SourceConfig struct {
 	Port     int    `hcl:"port,optional"`
 }
 
+// SourceConfig is the body of `source "nats" { ... }`.
+type SourceConfig struct {
+	ConnConfig `hcl:",remain"`
+	Subject    string `hcl:"subject,optional"`
+	QueueGroup string `hcl:"queue_group,optional"`
+	BufferSize int    `hcl:"buffer_size,optional"`
+
+	JetStream *JetStreamSourceConfig `hcl:"jetstream,block"`
+
+	GroupHeader           string `hcl:"group_header,optional"`
+	GroupFromSubjectToken int    `hcl:"group_from_subject_token,optional"`
+}
+
 // SinkConfig is the body of `sink "nats" { ... }`.
 type SinkConfig struct {
-	URL string `hcl:"url,optional"`
+	ConnConfig `hcl:",remain"`
 	// Subject is a template: literal text with {group}, {id}, {subject}
 	// and {attr.NAME} placeholders.
 	Subject           string `hcl:"subject,optional"`
@@ -100,20 +105,6 @@ type SinkConfig struct {
 	GroupHeader       string `hcl:"group_header,optional"`
 
 	JetStream *JetStreamSinkConfig `hcl:"jetstream,block"`
-
-	User           string     `hcl:"user,optional"`
-	Password       string     `hcl:"password,optional"`
-	Token          string     `hcl:"token,optional"`
-	NKeySeedFile   string     `hcl:"nkey_seed_file,optional"`
-	CredsFile      string     `hcl:"creds_file,optional"`
-	TLS            *TLSConfig `hcl:"tls,block"`
-	ConnectTimeout string     `hcl:"connect_timeout,optional"`
-	ReconnectWait  string     `hcl:"reconnect_wait,optional"`
-	Name           string     `hcl:"name,optional"`
-
-	Embedded bool   `hcl:"embedded,optional"`
-	StoreDir string `hcl:"store_dir,optional"`
-	Port     int    `hcl:"port,optional"`
 
 	// Set by the caller from the pipeline's mapping block, not from HCL.
 	// They carry no hcl tag because gohcl reads `hcl:"-"` as a required
@@ -135,30 +126,30 @@ type connConfig struct {
 	Port                                                int
 }
 
-func resolveConn(url, user, password, token, nkey, creds string, tls *TLSConfig,
-	connectTimeout, reconnectWait, name string, embedded bool, storeDir string, port int) (connConfig, error) {
+// resolve checks the connection fields and applies their defaults.
+func (c *ConnConfig) resolve() (connConfig, error) {
 	cc := connConfig{
-		URL: url, User: user, Password: password, Token: token, NKeySeedFile: nkey, CredsFile: creds,
-		TLS: tls, Name: name, Embedded: embedded, StoreDir: storeDir, Port: port,
+		URL: c.URL, User: c.User, Password: c.Password, Token: c.Token, NKeySeedFile: c.NKeySeedFile, CredsFile: c.CredsFile,
+		TLS: c.TLS, Name: c.Name, Embedded: c.Embedded, StoreDir: c.StoreDir, Port: c.Port,
 	}
 	var err error
-	if cc.ConnectTimeout, err = adaptercfg.PositiveDuration("connect_timeout", connectTimeout, DefaultConnectTimeout); err != nil {
+	if cc.ConnectTimeout, err = adaptercfg.PositiveDuration("connect_timeout", c.ConnectTimeout, DefaultConnectTimeout); err != nil {
 		return cc, err
 	}
-	if cc.ReconnectWait, err = adaptercfg.PositiveDuration("reconnect_wait", reconnectWait, DefaultReconnectWait); err != nil {
+	if cc.ReconnectWait, err = adaptercfg.PositiveDuration("reconnect_wait", c.ReconnectWait, DefaultReconnectWait); err != nil {
 		return cc, err
 	}
 	if cc.Name == "" {
 		cc.Name = "qbridge"
 	}
-	if user == "" && password != "" {
+	if c.User == "" && c.Password != "" {
 		return cc, adaptercfg.Errorf("password", "set without user")
 	}
-	if user != "" && password == "" {
+	if c.User != "" && c.Password == "" {
 		return cc, adaptercfg.Errorf("user", "set without password")
 	}
 	methods := 0
-	for _, set := range []bool{user != "", token != "", nkey != "", creds != ""} {
+	for _, set := range []bool{c.User != "", c.Token != "", c.NKeySeedFile != "", c.CredsFile != ""} {
 		if set {
 			methods++
 		}
@@ -166,16 +157,16 @@ func resolveConn(url, user, password, token, nkey, creds string, tls *TLSConfig,
 	if methods > 1 {
 		return cc, adaptercfg.Fields("user", "user/password, token, nkey_seed_file and creds_file", "set at most one")
 	}
-	if port < 0 || port > 65535 {
-		return cc, adaptercfg.Errorf("port", "%d out of range", port)
+	if c.Port < 0 || c.Port > 65535 {
+		return cc, adaptercfg.Errorf("port", "%d out of range", c.Port)
 	}
-	if embedded {
+	if c.Embedded {
 		switch {
-		case url != "":
+		case c.URL != "":
 			return cc, adaptercfg.Errorf("url", "must be empty when embedded = true (the client connects to the embedded server)")
-		case nkey != "" || creds != "":
+		case c.NKeySeedFile != "" || c.CredsFile != "":
 			return cc, adaptercfg.Fields("nkey_seed_file", "nkey_seed_file/creds_file", "not supported with embedded = true (use user/password or token)")
-		case tls != nil:
+		case c.TLS != nil:
 			return cc, adaptercfg.Errorf("tls", "not supported with embedded = true (it listens on 127.0.0.1 only)")
 		}
 		if cc.StoreDir == "" {
@@ -188,19 +179,17 @@ func resolveConn(url, user, password, token, nkey, creds string, tls *TLSConfig,
 		cc.StoreDir = abs
 		return cc, nil
 	}
-	if storeDir != "" {
+	if c.StoreDir != "" {
 		return cc, adaptercfg.Errorf("store_dir", "only valid with embedded = true")
 	}
-	if port != 0 {
+	if c.Port != 0 {
 		return cc, adaptercfg.Errorf("port", "only valid with embedded = true (put the port in url)")
 	}
-	if url == "" {
+	if c.URL == "" {
 		return cc, adaptercfg.Errorf("url", "required (or set embedded = true)")
 	}
-	if tls != nil {
-		if (tls.CertFile == "") != (tls.KeyFile == "") {
-			return cc, adaptercfg.Fields("tls.cert_file", "tls.cert_file and tls.key_file", "set both or neither")
-		}
+	if c.TLS != nil && (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return cc, adaptercfg.Fields("tls.cert_file", "tls.cert_file and tls.key_file", "set both or neither")
 	}
 	return cc, nil
 }
@@ -237,8 +226,7 @@ func (c *SourceConfig) Validate() error {
 }
 
 func (c *SourceConfig) resolve() (*sourceSettings, error) {
-	cc, err := resolveConn(c.URL, c.User, c.Password, c.Token, c.NKeySeedFile, c.CredsFile, c.TLS,
-		c.ConnectTimeout, c.ReconnectWait, c.Name, c.Embedded, c.StoreDir, c.Port)
+	cc, err := c.ConnConfig.resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -388,8 +376,7 @@ func (c *SinkConfig) Validate() error {
 }
 
 func (c *SinkConfig) resolve() (*sinkSettings, error) {
-	cc, err := resolveConn(c.URL, c.User, c.Password, c.Token, c.NKeySeedFile, c.CredsFile, c.TLS,
-		c.ConnectTimeout, c.ReconnectWait, c.Name, c.Embedded, c.StoreDir, c.Port)
+	cc, err := c.ConnConfig.resolve()
 	if err != nil {
 		return nil, err
 	}

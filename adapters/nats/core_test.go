@@ -18,8 +18,8 @@ import (
 
 func TestCorePubSub(t *testing.T) {
 	srv := startServer(t)
-	src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "demo.>"})
-	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "demo.{group}"})
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "demo.>"})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "demo.{group}"})
 
 	m1 := msg("one", "k", "v")
 	m1.GroupKey = "g1"
@@ -61,7 +61,7 @@ func TestCorePubSub(t *testing.T) {
 
 func TestCoreReceiveBatch(t *testing.T) {
 	srv := startServer(t)
-	src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "b"})
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "b"})
 	nc := connect(t, srv.ClientURL())
 	for i := range 10 {
 		if err := nc.Publish("b", []byte(fmt.Sprint(i))); err != nil {
@@ -86,8 +86,8 @@ func TestCoreReceiveBatch(t *testing.T) {
 
 func TestCoreQueueGroup(t *testing.T) {
 	srv := startServer(t)
-	a, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "q", QueueGroup: "workers"})
-	b, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "q", QueueGroup: "workers"})
+	a, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "q", QueueGroup: "workers"})
+	b, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "q", QueueGroup: "workers"})
 	nc := connect(t, srv.ClientURL())
 	const n = 200
 	for i := range n {
@@ -117,7 +117,7 @@ func TestCoreQueueGroup(t *testing.T) {
 
 func TestCoreSlowConsumerLogged(t *testing.T) {
 	srv := startServer(t)
-	src, logs := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "slow", BufferSize: 10})
+	src, logs := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "slow", BufferSize: 10})
 	nc := connect(t, srv.ClientURL())
 	for range 500 {
 		_ = nc.Publish("slow", []byte("x"))
@@ -153,7 +153,7 @@ func TestGroupFromSubjectToken(t *testing.T) {
 			if token > 0 {
 				token++ // the test prefix is one more token
 			}
-			src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: filter, GroupFromSubjectToken: token})
+			src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: filter, GroupFromSubjectToken: token})
 			m := nats.NewMsg(subject)
 			if tt.header != "" {
 				m.Header.Set(DefaultGroupHeader, tt.header)
@@ -171,8 +171,8 @@ func TestGroupFromSubjectToken(t *testing.T) {
 
 func TestCustomGroupHeader(t *testing.T) {
 	srv := startServer(t)
-	src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "gh", GroupHeader: "X-Tenant"})
-	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "gh", GroupHeader: "X-Tenant"})
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "gh", GroupHeader: "X-Tenant"})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "gh", GroupHeader: "X-Tenant"})
 	nc := connect(t, srv.ClientURL())
 	sub, err := nc.SubscribeSync("gh")
 	if err != nil {
@@ -198,7 +198,7 @@ func TestCustomGroupHeader(t *testing.T) {
 
 func TestCoreSinkMaxPayloadPermanent(t *testing.T) {
 	srv := startServer(t, func(o *server.Options) { o.MaxPayload = 1024 })
-	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "big"})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "big"})
 	errs := snk.Send(ctxT(t, 5*time.Second), []*mapping.Message{msg("small"), msg(strings.Repeat("x", 4096)), msg("small")})
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("small messages failed: %v", errs)
@@ -214,8 +214,8 @@ func TestReceiveStopsOnContextAndClose(t *testing.T) {
 		name string
 		cfg  SourceConfig
 	}{
-		{"core", SourceConfig{URL: srv.ClientURL(), Subject: "idle"}},
-		{"jetstream", SourceConfig{URL: srv.ClientURL(), Subject: "idle.js", JetStream: &JetStreamSourceConfig{
+		{"core", SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "idle"}},
+		{"jetstream", SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "idle.js", JetStream: &JetStreamSourceConfig{
 			Stream: "IDLE", Durable: "d", CreateStream: true, FetchWait: "10s"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,8 +253,8 @@ func TestReady(t *testing.T) {
 	addr := srv.Addr().(*net.TCPAddr)
 	store := srv.StoreDir()
 	url := srv.ClientURL()
-	src, _ := mustSource(t, SourceConfig{URL: url, Subject: "r", ReconnectWait: "50ms"})
-	snk, _ := mustSink(t, SinkConfig{URL: url, Subject: "r", ReconnectWait: "50ms"})
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url, ReconnectWait: "50ms"}, Subject: "r"})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url, ReconnectWait: "50ms"}, Subject: "r"})
 	for _, rc := range []driver.ReadyChecker{src.(driver.ReadyChecker), snk.(driver.ReadyChecker)} {
 		if err := rc.Ready(context.Background()); err != nil {
 			t.Fatalf("Ready while connected: %v", err)

@@ -29,12 +29,12 @@ func TestEmbeddedServerShared(t *testing.T) {
 	dir := t.TempDir()
 	log, _ := testLog()
 	ctx := ctxT(t, 10*time.Second)
-	src, err := NewSource(ctx, SourceConfig{Embedded: true, StoreDir: dir, Subject: "demo.in", JetStream: &JetStreamSourceConfig{
+	src, err := NewSource(ctx, SourceConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir}, Subject: "demo.in", JetStream: &JetStreamSourceConfig{
 		Stream: "DEMO", Durable: "bridge", CreateStream: true, FetchWait: "300ms"}}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snk, err := NewSink(ctx, SinkConfig{Embedded: true, StoreDir: dir, Subject: "demo.in", JetStream: &JetStreamSinkConfig{}}, log)
+	snk, err := NewSink(ctx, SinkConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir}, Subject: "demo.in", JetStream: &JetStreamSinkConfig{}}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestEmbeddedServerShared(t *testing.T) {
 	}
 
 	// A new start on the same store_dir finds the stored messages again.
-	src2, _ := mustSource(t, SourceConfig{Embedded: true, StoreDir: dir, Subject: "demo.in", JetStream: &JetStreamSourceConfig{
+	src2, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir}, Subject: "demo.in", JetStream: &JetStreamSourceConfig{
 		Stream: "DEMO", Durable: "bridge", FetchWait: "300ms"}})
 	ds = receiveN(t, src2, 1, 5*time.Second)
 	if string(ds[0].Message().Body) != "still up" {
@@ -89,19 +89,19 @@ func TestEmbeddedFixedPortAndConflicts(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	src, _ := mustSource(t, SourceConfig{Embedded: true, StoreDir: dir, Port: port, Subject: "x", User: "u", Password: "p"})
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir, Port: port, User: "u", Password: "p"}, Subject: "x"})
 	_ = src
 	// Another user with other credentials or port is refused.
 	for _, cfg := range []SinkConfig{
-		{Embedded: true, StoreDir: dir, Subject: "x", User: "u", Password: "other"},
-		{Embedded: true, StoreDir: dir, Subject: "x", User: "u", Password: "p", Port: port + 1},
+		{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir, User: "u", Password: "other"}, Subject: "x"},
+		{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir, User: "u", Password: "p", Port: port + 1}, Subject: "x"},
 	} {
 		if _, err := NewSink(ctxT(t, 5*time.Second), cfg, nil); err == nil || !strings.Contains(err.Error(), "already running") {
 			t.Errorf("conflicting embedded settings: %v", err)
 		}
 	}
 	// Same settings (port unset means "whatever it runs on") share it.
-	snk, _ := mustSink(t, SinkConfig{Embedded: true, StoreDir: dir, Subject: "x", User: "u", Password: "p"})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir, User: "u", Password: "p"}, Subject: "x"})
 	_ = snk
 	if refs, url := embeddedRefs(dir); refs != 2 || !strings.HasSuffix(url, ":"+strconv.Itoa(port)) {
 		t.Errorf("refs %d url %s", refs, url)
@@ -114,9 +114,9 @@ func TestEmbeddedAuth(t *testing.T) {
 		src       SourceConfig
 		good, bad []nats.Option
 	}{
-		{"user/password", SourceConfig{User: "alice", Password: "s3cret"},
+		{"user/password", SourceConfig{ConnConfig: ConnConfig{User: "alice", Password: "s3cret"}},
 			[]nats.Option{nats.UserInfo("alice", "s3cret")}, []nats.Option{nats.UserInfo("alice", "wrong")}},
-		{"token", SourceConfig{Token: "t0ken"},
+		{"token", SourceConfig{ConnConfig: ConnConfig{Token: "t0ken"}},
 			[]nats.Option{nats.Token("t0ken")}, []nats.Option{nats.Token("nope")}},
 	}
 	for _, tt := range tests {
@@ -136,7 +136,7 @@ func TestEmbeddedAuth(t *testing.T) {
 				t.Error("wrong credentials accepted")
 			}
 			// Through a URL-configured sink with the right credentials.
-			sinkCfg := SinkConfig{URL: url, Subject: "auth.x", User: cfg.User, Password: cfg.Password, Token: cfg.Token}
+			sinkCfg := SinkConfig{ConnConfig: ConnConfig{URL: url, User: cfg.User, Password: cfg.Password, Token: cfg.Token}, Subject: "auth.x"}
 			snk, _ := mustSink(t, sinkCfg)
 			sendOK(t, snk, msg("secret"))
 			if got := receiveN(t, src, 1, 5*time.Second); string(got[0].Message().Body) != "secret" {

@@ -58,7 +58,7 @@ func (f *jsFixture) publish(t *testing.T, subject, body string, hdr ...string) {
 
 func (f *jsFixture) source(t *testing.T, mod ...func(*SourceConfig)) (driver.Source, *logBuf) {
 	t.Helper()
-	cfg := SourceConfig{URL: f.srv.ClientURL(), JetStream: &JetStreamSourceConfig{
+	cfg := SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, JetStream: &JetStreamSourceConfig{
 		Stream: "ORDERS", Durable: "bridge", FilterSubjects: []string{"orders.>"},
 		AckWait: "1s", FetchWait: "300ms",
 	}}
@@ -293,7 +293,7 @@ func TestJetStreamFetchBatchLatency(t *testing.T) {
 func TestJetStreamConsumerSetup(t *testing.T) {
 	t.Run("bind requires an existing consumer", func(t *testing.T) {
 		f := newJSFixture(t)
-		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{URL: f.srv.ClientURL(),
+		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()},
 			JetStream: &JetStreamSourceConfig{Stream: "ORDERS", Durable: "nope", Bind: true}}, nil)
 		if err == nil || !strings.Contains(err.Error(), `"nope" does not exist`) {
 			t.Fatalf("err = %v", err)
@@ -301,7 +301,7 @@ func TestJetStreamConsumerSetup(t *testing.T) {
 	})
 	t.Run("missing stream", func(t *testing.T) {
 		f := newJSFixture(t)
-		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{URL: f.srv.ClientURL(), Subject: "x",
+		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "x",
 			JetStream: &JetStreamSourceConfig{Stream: "NOPE", Durable: "d"}}, nil)
 		if err == nil || !strings.Contains(err.Error(), "create_stream") {
 			t.Fatalf("err = %v", err)
@@ -325,7 +325,7 @@ func TestJetStreamConsumerSetup(t *testing.T) {
 		f := newJSFixture(t)
 		st, _ := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
 		_, _ = st.CreateConsumer(ctxT(t, 5*time.Second), jetstream.ConsumerConfig{Durable: "bridge", AckPolicy: jetstream.AckNonePolicy})
-		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{URL: f.srv.ClientURL(),
+		_, err := NewSource(ctxT(t, 5*time.Second), SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()},
 			JetStream: &JetStreamSourceConfig{Stream: "ORDERS", Durable: "bridge"}}, nil)
 		if err == nil || !strings.Contains(err.Error(), "explicit") {
 			t.Fatalf("err = %v", err)
@@ -333,7 +333,7 @@ func TestJetStreamConsumerSetup(t *testing.T) {
 	})
 	t.Run("create stream and consumer settings", func(t *testing.T) {
 		srv := startServer(t)
-		src, _ := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "new.*", JetStream: &JetStreamSourceConfig{
+		src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "new.*", JetStream: &JetStreamSourceConfig{
 			Stream: "NEW", Consumer: "c1", CreateStream: true, AckWait: "12s", MaxAckPending: 5, MaxDeliver: 4}})
 		_ = src
 		js, _ := jetstream.New(connect(t, srv.ClientURL()))
@@ -381,7 +381,7 @@ func TestJetStreamConsumerSetup(t *testing.T) {
 
 func TestJetStreamSinkDedupAndResults(t *testing.T) {
 	f := newJSFixture(t, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 2048 })
-	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "orders.{group}", JetStream: &JetStreamSinkConfig{Stream: "ORDERS"}})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.{group}", JetStream: &JetStreamSinkConfig{Stream: "ORDERS"}})
 
 	dup1, dup2 := msg("a"), msg("a again")
 	dup1.DedupID, dup2.DedupID = "same", "same"
@@ -410,7 +410,7 @@ func TestJetStreamSinkDedupAndResults(t *testing.T) {
 
 func TestJetStreamSinkManyAsync(t *testing.T) {
 	f := newJSFixture(t)
-	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "orders.bulk",
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.bulk",
 		JetStream: &JetStreamSinkConfig{MaxPending: 64}})
 	msgs := make([]*mapping.Message, 1000)
 	for i := range msgs {
@@ -431,7 +431,7 @@ func TestJetStreamSinkManyAsync(t *testing.T) {
 func TestJetStreamSinkErrors(t *testing.T) {
 	f := newJSFixture(t)
 	// orders.x is captured by ORDERS, other.x by no stream.
-	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "{group}.x", JetStream: &JetStreamSinkConfig{AckTimeout: "2s"}})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "{group}.x", JetStream: &JetStreamSinkConfig{AckTimeout: "2s"}})
 	a, b := msg("a"), msg("b")
 	a.GroupKey, b.GroupKey = "orders", "other"
 	errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{a, b})
@@ -443,7 +443,7 @@ func TestJetStreamSinkErrors(t *testing.T) {
 	}
 
 	// jetstream.stream must exist at start.
-	if _, err := NewSink(ctxT(t, 5*time.Second), SinkConfig{URL: f.srv.ClientURL(), Subject: "orders.x",
+	if _, err := NewSink(ctxT(t, 5*time.Second), SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.x",
 		JetStream: &JetStreamSinkConfig{Stream: "MISSING"}}, nil); err == nil || !strings.Contains(err.Error(), "create_stream") {
 		t.Errorf("missing stream: %v", err)
 	}
@@ -451,7 +451,7 @@ func TestJetStreamSinkErrors(t *testing.T) {
 
 func TestJetStreamSinkCreateStream(t *testing.T) {
 	srv := startServer(t)
-	snk, _ := mustSink(t, SinkConfig{URL: srv.ClientURL(), Subject: "out.{group}.{id}",
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "out.{group}.{id}",
 		JetStream: &JetStreamSinkConfig{Stream: "OUT", CreateStream: true, DuplicateWindow: "1m"}})
 	m := msg("x")
 	m.GroupKey, m.ID = "g", "i1"
@@ -478,7 +478,7 @@ func TestJetStreamEndToEndThroughAdapters(t *testing.T) {
 		t.Fatal(err)
 	}
 	src, _ := f.source(t, func(c *SourceConfig) { c.GroupFromSubjectToken = 2 })
-	snk, _ := mustSink(t, SinkConfig{URL: f.srv.ClientURL(), Subject: "out.{group}", JetStream: &JetStreamSinkConfig{Stream: "OUT"}})
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "out.{group}", JetStream: &JetStreamSinkConfig{Stream: "OUT"}})
 	for i := range 20 {
 		f.publish(t, fmt.Sprintf("orders.g%d", i%2), strconv.Itoa(i), "k", "v")
 	}
@@ -505,7 +505,7 @@ func TestJetStreamEndToEndThroughAdapters(t *testing.T) {
 func TestJetStreamSourceSurvivesServerRestart(t *testing.T) {
 	srv := startServer(t)
 	port, store := srv.Addr().(*net.TCPAddr).Port, srv.StoreDir()
-	src, logs := mustSource(t, SourceConfig{URL: srv.ClientURL(), Subject: "re.>", ReconnectWait: "50ms",
+	src, logs := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL(), ReconnectWait: "50ms"}, Subject: "re.>",
 		JetStream: &JetStreamSourceConfig{Stream: "RE", Durable: "d", CreateStream: true, FetchWait: "300ms"}})
 	got := make(chan driver.Delivery, 1)
 	go func() {
@@ -541,7 +541,7 @@ func TestJetStreamSourceSurvivesServerRestart(t *testing.T) {
 // could be read, for the engine to dead-letter (driver.DecodeErrorer).
 func TestUndecodableMessage(t *testing.T) {
 	f := newJSFixture(t)
-	core, _ := mustSource(t, SourceConfig{URL: f.srv.ClientURL(), Subject: "orders.>"})
+	core, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.>"})
 	js, _ := f.source(t)
 	f.publish(t, "orders.bad", "payload", "qbridge.envelope", "{not json", "k", "v", DefaultGroupHeader, "g", "Nats-Msg-Id", "d1")
 	for name, src := range map[string]driver.Source{"core": core, "jetstream": js} {
