@@ -2,12 +2,12 @@ package nats
 
 import (
 	"fmt"
-	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 )
 

@@ -52,7 +52,7 @@ func newSDKClient(c *connSettings, g guardSettings, cred azcore.TokenCredential)
 // configured endpoint and wraps it in the guard.
 func dialAMQP(ctx context.Context, c *connSettings, g guardSettings) (net.Conn, error) {
 	var d net.Dialer
-	addr := joinHostPort(c.dialHost, c.dialPort)
+	addr := net.JoinHostPort(c.dialHost, c.dialPort)
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

@@ -3,11 +3,12 @@ package servicebus
 import (
 	"crypto/x509"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/adaptercfg"
+	"net"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/rules"
 	"github.com/qbridge/qbridge/mapping/sbmap"
@@ -267,9 +268,9 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	if s.plain {
 		scheme, defPort = "http", "80"
 	}
-	s.baseURL = scheme + "://" + joinHostPort(s.dialHost, s.dialPort)
-	if s.dialPort == defPort {
-		s.baseURL = scheme + "://" + strings.Trim(joinHostPort(s.dialHost, ""), ":")
+	s.baseURL = scheme + "://" + net.JoinHostPort(s.dialHost, s.dialPort)
+	if s.dialPort == defPort { // the URL leaves the scheme's port out
+		s.baseURL = scheme + "://" + strings.TrimSuffix(net.JoinHostPort(s.dialHost, ""), ":")
 	}
 	s.appID = c.ApplicationID
 	switch {
@@ -280,10 +281,10 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	}
 	s.maxRetries = int32(c.MaxRetries)
 	var err error
-	if s.retryDelay, err = positiveDuration("retry_delay", c.RetryDelay, 0); err != nil {
+	if s.retryDelay, err = adaptercfg.PositiveDuration("retry_delay", c.RetryDelay, 0); err != nil {
 		return nil, err
 	}
-	if s.retryMax, err = positiveDuration("retry_delay_max", c.RetryDelayMax, 0); err != nil {
+	if s.retryMax, err = adaptercfg.PositiveDuration("retry_delay_max", c.RetryDelayMax, 0); err != nil {
 		return nil, err
 	}
 	if s.retryDelay > 0 {
@@ -410,7 +411,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		case s.maxSessions < 1 || s.maxSessions > 1000:
 			return nil, adaptercfg.Errorf("sessions.max_concurrent", "%d: want 1 to 1000", s.maxSessions)
 		}
-		if s.sessionIdle, err = positiveDuration("sessions.idle_timeout", c.Sessions.IdleTimeout, DefaultSessionIdle); err != nil {
+		if s.sessionIdle, err = adaptercfg.PositiveDuration("sessions.idle_timeout", c.Sessions.IdleTimeout, DefaultSessionIdle); err != nil {
 			return nil, err
 		}
 	}
@@ -425,13 +426,13 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	case conn.https && s.maxMessages > 64:
 		return nil, adaptercfg.Errorf("max_messages", "%d: at most 64 concurrent requests over HTTPS", s.maxMessages)
 	}
-	if s.receiveWait, err = positiveDuration("receive_wait", c.ReceiveWait, DefaultReceiveWait); err != nil {
+	if s.receiveWait, err = adaptercfg.PositiveDuration("receive_wait", c.ReceiveWait, DefaultReceiveWait); err != nil {
 		return nil, err
 	}
 	if conn.https && (s.receiveWait%time.Second != 0 || s.receiveWait > maxHTTPSReceiveWait) {
 		return nil, adaptercfg.Errorf("receive_wait", "%s: whole seconds up to %s over HTTPS", s.receiveWait, maxHTTPSReceiveWait)
 	}
-	if s.lockRenewal, err = positiveDuration("lock_renewal", c.LockRenewal, DefaultLockRenewal); err != nil {
+	if s.lockRenewal, err = adaptercfg.PositiveDuration("lock_renewal", c.LockRenewal, DefaultLockRenewal); err != nil {
 		return nil, err
 	}
 	if s.maxNackDelay, err = adaptercfg.Duration("max_nack_delay", c.MaxNackDelay, DefaultMaxNackDelay); err != nil {
@@ -559,7 +560,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	case s.maxMessageSize < 1024 || s.maxMessageSize > limit:
 		return nil, adaptercfg.Errorf("max_message_size", "%d: want 1024 to %d over %s", s.maxMessageSize, limit, map[bool]string{false: "AMQP", true: "HTTPS"}[conn.https])
 	}
-	if s.sendTimeout, err = positiveDuration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
+	if s.sendTimeout, err = adaptercfg.PositiveDuration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
 		return nil, err
 	}
 	s.maxSenders = c.MaxSenders
@@ -574,19 +575,4 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 		s.opt.MaxMessageSize = sbrest.DefaultMaxMessageSize
 	}
 	return s, nil
-}
-
-func positiveDuration(field, s string, def time.Duration) (time.Duration, error) {
-	d, err := adaptercfg.Duration(field, s, def)
-	if err == nil && s != "" && d <= 0 {
-		err = adaptercfg.Errorf(field, "%q: must be positive", s)
-	}
-	return d, err
-}
-
-func joinHostPort(host, port string) string {
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	return host + ":" + port
 }

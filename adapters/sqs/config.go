@@ -2,12 +2,12 @@ package sqs
 
 import (
 	"fmt"
-	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sqsmap"
 )
