@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/backoff"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -221,7 +222,7 @@ func (s *jsSource) consumer() (jetstream.Consumer, int) {
 // or lost in a disconnect) came back first: see recoverPending.
 func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
 	batch := min(max(limit, 1), s.set.js.fetchBatch)
-	backoff := 100 * time.Millisecond
+	bo := backoff.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}
 	failing := false
 	for {
 		if err := s.ctx.Err(); err != nil {
@@ -273,7 +274,8 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 			}
 			if err == nil && failing {
 				s.log.Info("nats jetstream fetch recovered")
-				failing, backoff = false, 100*time.Millisecond
+				failing = false
+				bo.Reset()
 			}
 			if len(out) > 0 {
 				return s.handOut(out), nil
@@ -310,8 +312,7 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 			s.log.Warn("nats jetstream fetch failed; retrying", "error", err)
 			failing = true
 		}
-		s.pause(ctx, backoff)
-		backoff = min(2*backoff, 5*time.Second)
+		s.pause(ctx, bo.Next())
 	}
 }
 

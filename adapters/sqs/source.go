@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/backoff"
 )
 
 const (
@@ -213,6 +213,8 @@ func (s *Source) poll(ctx context.Context) {
 	var attemptID string
 	var attemptAt time.Time
 	failures := 0
+	// after the n-th failure in a row: from 200 ms, at most maxPollBackoff
+	bo := backoff.Backoff{Base: 200 * time.Millisecond, Max: maxPollBackoff}
 	for ctx.Err() == nil {
 		in := s.receiveInput()
 		if s.queue.fifo {
@@ -240,12 +242,13 @@ func (s *Source) poll(ctx context.Context) {
 				default:
 				}
 			}
-			if sleepCtx(ctx, pollBackoff(failures)) != nil {
+			if sleepCtx(ctx, bo.Next()) != nil {
 				return
 			}
 			continue
 		}
 		attemptID, failures = "", 0
+		bo.Reset()
 		if len(out.Messages) == 0 {
 			if s.set.waitTime == 0 {
 				// short polling: do not spin on an empty queue
@@ -297,14 +300,6 @@ func newAttemptID() string {
 	var b [16]byte
 	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// pollBackoff is the pause after the n-th failure in a row: exponential from
-// 200 ms, at most maxPollBackoff, with jitter.
-func pollBackoff(n int) time.Duration {
-	d := 200 * time.Millisecond << min(n-1, 8)
-	d = min(d, maxPollBackoff)
-	return d/2 + rand.N(d/2+1)
 }
 
 func (s *Source) track(d *delivery) {
