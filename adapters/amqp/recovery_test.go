@@ -13,20 +13,37 @@ import (
 
 // stream runs a producer (sink, paced at ~400 msg/s, retrying every failed
 // message) and a consumer (source, acking) over n messages; fault() runs
-// concurrently once the consumer has seen faultAt messages. It returns how many deliveries were
-// duplicates; it fails the test if any message is missing.
+// concurrently once the consumer has seen faultAt messages (faultAt < n/2).
+// The producer sends the second half of the messages only once fault()
+// returned, so both sides meet the fault however slow the machine is (a
+// fault that took longer than the whole stream used to hit nobody). It
+// returns how many deliveries were duplicates; it fails the test if any
+// message is missing.
 func stream(t *testing.T, snk *sink, src *source, n, faultAt int, fault func()) int {
 	t.Helper()
+	if faultAt >= n/2 {
+		t.Fatalf("faultAt %d must be below half of %d", faultAt, n)
+	}
 	ctx := ctxT(t, 80*time.Second)
+	faultDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // producer
 		defer wg.Done()
-		pending := make([]*mapping.Message, n)
-		for i := range pending {
-			pending[i] = textMsg(fmt.Sprintf("s%05d", i))
+		all := make([]*mapping.Message, n)
+		for i := range all {
+			all[i] = textMsg(fmt.Sprintf("s%05d", i))
 		}
-		for len(pending) > 0 && ctx.Err() == nil {
+		pending, later := all[:n/2], all[n/2:]
+		for (len(pending) > 0 || len(later) > 0) && ctx.Err() == nil {
+			if len(pending) == 0 {
+				select {
+				case <-faultDone:
+				case <-ctx.Done():
+					return
+				}
+				pending, later = later, nil
+			}
 			batch := pending[:min(20, len(pending))]
 			errs := snk.Send(ctx, batch)
 			var retry []*mapping.Message
@@ -62,6 +79,7 @@ func stream(t *testing.T, snk *sink, src *source, n, faultAt int, fault func()) 
 			go func() {
 				defer wg.Done()
 				fault()
+				close(faultDone)
 			}()
 		}
 	}
