@@ -154,7 +154,7 @@ Flags:
 	switch mode {
 	case "auto":
 		mode = "log"
-		if stdoutTTY {
+		if stdoutTTY && hasWidth(std.Out) {
 			mode = "bar"
 		}
 	case "bar", "log", "off":
@@ -243,6 +243,18 @@ Flags:
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// hasWidth reports whether a terminal says how wide it is: a bar cannot be
+// drawn on one that reports no columns (some exec sessions), so progress
+// goes to log lines there.
+func hasWidth(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	return err == nil && cols > 0
 }
 
 // confirm shows what a move or copy is about to do and asks; without a

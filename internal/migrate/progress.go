@@ -138,7 +138,14 @@ func (b *BarProgress) Start(job string, total int64) {
 			}, decor.WCSyncSpace),
 		),
 		mpb.AppendDecorators(
-			decor.Percentage(decor.WCSyncSpace),
+			decor.Any(func(s decor.Statistics) string {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				if st.f.Total < 0 && !s.Completed {
+					return "" // no total: a percentage would mean nothing
+				}
+				return fmt.Sprintf("%d %%", int64(100*float64(s.Current)/float64(max(s.Total, 1))))
+			}, decor.WCSyncSpace),
 			decor.Any(func(decor.Statistics) string {
 				st.mu.Lock()
 				defer st.mu.Unlock()

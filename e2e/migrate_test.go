@@ -1,0 +1,516 @@
+package e2e
+
+// qbridge migrate end to end: the real binary against real brokers, checked
+// by counting on the brokers themselves and by the JSON report.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/migrate"
+)
+
+// migWriteConfig writes pipeline blocks into a configuration file.
+func migWriteConfig(t testing.TB, hcl string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "migrate.hcl")
+	if err := os.WriteFile(path, []byte(hcl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// migration is a running "qbridge migrate".
+type migration struct {
+	cmd       *exec.Cmd
+	out, errb syncBuffer
+	done      chan struct{}
+	code      int
+}
+
+func migStart(t testing.TB, args ...string) *migration {
+	t.Helper()
+	m := &migration{done: make(chan struct{})}
+	m.cmd = exec.Command(qbridgeBin, append([]string{"migrate"}, args...)...)
+	m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.errb
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := m.cmd.Wait()
+		m.code = 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			m.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				m.code = -int(ws.Signal())
+			}
+		}
+		close(m.done)
+	}()
+	t.Cleanup(func() {
+		_ = m.cmd.Process.Kill()
+		<-m.done
+		if t.Failed() {
+			t.Logf("qbridge migrate stdout:\n%s\nstderr:\n%s", m.out.String(), natsTail(m.errb.String(), 60))
+		}
+	})
+	return m
+}
+
+// wait returns the exit code (negative: killed by that signal).
+func (m *migration) wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-m.done:
+		return m.code
+	case <-time.After(timeout):
+		t.Fatalf("qbridge migrate still running after %s:\n%s\n%s", timeout, m.out.String(), natsTail(m.errb.String(), 40))
+		return 0
+	}
+}
+
+// migRun runs a migration to its end and returns its exit code and report.
+func migRun(t testing.TB, timeout time.Duration, args ...string) (int, *migrate.Report, *migration) {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), fmt.Sprintf("report-%d.json", time.Now().UnixNano()))
+	m := migStart(t, append([]string{"-yes", "-report", report}, args...)...)
+	code := m.wait(t, timeout)
+	return code, migReadReport(t, report), m
+}
+
+func migReadReport(t testing.TB, path string) *migrate.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the report: %v", err)
+	}
+	var r migrate.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("the report %s: %v", b, err)
+	}
+	return &r
+}
+
+// migJSPipeline is a JetStream → JetStream pipeline whose group key is the
+// "tenant" header, with a dead-letter stream.
+func migJSPipeline(url, srcStream, durable, sinkSubject string) string {
+	return fmt.Sprintf(`
+pipeline "mig" {
+  source "nats" {
+    url            = %[1]q
+    subject        = "in.>"
+    reconnect_wait = "200ms"
+    jetstream {
+      stream          = %[2]q
+      durable         = %[3]q
+      ack_wait        = "3s"
+      fetch_wait      = "300ms"
+      max_ack_pending = 5000
+      fetch_batch     = 256
+    }
+  }
+  sink "nats" {
+    url            = %[1]q
+    subject        = %[4]q
+    reconnect_wait = "200ms"
+    jetstream {
+      ack_timeout = "5s"
+    }
+  }
+  mapping {
+    group_key = "{attr.tenant}"
+  }
+  ordering {
+    max_in_flight = 2000
+    per_group     = 1
+  }
+  retry {
+    initial = "50ms"
+    max     = "500ms"
+  }
+  shutdown_timeout = "5s"
+}
+`, url, srcStream, durable, sinkSubject)
+}
+
+func migStreamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	st, err := js.Stream(natsCtx(t, 10*time.Second), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(natsCtx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func migConsumerPending(t testing.TB, js jetstream.JetStream, stream, durable string) (pending uint64, ackPending int) {
+	t.Helper()
+	c, err := js.Consumer(natsCtx(t, 10*time.Second), stream, durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(natsCtx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.NumPending, info.NumAckPending
+}
+
+// JetStream stream → JetStream: every message, per-group order exact, the
+// report's counts, progress log lines with the figures.
+func TestMigrateJetStreamToJetStream(t *testing.T) {
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	const groups, per = 40, 50
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	out := natsCollect(t, js, "MIG_OUT")
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+
+	code, rep, m := migRun(t, 90*time.Second, "-idle", "1s", "-progress", "log", "-progress-every", "200ms", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.Written != groups*per || j.Acknowledged != groups*per || j.Groups != groups || !j.Drained {
+		t.Errorf("report: written %d, acknowledged %d, groups %d, drained %v", j.Written, j.Acknowledged, j.Groups, j.Drained)
+	}
+	if j.DrainedBy != "count" {
+		t.Errorf("drained by %q: JetStream counts (consumer pending)", j.DrainedBy)
+	}
+	if j.SourceBefore == nil || j.SourceBefore.Pending() != groups*per || j.SourceAfter == nil || j.SourceAfter.Pending() != 0 {
+		t.Errorf("source counts: before %+v, after %+v", j.SourceBefore, j.SourceAfter)
+	}
+	out.WaitUnique(groups*per, 30*time.Second, nil)
+	if dups := natsCheckOrder(t, out.Records(), groups, per); dups != 0 {
+		t.Errorf("%d duplicates", dups)
+	}
+	if n := migStreamMsgs(t, js, "MIG_OUT"); n != groups*per {
+		t.Errorf("sink stream holds %d, want %d", n, groups*per)
+	}
+	// Progress lines carry the figures; the last says it finished.
+	logs := m.errb.String()
+	if !regexp.MustCompile(`msg="migration started" pipeline=mig total=2000`).MatchString(logs) {
+		t.Errorf("no start line with the total:\n%s", natsTail(logs, 20))
+	}
+	if !regexp.MustCompile(`msg="migration finished" pipeline=mig moved=2000 total=2000 percent=100.0 rate=\d+/s .*dead_lettered=0 .*outcome=complete`).MatchString(logs) {
+		t.Errorf("no finish line with the figures:\n%s", natsTail(logs, 20))
+	}
+	if !strings.Contains(m.out.String(), "written 2000, acknowledged 2000") {
+		t.Errorf("summary:\n%s", m.out.String())
+	}
+}
+
+// kill -9 in the middle, then the same command: nothing lost, no duplicate
+// stored (the sink stream deduplicates on Nats-Msg-Id), order per group.
+func TestMigrateKillAndResume(t *testing.T) {
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	const groups, per = 20, 150
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	out := natsCollect(t, js, "MIG_OUT")
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+
+	first := migStart(t, "-yes", "-idle", "1s", "-rate", "600", "-progress", "off", cfg)
+	eventually(t, 60*time.Second, "a third migrated", func() bool { return out.Unique() >= groups*per/3 })
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(t, 10*time.Second); code != -int(syscall.SIGKILL) {
+		t.Fatalf("first run exit %d, want killed", code)
+	}
+	before := out.Unique()
+	if before >= groups*per {
+		t.Fatalf("the kill came too late to test a resume (%d of %d moved)", before, groups*per)
+	}
+
+	code, rep, _ := migRun(t, 120*time.Second, "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("second run: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	out.WaitUnique(groups*per, 30*time.Second, nil)
+	if n := migStreamMsgs(t, js, "MIG_OUT"); n != groups*per {
+		t.Errorf("sink stream holds %d messages, want %d: duplicates were stored", n, groups*per)
+	}
+	if _, disorder := natsCheckOrderAfterRestart(t, out.Records(), groups, per); disorder != 0 {
+		t.Errorf("%d out of order within their group", disorder)
+	}
+	// The second run wrote at least what was left (and the messages in
+	// flight at the kill, which the sink deduplicated).
+	j := rep.Jobs[0]
+	if rest := int64(groups*per - before); j.Written < rest {
+		t.Errorf("second run wrote %d, but %d were left", j.Written, rest)
+	}
+	if j.DuplicatesDropped != j.Written-int64(groups*per-before) {
+		t.Logf("second run: written %d, left %d, duplicates the sink dropped %d", j.Written, groups*per-before, j.DuplicatesDropped)
+	}
+	if p, ap := migConsumerPending(t, js, "MIG_IN", "mig"); p != 0 || ap != 0 {
+		t.Errorf("source consumer: %d pending, %d ack pending", p, ap)
+	}
+}
+
+// SIGINT stops a migration cleanly: exit 130, the report so far, nothing
+// lost (what is not at the sink is still at the source).
+func TestMigrateInterrupt(t *testing.T) {
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	const groups, per = 10, 200
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	out := natsCollect(t, js, "MIG_OUT")
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+	report := filepath.Join(t.TempDir(), "report.json")
+	m := migStart(t, "-yes", "-rate", "400", "-progress", "off", "-report", report, cfg)
+	eventually(t, 60*time.Second, "some migrated", func() bool { return out.Unique() >= 200 })
+	if err := m.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := m.wait(t, 30*time.Second); code != migrate.ExitInterrupted {
+		t.Fatalf("exit %d, want %d", code, migrate.ExitInterrupted)
+	}
+	rep := migReadReport(t, report)
+	if rep.Outcome != migrate.OutcomeInterrupted || !strings.Contains(m.out.String(), "interrupted") {
+		t.Errorf("outcome %s; summary:\n%s", rep.Outcome, m.out.String())
+	}
+	written := rep.Jobs[0].Written
+	if written == 0 || written >= groups*per {
+		t.Fatalf("written %d: the interrupt came too early or too late", written)
+	}
+	// Everything not written is still at the source, none of it locked.
+	eventually(t, 30*time.Second, "the source to hold the rest", func() bool {
+		p, ap := migConsumerPending(t, js, "MIG_IN", "mig")
+		return ap == 0 && int64(p)+int64(out.Unique()) == groups*per
+	})
+}
+
+// AMQP 1.0 queue (RabbitMQ) → JetStream: AMQP brokers cannot count, so the
+// queue is drained after -idle with credit outstanding.
+func TestMigrateAMQPToJetStream(t *testing.T) {
+	url := amqpURL(t)
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_AMQP", "amqp.out")
+	q := "/queue/" + amqpQueueName(t, "mig")
+	snd := amqpSender(t, url, q)
+	const n = 300
+	for i := range n {
+		msg := amqpText(fmt.Sprintf("id-%04d", i), fmt.Sprintf("body %d", i))
+		msg.ApplicationProperties = map[string]any{"n": int32(i)}
+		amqpSendAll(t, snd, msg)
+	}
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "amqp-mig" {
+  source "amqp" {
+    url     = %q
+    address = %q
+  }
+  sink "nats" {
+    url     = %q
+    subject = "amqp.out"
+    jetstream {
+      ack_timeout = "5s"
+    }
+  }
+}
+`, url, q, ns.URL()))
+	code, rep, _ := migRun(t, 90*time.Second, "-idle", "2s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.DrainedBy != "idle" || j.Written != n || j.SourceBefore != nil || j.CountErrors["source"] == "" {
+		t.Errorf("drained by %q, written %d, source count %+v (%v)", j.DrainedBy, j.Written, j.SourceBefore, j.CountErrors)
+	}
+	msgs := sqsReadStream(t, js, "MIG_AMQP", n)
+	for i, m := range msgs {
+		if got := string(m.Data()); got != fmt.Sprintf("body %d", i) {
+			t.Fatalf("message %d: %q (queue order lost)", i, got)
+		}
+	}
+	// The queue is empty: a receiver gets nothing.
+	amqpExpectNone(t, amqpReceiver(t, url, q), 500*time.Millisecond)
+}
+
+// A target that refuses some messages: SQS keeps attribute names that start
+// with "AWS." for itself. They are dead-lettered with the reason, counted by reason, exit 3.
+func TestMigrateDeadLettersByReason(t *testing.T) {
+	env := sqsSetup(t)
+	ns := natsStartServer(t)
+	nc, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_SRC", "src.>")
+	natsCreateStream(t, js, "MIG_DLQ", "dlq")
+	queue := env.createQueue(t, "mig", false, nil)
+	const n, bad = 60, 7
+	for i := range n {
+		m := nats.NewMsg("src.x")
+		m.Data = []byte(fmt.Sprintf("body %d", i))
+		m.Header.Set("n", strconv.Itoa(i))
+		if i%9 == 0 && i/9 < bad {
+			m.Header.Set("AWS.reserved", "SQS keeps names starting with AWS. for itself")
+		}
+		if _, err := js.PublishMsg(natsCtx(t, 5*time.Second), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = nc
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "to-sqs" {
+  source "nats" {
+    url     = %[1]q
+    subject = "src.>"
+    jetstream {
+      stream  = "MIG_SRC"
+      durable = "mig"
+    }
+  }
+  sink "sqs" {
+%[2]s  }
+  dead_letter {
+    sink "nats" {
+      url     = %[1]q
+      subject = "dlq"
+      jetstream {
+        ack_timeout = "5s"
+      }
+    }
+  }
+}
+`, ns.URL(), env.conn(queue)))
+	code, rep, m := migRun(t, 90*time.Second, "-idle", "1s", "-progress", "off", cfg)
+	if code != migrate.ExitDeadLettered || rep.Outcome != migrate.OutcomeDeadLettered {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.Written != n-bad || j.DeadLettered["rejected"] != bad || j.DeadLetteredTotal != bad {
+		t.Errorf("written %d, dead-lettered %v", j.Written, j.DeadLettered)
+	}
+	if ex := j.Examples["rejected"]; !strings.Contains(ex.Description, "AWS.reserved") {
+		t.Errorf("example %+v does not name the attribute", ex)
+	}
+	if !strings.Contains(m.errb.String(), "complete-with-dead-letters") {
+		t.Errorf("stderr does not give the outcome:\n%s", natsTail(m.errb.String(), 5))
+	}
+	if got := len(env.collect(t, queue, n-bad, 30*time.Second)); got != n-bad {
+		t.Errorf("SQS queue holds %d, want %d", got, n-bad)
+	}
+	for _, d := range sqsReadStream(t, js, "MIG_DLQ", bad) {
+		if r := d.Headers().Get("DeadLetterReason"); r != "rejected" {
+			t.Errorf("dead letter reason %q", r)
+		}
+	}
+}
+
+// On a terminal the bar renders and ends at 100 %.
+func TestMigrateProgressBarOnTerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Fatalf("script(1) from util-linux runs the command on a pseudo-terminal: %v", err)
+	}
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 10, 50, 0)
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+	// script's terminal has no size of its own: give it one, as a real
+	// terminal has.
+	cmdline := fmt.Sprintf("stty cols 160 rows 40; %s migrate -yes -idle 1s %s", qbridgeBin, cfg)
+	var out bytes.Buffer
+	cmd := exec.Command(script, "-qfec", cmdline, "/dev/null")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), "TERM=xterm", "COLUMNS=160")
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("migrate on a terminal: %v\n%s", err, out.String())
+		}
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("migrate on a terminal did not finish:\n%s", out.String())
+	}
+	screen := out.String()
+	if !strings.Contains(screen, "500 / 500") || !strings.Contains(screen, "100 %") {
+		t.Errorf("the bar did not end at 500 / 500, 100 %%:\n%q", natsTail(screen, 5))
+	}
+	if !strings.Contains(screen, "msg/s") || !strings.Contains(screen, "dead-lettered 0") {
+		t.Errorf("the bar lacks its figures:\n%q", natsTail(screen, 5))
+	}
+}
+
+// SQS standard → JetStream, every message once, and the SQS queue empty.
+func TestMigrateSQSToJetStream(t *testing.T) {
+	env := sqsSetup(t)
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_FROM_SQS", "from.sqs")
+	queue := env.createQueue(t, "src", false, nil)
+	const n = 500
+	var entries []types.SendMessageBatchRequestEntry
+	for i := range n {
+		entries = append(entries, types.SendMessageBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(fmt.Sprintf("body %d", i)),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				"n": {DataType: aws.String("Number.int"), StringValue: aws.String(strconv.Itoa(i))},
+			},
+		})
+	}
+	env.sendBatch(t, queue, entries)
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "sqs-mig" {
+  source "sqs" {
+%s  }
+  sink "nats" {
+    url     = %q
+    subject = "from.sqs"
+    jetstream {
+      ack_timeout = "5s"
+    }
+  }
+}
+`, env.conn(queue, `wait_time = "1s"`), ns.URL()))
+	code, rep, _ := migRun(t, 120*time.Second, "-idle", "2s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.Written != n || j.DrainedBy != "count" || j.SourceBefore == nil || j.SourceBefore.Pending() != n || j.SourceAfter.Pending() != 0 {
+		t.Errorf("written %d, drained by %q, source %+v → %+v", j.Written, j.DrainedBy, j.SourceBefore, j.SourceAfter)
+	}
+	seen := map[string]bool{}
+	for _, m := range sqsReadStream(t, js, "MIG_FROM_SQS", n) {
+		if seen[string(m.Data())] {
+			t.Errorf("duplicate %q", m.Data())
+		}
+		seen[string(m.Data())] = true
+	}
+	if v, nv, d := env.approx(t, queue); v+nv+d != 0 {
+		t.Errorf("SQS queue still holds %d/%d/%d", v, nv, d)
+	}
+}
