@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -88,8 +90,15 @@ func dispatch(ctx context.Context, args []string, std stdio) int {
 		usage(std.Err)
 		return 2
 	}
+	if len(args) == 2 && isHelpFlag(args[1]) {
+		// Asked for help is not a usage error, whatever the command returns.
+		c.Run(ctx, args[1:], std)
+		return 0
+	}
 	return c.Run(ctx, args[1:], std)
 }
+
+func isHelpFlag(s string) bool { return s == "-h" || s == "-help" || s == "--help" }
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `qbridge moves messages between Amazon SQS, Azure Service Bus, AMQP 1.0 and NATS.
@@ -112,9 +121,18 @@ Run "qbridge COMMAND -h" for a command's flags.
 `)
 }
 
+// parseExit is the exit code after fs.Parse failed: 0 when the user asked
+// for the help (-h), 2 for a usage error.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
 func runVersion(_ context.Context, args []string, std stdio) int {
 	if len(args) > 0 {
-		fmt.Fprintln(std.Err, "usage: qbridge version")
+		fmt.Fprint(std.Err, "usage: qbridge version\n\nPrints the version, the Go toolchain and the adapter kinds of this binary.\n\nExample:\n  qbridge version\n")
 		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 			return 0
 		}

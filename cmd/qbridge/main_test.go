@@ -42,3 +42,21 @@ func TestDispatch(t *testing.T) {
 		})
 	}
 }
+
+// Every command's help exits 0 and shows an example (translate's usage is
+// its own; see the report of issue 12).
+func TestHelpEverywhere(t *testing.T) {
+	for name := range commands {
+		for _, flag := range []string{"-h", "--help"} {
+			t.Run(name+flag, func(t *testing.T) {
+				code, _, errOut := runCmd(t, name, flag)
+				if code != 0 {
+					t.Errorf("qbridge %s %s = %d, want 0\n%s", name, flag, code, errOut)
+				}
+				if name != "translate" && name != "memtest" && !strings.Contains(errOut, "Example:") {
+					t.Errorf("qbridge %s %s: no example in the help:\n%s", name, flag, errOut)
+				}
+			})
+		}
+	}
+}

@@ -29,9 +29,11 @@ func init() {
 func runRun(ctx context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(std.Err)
-	path := fs.String("config", "", "configuration file, or directory of *.hcl files (required)")
+	path := fs.String("config", "", "configuration file, or directory of *.hcl files (or give it as the argument)")
+	var lf logFlags
+	lf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(std.Err, `usage: qbridge run -config FILE_OR_DIR
+		fmt.Fprint(std.Err, `usage: qbridge run [-log-format text|json] [-log-level L] [-config] FILE_OR_DIR
 
 Runs the pipelines of the configuration until SIGTERM or SIGINT, then drains
 them (in-flight messages are finished or handed back) and exits 0. SIGHUP
@@ -39,20 +41,39 @@ reloads the configuration: unchanged pipelines keep running, changed and
 removed ones are drained, new ones started; an invalid configuration is
 logged and the running one kept.
 
+-log-format and -log-level win over $QBRIDGE_LOG_FORMAT and
+$QBRIDGE_LOG_LEVEL, which win over the configuration's log block.
+
+Example:
+  qbridge run configs/quickstart.hcl
+  qbridge run -log-format json -config /etc/qbridge/
+
 `)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	rest := fs.Args()
+	if *path == "" && len(rest) > 0 {
+		*path, rest = rest[0], rest[1:]
+	}
+	switch {
+	case *path == "":
+		fmt.Fprintln(std.Err, "qbridge run: which configuration? give a file or directory (qbridge run -h for help)")
+		return 2
+	case len(rest) != 0:
+		fmt.Fprintf(std.Err, "qbridge run: one configuration path, not also %q (a directory runs all its *.hcl files)\n", rest[0])
 		return 2
 	}
-	if *path == "" || fs.NArg() != 0 {
-		fs.Usage()
+	if err := lf.resolve(); err != nil {
+		fmt.Fprintln(std.Err, "qbridge run:", err)
 		return 2
 	}
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sig)
-	d := &daemon{path: *path, std: std, signals: sig}
+	d := &daemon{path: *path, std: std, signals: sig, logOverride: lf}
 	// The daemon takes SIGINT and SIGTERM from its own channel, where it can
 	// tell a second one (cut the drain short) from the first; main's
 	// signal context would cancel ctx for the first one as well.
@@ -66,6 +87,10 @@ type daemon struct {
 	signals <-chan os.Signal
 	// listening, if set, is told the monitoring address (tests use port 0).
 	listening func(net.Addr)
+
+	// logOverride holds the -log-* flags and QBRIDGE_LOG_* variables,
+	// which win over the configuration's log block.
+	logOverride logFlags
 
 	log   *slog.Logger
 	level *slog.LevelVar
@@ -81,6 +106,7 @@ func (d *daemon) run(ctx context.Context) int {
 		fmt.Fprintln(d.std.Err, "qbridge run: the configuration has errors; nothing was started")
 		return 1
 	}
+	d.logOverride.apply(&cfg.Log)
 	d.cfg = cfg
 	d.level = new(slog.LevelVar)
 	d.level.Set(cfg.Log.Level)
@@ -190,6 +216,7 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 		d.log.Error("configuration reload failed; the running configuration stays", "error", err)
 		return
 	}
+	d.logOverride.apply(&cfg.Log)
 	if cfg.Log.Format != d.cfg.Log.Format || cfg.HTTP != d.cfg.HTTP {
 		d.log.Warn("log.format and http.listen take effect at the next start, not on reload")
 	}
@@ -205,4 +232,43 @@ func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logFlags are -log-format and -log-level, defaulting to
+// $QBRIDGE_LOG_FORMAT and $QBRIDGE_LOG_LEVEL; empty fields leave the
+// configuration's log block alone.
+type logFlags struct {
+	format, level string
+	lvl           slog.Level
+}
+
+func (f *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.format, "log-format", os.Getenv("QBRIDGE_LOG_FORMAT"), "log format, text or json (default $QBRIDGE_LOG_FORMAT, else the config's log.format)")
+	fs.StringVar(&f.level, "log-level", os.Getenv("QBRIDGE_LOG_LEVEL"), "log level: debug, info, warn or error (default $QBRIDGE_LOG_LEVEL, else the config's log.level)")
+}
+
+// resolve checks the values, naming the flag (or variable) that is wrong.
+func (f *logFlags) resolve() error {
+	switch f.format {
+	case "", "text", "json":
+	default:
+		return fmt.Errorf("-log-format (or QBRIDGE_LOG_FORMAT) %q: want text or json", f.format)
+	}
+	if f.level != "" {
+		lvl, ok := config.ParseLogLevel(f.level)
+		if !ok {
+			return fmt.Errorf("-log-level (or QBRIDGE_LOG_LEVEL) %q: want debug, info, warn or error", f.level)
+		}
+		f.lvl = lvl
+	}
+	return nil
+}
+
+func (f logFlags) apply(l *config.Log) {
+	if f.format != "" {
+		l.Format = f.format
+	}
+	if f.level != "" {
+		l.Level = f.lvl
+	}
 }

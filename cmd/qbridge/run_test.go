@@ -299,8 +299,14 @@ func TestRunFailsToStart(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"no config flag", func() []string { return nil }, 2, "usage: qbridge run"},
-		{"extra args", func() []string { return []string{"-config", "x", "y"} }, 2, "usage: qbridge run"},
+		{"no config", func() []string { return nil }, 2, "which configuration?"},
+		{"extra args", func() []string { return []string{"-config", "x", "y"} }, 2, `not also "y"`},
+		{"two positional paths", func() []string { return []string{"x", "y"} }, 2, `not also "y"`},
+		{"bad log format flag", func() []string { return []string{"-log-format", "xml", "x"} }, 2, `-log-format (or QBRIDGE_LOG_FORMAT) "xml"`},
+		{"bad log level flag", func() []string { return []string{"-log-level", "loud", "x"} }, 2, `-log-level (or QBRIDGE_LOG_LEVEL) "loud"`},
+		{"invalid config as argument", func() []string {
+			return []string{writeFile(t, dir, "bad2.hcl", "pipeline \"p\" {}\n")}
+		}, 1, "Error: Missing source block"},
 		{"invalid config", func() []string {
 			return []string{"-config", writeFile(t, dir, "bad.hcl", "pipeline \"p\" {}\n")}
 		}, 1, "Error: Missing source block"},

@@ -90,13 +90,21 @@ func runSend(ctx context.Context, args []string, std stdio) int {
 	fs.Usage = func() {
 		fmt.Fprintln(std.Err, "usage: qbridge send -subject SUBJECT [-url URL] [-jetstream] [-header k=v]... [-attr name:Type=value]... [-group g] [-id x] BODY|-")
 		fmt.Fprintln(std.Err, "\nBODY is the message body; - reads it from standard input.")
+		fmt.Fprint(std.Err, "\nExample:\n  qbridge send -url nats://127.0.0.1:4222 -subject demo.in -jetstream -attr tenant=acme -attr qty:Number.int=3 'hello'\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
-	if *subject == "" || fs.NArg() != 1 {
-		fs.Usage()
+	switch {
+	case *subject == "":
+		fmt.Fprintln(std.Err, "qbridge send: -subject is required (qbridge send -h for the flags)")
+		return 2
+	case fs.NArg() == 0:
+		fmt.Fprintln(std.Err, "qbridge send: the BODY argument is missing (- reads it from standard input)")
+		return 2
+	case fs.NArg() > 1:
+		fmt.Fprintf(std.Err, "qbridge send: one BODY argument, not %d (flags go before it: %q is taken as an argument)\n", fs.NArg(), fs.Arg(1))
 		return 2
 	}
 	m := &mapping.Message{
@@ -201,5 +209,28 @@ func parseAttrFlag(s string) (string, mapping.Value, error) {
 	if err != nil {
 		return "", mapping.Value{}, fmt.Errorf("%q: %w", s, err)
 	}
+	// ParseValue keeps a value that does not parse as its label's type as
+	// plain text (a broker may carry anything); a command line should say
+	// the value is wrong instead of sending what an SQS target refuses.
+	base, label, _ := mapping.SplitDataType(dt)
+	if base == mapping.BaseNumber && v.Kind == mapping.KindNumber && !mapping.IsDecimalText(text) {
+		return "", mapping.Value{}, fmt.Errorf("%q: %q is not a number", s, text)
+	}
+	if (v.Kind == mapping.KindNumber || v.Kind == mapping.KindString) && typedLabel(label) {
+		return "", mapping.Value{}, fmt.Errorf("%q: %q is not a valid %s", s, text, dt)
+	}
 	return name, v, nil
+}
+
+// typedLabel reports whether label names one of mapping's typed kinds
+// ("int", "bool", "uuid", ...) rather than a free label ("png").
+func typedLabel(label string) bool {
+	if label == "" {
+		return false
+	}
+	if label == "float" || label == "float32" {
+		return true
+	}
+	_, ok := mapping.KindByName(label)
+	return ok
 }

@@ -40,10 +40,11 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 	fs.Usage = func() {
 		fmt.Fprintln(std.Err, "usage: qbridge tail -subject SUBJECT [-url URL] [-n N] [-json] [-jetstream [-from all|last|new]]")
 		fmt.Fprintln(std.Err, "\nA core subscription sees only what is published while it runs; -jetstream also shows stored messages.")
+		fmt.Fprint(std.Err, "\nExample:\n  qbridge tail -url nats://127.0.0.1:4222 -subject demo.out -jetstream -n 1\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if *subject == "" || fs.NArg() != 0 || *n < 0 {
 		fs.Usage()

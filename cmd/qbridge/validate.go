@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/qbridge/qbridge/internal/config"
 )
@@ -22,24 +23,38 @@ func init() {
 func runValidate(_ context.Context, args []string, std stdio) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(std.Err)
+	strict := fs.Bool("strict", false, "every env(\"X\") without a default must be set, as for run")
 	fs.Usage = func() {
-		fmt.Fprint(std.Err, `usage: qbridge validate FILE_OR_DIR...
+		fmt.Fprint(std.Err, `usage: qbridge validate [-strict] FILE_OR_DIR...
 
 Checks each configuration completely (syntax, fields, types, durations,
 adapter kinds and settings, templates) without connecting to any broker.
 Exit status 1 if any has errors.
+
+Secrets need not be set: env("X") of an unset X is an unknown value, and
+only the checks that need its value are skipped (the "ok" line names the
+unset variables). -strict requires them, as "qbridge run" does.
+
+Example:
+  qbridge validate configs/*.hcl
+  qbridge validate -strict /etc/qbridge/
+
 `)
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
+		fmt.Fprintln(std.Err, "qbridge validate: which configuration? give one or more files or directories (qbridge validate -h for help)")
 		return 2
 	}
 	code := 0
 	for _, path := range fs.Args() {
 		l := config.NewLoader()
+		if !*strict {
+			l.AllowUnsetEnv()
+		}
 		cfg, diags := l.Load(path)
 		if err := config.WriteDiagnostics(std.Err, l.Files(), diags); err != nil {
 			fmt.Fprintln(std.Err, "qbridge validate:", err)
@@ -49,7 +64,11 @@ Exit status 1 if any has errors.
 			code = 1
 			continue
 		}
-		fmt.Fprintf(std.Out, "%s: ok (%s)\n", path, plural(len(cfg.Pipelines), "pipeline"))
+		unset := ""
+		if u := l.UnsetEnv(); len(u) > 0 {
+			unset = "; not set, so not checked: " + strings.Join(u, ", ")
+		}
+		fmt.Fprintf(std.Out, "%s: ok (%s%s)\n", path, plural(len(cfg.Pipelines), "pipeline"), unset)
 	}
 	return code
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,14 @@ func TestValidate(t *testing.T) {
 	bad := writeFile(t, dir, "bad.hcl", strings.Replace(goodConfig, "subject = \"in.>\"", "subject = \"in.>\"\n    connect_timeout = 5", 1)+
 		"pipeline \"x\" {\n  source \"sqs\" { queue_name = \"q\" }\n  sink \"servicebus\" {}\n  retry { max = \"soon\" }\n}\n")
 
+	// The variable is unset in the test process (t.Setenv then Unsetenv
+	// restores whatever was there afterwards).
+	t.Setenv("QBRIDGE_TEST_UNSET_SECRET", "")
+	os.Unsetenv("QBRIDGE_TEST_UNSET_SECRET")
+	withSecret := strings.Replace(goodConfig, `"nats://127.0.0.1:4222"`, `env("QBRIDGE_TEST_UNSET_SECRET")`, 1)
+	secret := writeFile(t, dir, "secret.hcl.txt", withSecret)
+	secretBad := writeFile(t, dir, "secretbad.hcl.txt", withSecret+"pipeline \"y\" {\n  source \"nats\" {\n    url = \"nats://x\"\n    subject = \"a\"\n  }\n  sink \"nats\" {\n    url = env(\"QBRIDGE_TEST_UNSET_SECRET\")\n    subject = \"b\"\n  }\n  retry { max = \"soon\" }\n}\n")
+
 	tests := []struct {
 		name   string
 		args   []string
@@ -41,7 +50,10 @@ func TestValidate(t *testing.T) {
 		stdout []string
 		stderr []string
 	}{
-		{"usage", nil, 2, nil, []string{"usage: qbridge validate"}},
+		{"usage", nil, 2, nil, []string{"which configuration?"}},
+		{"unset env is unknown", []string{secret}, 0, []string{secret + ": ok (1 pipeline; not set, so not checked: QBRIDGE_TEST_UNSET_SECRET)"}, nil},
+		{"strict requires env", []string{"-strict", secret}, 1, nil, []string{`environment variable "QBRIDGE_TEST_UNSET_SECRET" is not set`}},
+		{"unset env does not hide other errors", []string{secretBad}, 1, nil, []string{`Error: Invalid duration`}},
 		{"ok", []string{good}, 0, []string{good + ": ok (1 pipeline)"}, nil},
 		{"errors with positions and snippets", []string{bad}, 1, nil, []string{
 			"Error: Invalid servicebus sink configuration",
@@ -74,5 +86,40 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every example configuration validates with none of its variables set, as
+// in a CI job without secrets; with -strict the same files name them.
+func TestExampleConfigsValidateWithoutEnv(t *testing.T) {
+	files, err := filepath.Glob("../../configs/*.hcl")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example configurations: %v", err)
+	}
+	envRef := regexp.MustCompile(`env\("([A-Z0-9_]+)"\)`)
+	var unset []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range envRef.FindAllStringSubmatch(string(src), -1) {
+			t.Setenv(m[1], "") // restored after the test
+			os.Unsetenv(m[1])
+			unset = append(unset, m[1])
+		}
+	}
+	for _, f := range files {
+		code, out, errOut := runCmd(t, "validate", f)
+		if code != 0 || !strings.Contains(out, f+": ok") {
+			t.Errorf("validate %s = %d\n%s%s", f, code, out, errOut)
+		}
+	}
+	if len(unset) == 0 {
+		return
+	}
+	code, _, errOut := runCmd(t, append([]string{"validate", "-strict"}, files...)...)
+	if code != 1 || !strings.Contains(errOut, "is not set") {
+		t.Errorf("validate -strict without the variables = %d, want 1 naming them\n%s", code, errOut)
 	}
 }

@@ -16,6 +16,9 @@ import (
 type eval struct {
 	ctx   *hcl.EvalContext
 	diags hcl.Diagnostics
+	// unknownOK: a value not known (env() of an unset variable in lenient
+	// mode) is skipped without a diagnostic, as are the checks needing it.
+	unknownOK bool
 }
 
 func (e *eval) errorf(rng hcl.Range, summary, format string, args ...any) {
@@ -48,6 +51,9 @@ func (e *eval) value(a *hcl.Attribute, ty cty.Type, want string) (cty.Value, boo
 		return cty.NilVal, false
 	}
 	if !v.IsWhollyKnown() {
+		if e.unknownOK {
+			return cty.NilVal, false
+		}
 		e.errorf(a.Expr.Range(), "Unknown value", "The value of %q is not known.", a.Name)
 		return cty.NilVal, false
 	}

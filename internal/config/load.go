@@ -19,10 +19,28 @@ import (
 // can be printed with source snippets (see WriteDiagnostics).
 type Loader struct {
 	parser *hclparse.Parser
+	env    envMode
 }
 
 // NewLoader returns an empty loader.
 func NewLoader() *Loader { return &Loader{parser: hclparse.NewParser()} }
+
+// AllowUnsetEnv makes env("X") of an unset X without a default an unknown
+// value instead of an error: the fields it feeds, and the adapter's checks
+// across fields of that block, are not checked. For validating without the
+// secrets (in CI); a configuration loaded so cannot run.
+func (l *Loader) AllowUnsetEnv() { l.env.lenient = true }
+
+// UnsetEnv returns the variables env() found unset under AllowUnsetEnv,
+// sorted.
+func (l *Loader) UnsetEnv() []string {
+	names := make([]string, 0, len(l.env.unset))
+	for n := range l.env.unset {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
 
 // Files returns the files read so far, by name.
 func (l *Loader) Files() map[string]*hcl.File { return l.parser.Files() }
@@ -71,7 +89,7 @@ func (l *Loader) Load(path string) (*Config, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	cfg, d := decode(files)
+	cfg, d := decode(files, &l.env)
 	return cfg, append(diags, d...)
 }
 
@@ -82,7 +100,7 @@ func (l *Loader) LoadBytes(filename string, src []byte) (*Config, hcl.Diagnostic
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	cfg, d := decode([]*hcl.File{f})
+	cfg, d := decode([]*hcl.File{f}, &l.env)
 	return cfg, append(diags, d...)
 }
 
@@ -115,14 +133,21 @@ var logLevels = map[string]slog.Level{
 	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
 }
 
+// ParseLogLevel reads a log level as the log block spells it (debug, info,
+// warn, error), for the flags and environment variables that override it.
+func ParseLogLevel(s string) (slog.Level, bool) {
+	l, ok := logLevels[s]
+	return l, ok
+}
+
 // decode merges the files into one configuration.
-func decode(files []*hcl.File) (*Config, hcl.Diagnostics) {
+func decode(files []*hcl.File, env *envMode) (*Config, hcl.Diagnostics) {
 	cfg := &Config{Log: Log{Level: slog.LevelInfo, Format: "text"}, HTTP: HTTP{Listen: DefaultListen}}
 	var diags hcl.Diagnostics
 	var logDef, httpDef *hcl.Range
 	seen := map[string]hcl.Range{}
 	for _, f := range files {
-		e := &eval{ctx: evalContext(f.Body.MissingItemRange().Filename)}
+		e := &eval{ctx: evalContext(f.Body.MissingItemRange().Filename, env), unknownOK: env.lenient}
 		// gohcl fills what it can even when part of the file is wrong, so
 		// the rest is still checked and every error reported at once.
 		var root rootBlock

@@ -168,6 +168,11 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 		decode = k.decodeSource
 	}
 	cfg, diags, err := decode(b.Body, e.ctx, opt)
+	if e.unknownOK && onlyUnknown(diags) {
+		// Values from unset variables (validate without -strict): the
+		// block's structure and known values were checked; the rest is not.
+		return Adapter{Kind: b.Kind}
+	}
 	e.diags = append(e.diags, dropUnknownNoise(diags)...)
 	if diags.HasErrors() {
 		return Adapter{}
@@ -182,6 +187,18 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 		return Adapter{}
 	}
 	return Adapter{Kind: b.Kind, Config: cfg}
+}
+
+// onlyUnknown reports whether diags has errors and all of them are gohcl's
+// "value must be known".
+func onlyUnknown(diags hcl.Diagnostics) bool {
+	errs := diags.Errs()
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError && !(d.Summary == "Unsuitable value type" && strings.Contains(d.Detail, "value must be known")) {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 // dropUnknownNoise removes gohcl's "value must be known" errors that follow
