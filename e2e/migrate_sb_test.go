@@ -1,0 +1,418 @@
+package e2e
+
+// qbridge migrate with Service Bus (the project's test server, held honest
+// by the official SDKs) on one side and SQS (fauxqs) or JetStream on the
+// other.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go"
+
+	"github.com/qbridge/qbridge/internal/migrate"
+)
+
+// migSQSTyped is message i with typed attributes.
+func migSQSTyped(i int, group string) types.SendMessageBatchRequestEntry {
+	e := types.SendMessageBatchRequestEntry{
+		Id:          aws.String(strconv.Itoa(i % 10)),
+		MessageBody: aws.String(fmt.Sprintf("body %05d", i)),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"n":     {DataType: aws.String("Number.int"), StringValue: aws.String(strconv.Itoa(i))},
+			"price": {DataType: aws.String("Number.double"), StringValue: aws.String("12.5")},
+			"id":    {DataType: aws.String("String.uuid"), StringValue: aws.String("0f8fad5b-d9cb-469f-a165-70867728950e")},
+			"tag":   {DataType: aws.String("String"), StringValue: aws.String("t" + strconv.Itoa(i%7))},
+		},
+	}
+	if group != "" {
+		e.MessageGroupId = aws.String(group)
+		e.MessageDeduplicationId = aws.String(fmt.Sprintf("d%05d", i))
+	}
+	return e
+}
+
+// sqsAttrValue is an attribute's string value.
+func sqsAttrValue(a types.MessageAttributeValue) string { return aws.ToString(a.StringValue) }
+
+// migSBCount counts a queue's (or sub-queue's) messages by peeking them all.
+func migSBCount(t testing.TB, c *azservicebus.Client, queue string, sub azservicebus.SubQueue) int {
+	t.Helper()
+	r, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{SubQueue: sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	n, from := 0, int64(0)
+	for {
+		ms, err := r.PeekMessages(sbCtx(t, 10*time.Second), 250, &azservicebus.PeekMessagesOptions{FromSequenceNumber: ptrTo(from)})
+		if err != nil {
+			t.Fatalf("peek %s: %v", queue, err)
+		}
+		if len(ms) == 0 {
+			return n
+		}
+		n += len(ms)
+		from = *ms[len(ms)-1].SequenceNumber + 1
+	}
+}
+
+// The worked example of docs/migrate.md: SQS standard → Service Bus with
+// configs/sqs-to-servicebus.hcl, a dry run first (nothing changes), then the
+// migration: every message with its typed attributes, the SQS queue empty.
+func TestMigrateSQSToServiceBus(t *testing.T) {
+	n := 2000
+	if os.Getenv("QBRIDGE_E2E_LONG") != "" {
+		n = 10000
+	}
+	e := sqsSetup(t)
+	srv := sbStartServer(t, `{"queues":[{"name":"orders","lockDuration":"PT30S"}]}`)
+	c := sbClient(t, srv)
+	src := e.createQueue(t, "src", false, nil)
+	dlq := e.createQueue(t, "dlq", false, nil)
+	sbSetAWSEnv(t)
+	t.Setenv("SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("SQS_TO_SERVICEBUS_QUEUE_URL", src)
+	t.Setenv("SQS_TO_SERVICEBUS_DLQ_URL", dlq)
+	t.Setenv("SQS_TO_SERVICEBUS_ENDPOINT", e.endpoint)
+	var entries []types.SendMessageBatchRequestEntry
+	for i := range n {
+		entries = append(entries, migSQSTyped(i, ""))
+	}
+	e.sendBatch(t, src, entries)
+	cfg := filepath.Join(sbRepoRoot(), "configs", "sqs-to-servicebus.hcl")
+
+	code, rep, _ := migRun(t, 2*time.Minute, "-dry-run", "-sample", "50", "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("dry run: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if d := rep.Jobs[0].DryRun; d == nil || d.WouldWrite != 50 || !d.Sampled {
+		t.Errorf("dry run report %+v", d)
+	}
+	eventually(t, 60*time.Second, "the sample back at SQS", func() bool {
+		v, nv, _ := e.approx(t, src)
+		return v == n && nv == 0
+	})
+	if got := migSBCount(t, c, "orders", sbMain); got != 0 {
+		t.Fatalf("the dry run wrote %d messages", got)
+	}
+
+	code, rep, _ = migRun(t, 5*time.Minute, "-idle", "2s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.Written != int64(n) || j.DrainedBy != "count" || j.SourceAfter == nil || j.SourceAfter.Pending() != 0 {
+		t.Errorf("written %d of %d, drained by %q, source after %+v", j.Written, n, j.DrainedBy, j.SourceAfter)
+	}
+	if j.SinkAfter == nil || j.SinkAfter.Ready != int64(n) {
+		t.Errorf("sink count after: %+v, want %d ready", j.SinkAfter, n)
+	}
+	got := sbReceive(t, c, "orders", sbMain, n, 3*time.Minute)
+	seen := map[string]bool{}
+	for _, m := range got {
+		if seen[string(m.Body)] {
+			t.Fatalf("duplicate %s", m.Body)
+		}
+		seen[string(m.Body)] = true
+		i, _ := strconv.Atoi(string(m.Body[5:]))
+		if v, ok := m.ApplicationProperties["n"].(int32); !ok || int(v) != i {
+			t.Fatalf("%s: n = %#v (%T), want int32 %d", m.Body, m.ApplicationProperties["n"], m.ApplicationProperties["n"], i)
+		}
+		if v, ok := m.ApplicationProperties["price"].(float64); !ok || v != 12.5 {
+			t.Fatalf("%s: price = %#v (%T)", m.Body, m.ApplicationProperties["price"], m.ApplicationProperties["price"])
+		}
+	}
+	if v, nv, d := e.approx(t, src); v+nv+d != 0 {
+		t.Errorf("SQS source holds %d/%d/%d", v, nv, d)
+	}
+}
+
+// SQS FIFO with 50 groups → a Service Bus session queue: each group's
+// messages in order in its session.
+func TestMigrateSQSFIFOToSessions(t *testing.T) {
+	const groups, per = 50, 8
+	e := sqsSetup(t)
+	srv := sbStartServer(t, `{"queues":[{"name":"sessions","requiresSession":true,"requiresDuplicateDetection":true,"lockDuration":"PT30S"}]}`)
+	c := sbClient(t, srv)
+	src := e.createQueue(t, "src", true, nil)
+	sbSetAWSEnv(t)
+	t.Setenv("SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("SQS_FIFO_TO_SERVICEBUS_QUEUE", "sessions")
+	t.Setenv("SQS_FIFO_TO_SERVICEBUS_QUEUE_URL", src)
+	t.Setenv("SQS_FIFO_TO_SERVICEBUS_ENDPOINT", e.endpoint)
+	var entries []types.SendMessageBatchRequestEntry
+	for i := range per {
+		for g := range groups {
+			entries = append(entries, migSQSTyped(i*groups+g, fmt.Sprintf("g%02d", g)))
+		}
+	}
+	e.sendBatch(t, src, entries)
+	cfg := filepath.Join(sbRepoRoot(), "configs", "sqs-fifo-to-servicebus-sessions.hcl")
+	code, rep, _ := migRun(t, 3*time.Minute, "-idle", "2s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if j := rep.Jobs[0]; j.Written != groups*per || j.Groups != groups {
+		t.Errorf("written %d, groups %d", j.Written, j.Groups)
+	}
+	for range groups {
+		sr, err := c.AcceptNextSessionForQueue(sbCtx(t, 10*time.Second), "sessions", nil)
+		if err != nil {
+			t.Fatalf("accept next session: %v", err)
+		}
+		var ms []*azservicebus.ReceivedMessage
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		for len(ms) < per {
+			got, err := sr.ReceiveMessages(ctx, 1, nil)
+			if err != nil {
+				t.Fatalf("session %s: %v", sr.SessionID(), err)
+			}
+			for _, m := range got {
+				if err := sr.CompleteMessage(ctx, m, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ms = append(ms, got...)
+		}
+		cancel()
+		_ = sr.Close(context.Background())
+		slices.SortFunc(ms, func(a, b *azservicebus.ReceivedMessage) int { return int(*a.SequenceNumber - *b.SequenceNumber) })
+		last := -1
+		for _, m := range ms {
+			n, _ := m.ApplicationProperties["n"].(int32)
+			if int(n) <= last {
+				t.Fatalf("session %s: %d after %d", sr.SessionID(), n, last)
+			}
+			last = int(n)
+		}
+	}
+}
+
+// A Service Bus queue and its dead-letter queue → SQS: the dead letters go
+// to the pipeline's dead-letter sink (an SQS queue) with DeadLetterReason
+// and DeadLetterErrorDescription kept; both Service Bus queues end empty.
+func TestMigrateServiceBusWithDeadLetters(t *testing.T) {
+	const live, dead = 40, 6
+	e := sqsSetup(t)
+	srv := sbStartServer(t, `{"queues":[{"name":"orders","lockDuration":"PT30S"}]}`)
+	c := sbClient(t, srv)
+	var msgs []*azservicebus.Message
+	for i := range live + dead {
+		msgs = append(msgs, &azservicebus.Message{
+			MessageID: ptrTo(fmt.Sprintf("m%03d", i)), Body: []byte(fmt.Sprintf("body %d", i)),
+			ApplicationProperties: map[string]any{"n": int64(i)},
+		})
+	}
+	sbSend(t, c, "orders", msgs...)
+	// Dead-letter the first six, with a reason.
+	r, err := c.NewReceiverForQueue("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*azservicebus.ReceivedMessage
+	for len(got) < dead {
+		ms, err := r.ReceiveMessages(sbCtx(t, 10*time.Second), dead-len(got), nil)
+		if err != nil {
+			t.Fatalf("received %d: %v", len(got), err)
+		}
+		got = append(got, ms...)
+	}
+	for _, m := range got {
+		if err := r.DeadLetterMessage(sbCtx(t, 10*time.Second), m, &azservicebus.DeadLetterOptions{
+			Reason: ptrTo("OrderInvalid"), ErrorDescription: ptrTo("no customer " + m.MessageID),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = r.Close(context.Background())
+
+	out := e.createQueue(t, "out", false, nil)
+	outDLQ := e.createQueue(t, "outdlq", false, nil)
+	sbSetAWSEnv(t)
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "sb-to-sqs" {
+  source "servicebus" {
+%s    queue = "orders"
+  }
+  sink "sqs" {
+%s  }
+  dead_letter {
+    sink "sqs" {
+%s    }
+  }
+}
+`, sbConn(srv), e.conn(out), e.conn(outDLQ)))
+	code, rep, _ := migRun(t, 3*time.Minute, "-include-dead-letters", "-idle", "2s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete || len(rep.Jobs) != 2 {
+		t.Fatalf("exit %d, outcome %s, %d jobs: %s", code, rep.Outcome, len(rep.Jobs), rep.Reason)
+	}
+	if rep.Jobs[0].Written != live || rep.Jobs[1].Written != dead || rep.Jobs[1].Queue != "dead-letter" {
+		t.Errorf("main wrote %d, dead-letter job (%s) wrote %d", rep.Jobs[0].Written, rep.Jobs[1].Queue, rep.Jobs[1].Written)
+	}
+	if n := len(e.collect(t, out, live, 30*time.Second)); n != live {
+		t.Errorf("SQS queue holds %d, want %d", n, live)
+	}
+	for _, m := range e.collect(t, outDLQ, dead, 30*time.Second) {
+		if r := sqsAttrValue(m.MessageAttributes["DeadLetterReason"]); r != "OrderInvalid" {
+			t.Errorf("%s: DeadLetterReason %q", aws.ToString(m.Body), r)
+		}
+		if d := sqsAttrValue(m.MessageAttributes["DeadLetterErrorDescription"]); !strings.HasPrefix(d, "no customer ") {
+			t.Errorf("%s: DeadLetterErrorDescription %q", aws.ToString(m.Body), d)
+		}
+	}
+	if n := migSBCount(t, c, "orders", sbMain) + migSBCount(t, c, "orders", azservicebus.SubQueueDeadLetter); n != 0 {
+		t.Errorf("Service Bus still holds %d", n)
+	}
+}
+
+// Copy mode on Service Bus: the source is peeked, not consumed; a copy with
+// -state killed midway and run again goes on after its checkpoint; the
+// JetStream sink deduplicates what was written twice (MessageId becomes
+// Nats-Msg-Id).
+func TestMigrateCopyServiceBusResumes(t *testing.T) {
+	const n = 600
+	srv := sbStartServer(t, `{"queues":[{"name":"orders","lockDuration":"PT30S"}]}`)
+	c := sbClient(t, srv)
+	var msgs []*azservicebus.Message
+	for i := range n {
+		msgs = append(msgs, &azservicebus.Message{MessageID: ptrTo(fmt.Sprintf("m%04d", i)), Body: []byte(fmt.Sprintf("body %d", i))})
+	}
+	sbSend(t, c, "orders", msgs...)
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_COPY", "copy.out")
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "sb-copy" {
+  source "servicebus" {
+%s    queue = "orders"
+  }
+  sink "nats" {
+    url     = %q
+    subject = "copy.out"
+    jetstream {
+      ack_timeout = "5s"
+    }
+  }
+}
+`, sbConn(srv), ns.URL()))
+	state := filepath.Join(t.TempDir(), "state.json")
+	first := migStart(t, "-yes", "-copy", "-state", state, "-rate", "150", "-progress", "off", cfg)
+	eventually(t, 60*time.Second, "a checkpoint", func() bool {
+		b, err := os.ReadFile(state)
+		return err == nil && len(b) > 0 && migStreamMsgs(t, js, "MIG_COPY") >= 150
+	})
+	_ = first.cmd.Process.Kill()
+	first.wait(t, 10*time.Second)
+	copied := migStreamMsgs(t, js, "MIG_COPY")
+
+	code, rep, _ := migRun(t, 2*time.Minute, "-copy", "-state", state, "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.ResumedFrom == 0 || j.Written >= n {
+		t.Errorf("the copy started over: resumed from %d, wrote %d (the first run copied %d)", j.ResumedFrom, j.Written, copied)
+	}
+	if got := migStreamMsgs(t, js, "MIG_COPY"); got != n {
+		t.Errorf("sink stream holds %d, want %d", got, n)
+	}
+	if got := migSBCount(t, c, "orders", sbMain); got != n {
+		t.Errorf("the copy changed the source: %d messages, want %d", got, n)
+	}
+	// The sink has each MessageId once.
+	seen := map[string]bool{}
+	for _, m := range sqsReadStream(t, js, "MIG_COPY", n) {
+		id := m.Headers().Get(nats.MsgIdHdr)
+		if seen[id] {
+			t.Errorf("duplicate %s", id)
+		}
+		seen[id] = true
+	}
+}
+
+// SQS FIFO → SQS FIFO, and the dedup window cutting both ways: a
+// deliberate re-run of the same messages within SQS's 5-minute window is
+// accepted by SQS and silently dropped (the ids are kept, which is what makes
+// a resume safe), unless -new-dedup-ids names the run. Per-group order holds.
+func TestMigrateSQSFIFODedupWindow(t *testing.T) {
+	const groups, per = 5, 12
+	e := sqsSetup(t)
+	dst := e.createQueue(t, "dst", true, nil)
+	load := func(suffix string) string {
+		src := e.createQueue(t, suffix, true, nil)
+		var entries []types.SendMessageBatchRequestEntry
+		for seq := range per {
+			for g := range groups {
+				entries = append(entries, migSQSTyped(seq*groups+g, fmt.Sprintf("g%d", g)))
+			}
+		}
+		e.sendBatch(t, src, entries)
+		return migWriteConfig(t, fmt.Sprintf(`
+pipeline "fifo" {
+  source "sqs" {
+%s    wait_time = "1s"
+  }
+  sink "sqs" {
+%s  }
+}
+`, e.conn(src), e.conn(dst)))
+	}
+	drain := func() []types.Message {
+		var got []types.Message
+		for {
+			ms := e.receive(t, dst, 1, true)
+			if len(ms) == 0 {
+				return got
+			}
+			got = append(got, ms...)
+		}
+	}
+	run := func(cfg string, extra ...string) *migrate.Report {
+		code, rep, _ := migRun(t, 2*time.Minute, append([]string{"-idle", "1s", "-progress", "off"}, append(extra, cfg)...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, rep.Reason)
+		}
+		return rep
+	}
+
+	run(load("a"))
+	first := drain()
+	if len(first) != groups*per {
+		t.Fatalf("first run: %d messages at the target, want %d", len(first), groups*per)
+	}
+	last := map[string]int{}
+	for _, m := range first {
+		g := m.Attributes["MessageGroupId"]
+		n, _ := strconv.Atoi(sqsAttrValue(m.MessageAttributes["n"]))
+		if p, ok := last[g]; ok && n <= p {
+			t.Fatalf("group %s: %d after %d", g, n, p)
+		}
+		last[g] = n
+	}
+
+	// The same messages again from another queue, ids kept: SQS accepts
+	// every send and stores none.
+	rep := run(load("b"))
+	if w := rep.Jobs[0].Written; w != groups*per {
+		t.Errorf("re-run wrote %d (SQS accepted them), want %d", w, groups*per)
+	}
+	if got := drain(); len(got) != 0 {
+		t.Errorf("SQS stored %d duplicates inside its deduplication window", len(got))
+	}
+	// With -new-dedup-ids the re-run is stored.
+	run(load("c"), "-new-dedup-ids", "rerun-1")
+	if got := drain(); len(got) != groups*per {
+		t.Errorf("re-run with -new-dedup-ids: %d stored, want %d", len(got), groups*per)
+	}
+}
