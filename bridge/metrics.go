@@ -15,6 +15,7 @@ type Metrics struct {
 	acked        *prometheus.CounterVec
 	nacked       *prometheus.CounterVec
 	retried      *prometheus.CounterVec
+	throttled    *prometheus.CounterVec
 	deadLettered *prometheus.CounterVec
 	dropped      *prometheus.CounterVec
 	errors       *prometheus.CounterVec
@@ -53,6 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		acked:        counter("messages_acked_total", "Messages acknowledged at the source.", "pipeline", "adapter"),
 		nacked:       counter("messages_nacked_total", "Messages handed back to the source for redelivery.", "pipeline", "adapter"),
 		retried:      counter("messages_retried_total", "Sink attempts retried after a transient error.", "pipeline", "adapter"),
+		throttled:    counter("sink_throttled_total", "Sink attempts the broker answered with a request to slow down (retried with backoff).", "pipeline", "adapter"),
 		deadLettered: counter("messages_dead_lettered_total", "Messages dead-lettered, by reason.", "pipeline", "reason"),
 		dropped:      counter("mapping_dropped_total", "Items (attributes, fields) left out under the drop mapping policy.", "pipeline", "adapter"),
 		errors:       counter("errors_total", "Failed operations (ack, nack, extend, dead_letter, receive, open, close).", "pipeline", "op"),
@@ -73,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{
-			m.received, m.sent, m.acked, m.nacked, m.retried, m.deadLettered, m.dropped,
+			m.received, m.sent, m.acked, m.nacked, m.retried, m.throttled, m.deadLettered, m.dropped,
 			m.errors, m.restarts, m.sinkLatency, m.e2eLatency, m,
 		} {
 			reg.MustRegister(c)
@@ -131,7 +133,7 @@ func (m *Metrics) untrack(p *Pipeline) {
 func (m *Metrics) Forget(pipeline string) {
 	l := prometheus.Labels{"pipeline": pipeline}
 	for _, v := range []*prometheus.CounterVec{
-		m.received, m.sent, m.acked, m.nacked, m.retried, m.deadLettered, m.dropped, m.errors, m.restarts,
+		m.received, m.sent, m.acked, m.nacked, m.retried, m.throttled, m.deadLettered, m.dropped, m.errors, m.restarts,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -145,7 +147,7 @@ type pipelineMetrics struct {
 	m                                         *Metrics
 	name                                      string
 	received, acked, nacked, restarts         prometheus.Counter
-	sent, retried, dropped                    prometheus.Counter
+	sent, retried, throttled, dropped         prometheus.Counter
 	sinkLatency, e2eLatency                   prometheus.Observer
 	errAck, errNack, errExtend, errDeadLetter prometheus.Counter
 	errReceive, errOpen, errClose             prometheus.Counter
@@ -157,13 +159,14 @@ func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
 	e := func(op string) prometheus.Counter { return m.errors.WithLabelValues(name, op) }
 	pm := &pipelineMetrics{
 		m: m, name: name,
-		received: m.received.WithLabelValues(name, source),
-		acked:    m.acked.WithLabelValues(name, source),
-		nacked:   m.nacked.WithLabelValues(name, source),
-		restarts: m.restarts.WithLabelValues(name, source),
-		sent:     m.sent.WithLabelValues(name, sink),
-		retried:  m.retried.WithLabelValues(name, sink),
-		dropped:  m.dropped.WithLabelValues(name, sink),
+		received:  m.received.WithLabelValues(name, source),
+		acked:     m.acked.WithLabelValues(name, source),
+		nacked:    m.nacked.WithLabelValues(name, source),
+		restarts:  m.restarts.WithLabelValues(name, source),
+		sent:      m.sent.WithLabelValues(name, sink),
+		retried:   m.retried.WithLabelValues(name, sink),
+		throttled: m.throttled.WithLabelValues(name, sink),
+		dropped:   m.dropped.WithLabelValues(name, sink),
 
 		sinkLatency: m.sinkLatency.WithLabelValues(name, sink),
 		e2eLatency:  m.e2eLatency.WithLabelValues(name),

@@ -187,6 +187,9 @@ func TestRetryBackoff(t *testing.T) {
 		mu.Lock()
 		times = append(times, time.Now())
 		mu.Unlock()
+		if attempt == 2 {
+			return driver.Throttled(errTransient) // a broker's "slow down": retried, counted apart
+		}
 		if attempt <= 3 {
 			return errTransient
 		}
@@ -212,6 +215,9 @@ func TestRetryBackoff(t *testing.T) {
 	}
 	if got := counterValue(t, m.retried, "test", "mem"); got != 3 {
 		t.Errorf("retried = %v, want 3", got)
+	}
+	if got := counterValue(t, m.throttled, "test", "mem"); got != 1 {
+		t.Errorf("throttled = %v, want 1", got)
 	}
 }
 

@@ -164,6 +164,9 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 
 	for _, r := range retries {
 		p.met.retried.Inc()
+		if driver.IsThrottled(r.err) {
+			p.met.throttled.Inc()
+		}
 		log := p.log.Debug
 		if r.attempt == 1 {
 			log = p.log.Warn // once per message: later attempts would flood the log in an outage
