@@ -2,7 +2,8 @@
 # on, listening on 127.0.0.1:4222 only) and one pipeline that moves messages
 # from the JetStream subject demo.in to demo.out through the mapping layer.
 #
-#   qbridge run -config configs/quickstart.hcl
+#   go build -o bin/qbridge ./cmd/qbridge && export PATH=$PWD/bin:$PATH
+#   qbridge run configs/quickstart.hcl
 #   qbridge send -url nats://127.0.0.1:4222 -subject demo.in -jetstream -attr tenant=acme -attr qty:Number.int=3 'hello'
 #   qbridge tail -url nats://127.0.0.1:4222 -subject demo.out -jetstream -n 1
 #
@@ -12,9 +13,10 @@ pipeline "demo" {
   source "nats" {
     # Source and sink name the same store_dir, so they share one in-process
     # server; it stops when both are closed. The stored messages survive
-    # restarts as long as the directory does.
+    # restarts as long as the directory does: it is per user, under $HOME
+    # (in the image, /var/lib/qbridge).
     embedded  = true
-    store_dir = "/tmp/qbridge-quickstart/nats"
+    store_dir = "${env("HOME")}/.local/state/qbridge/quickstart"
     port      = 4222
 
     subject = "demo.in"
@@ -39,7 +41,7 @@ pipeline "demo" {
 
   sink "nats" {
     embedded  = true
-    store_dir = "/tmp/qbridge-quickstart/nats"
+    store_dir = "${env("HOME")}/.local/state/qbridge/quickstart"
     port      = 4222
 
     subject = "demo.out"
