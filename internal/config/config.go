@@ -55,7 +55,22 @@ type Pipeline struct {
 	Spec Spec
 	// DefRange is where the pipeline block is, for messages.
 	DefRange hcl.Range
+	// Readiness says whether the pipeline's outage makes the process
+	// unready (/readyz 503): ReadinessRequired or ReadinessIgnored. It is
+	// not part of Spec: changing it restarts nothing.
+	Readiness string
 }
+
+// The values of a pipeline's readiness attribute.
+const (
+	// ReadinessRequired: the process is ready only while this pipeline is
+	// (the default; right for a pipeline service behind a Service).
+	ReadinessRequired = "required"
+	// ReadinessIgnored: /readyz shows the pipeline's state but stays 200
+	// (right for a sidecar, whose pod serves the app even when the bridge
+	// waits for a broker).
+	ReadinessIgnored = "ignored"
+)
 
 // Spec is a pipeline's definition.
 type Spec struct {

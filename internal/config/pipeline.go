@@ -29,6 +29,7 @@ type pipelineBlock struct {
 	DeadLetter *deadLetterBlock `hcl:"dead_letter,block"`
 
 	ShutdownTimeout *hcl.Attribute `hcl:"shutdown_timeout,optional"`
+	Readiness       *hcl.Attribute `hcl:"readiness,optional"`
 }
 
 // adapterBlock is source "kind" { ... }: the body belongs to the adapter.
@@ -116,7 +117,8 @@ func decodePipeline(e *eval, b *pipelineBlock) *Pipeline {
 		e.errorf(b.NameRange, "Invalid pipeline name",
 			"Pipeline names are used in metrics and logs: letters, digits, '_', '-' and '.', not %q.", b.Name)
 	}
-	p := &Pipeline{Name: b.Name, DefRange: b.DefRange}
+	p := &Pipeline{Name: b.Name, DefRange: b.DefRange, Readiness: ReadinessRequired}
+	e.oneOf(b.Readiness, []string{ReadinessRequired, ReadinessIgnored}, &p.Readiness)
 	s := &p.Spec
 
 	// The mapping block first: its policy is part of the sinks' configuration.
