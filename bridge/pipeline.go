@@ -54,6 +54,8 @@ type Pipeline struct {
 	sink     driver.Sink
 	dlq      driver.Sink
 
+	lastErr error // the last failure to open or receive, for /readyz; nil once open
+
 	settling sync.WaitGroup // settlement goroutines
 	admitted uint64         // items placed so far: the next item's seq
 }
@@ -155,6 +157,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		fails++
 		delay := p.opt.Restart.Delay(fails)
+		p.setLastErr(fmt.Errorf("source failed: %w", err))
 		p.log.Error("source failed; restarting", "error", err, "retry_in", delay)
 		// Settle what this source delivered before closing it: some brokers
 		// settle only on the link the message came from.
@@ -181,16 +184,25 @@ func (p *Pipeline) setRunning(v bool) {
 	p.mu.Unlock()
 }
 
+func (p *Pipeline) setLastErr(err error) {
+	p.mu.Lock()
+	p.lastErr = err
+	p.mu.Unlock()
+}
+
 // retryOpen calls open until it succeeds or ctx ends.
 func (p *Pipeline) retryOpen(ctx context.Context, what string, open func(context.Context) error) bool {
 	for n := 1; ; n++ {
 		err := open(ctx)
 		if err == nil {
+			p.setLastErr(nil)
+			p.log.Info("connected", "adapter", what)
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
+		p.setLastErr(err)
 		p.met.errOpen.Inc()
 		delay := p.opt.Restart.Delay(n)
 		p.log.Error("cannot open "+what+"; retrying", "error", err, "attempt", n, "retry_in", delay)
@@ -443,8 +455,12 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 		role string
 		a    any
 	}{{"source", p.source}, {"sink", p.sink}, {"dead-letter sink", p.dlq}}
+	lastErr := p.lastErr
 	p.mu.Unlock()
 	if !running {
+		if lastErr != nil {
+			return fmt.Errorf("pipeline %q is not running (opening adapters or restarting its source): last error: %w", p.name, lastErr)
+		}
 		return fmt.Errorf("pipeline %q is not running (opening adapters or restarting its source)", p.name)
 	}
 	for _, a := range adapters {

@@ -170,6 +170,28 @@ func (s *Supervisor) Names() []string {
 	return names
 }
 
+// PipelineReady is one pipeline's readiness.
+type PipelineReady struct {
+	Name string
+	Err  error // why it is not ready (with the last connection error); nil when ready
+}
+
+// ReadyEach reports each running pipeline's readiness, by name.
+func (s *Supervisor) ReadyEach(ctx context.Context) []PipelineReady {
+	s.mu.Lock()
+	ps := make([]*Pipeline, 0, len(s.running))
+	for _, in := range s.running {
+		ps = append(ps, in.p)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(ps, func(a, b *Pipeline) int { return strings.Compare(a.name, b.name) })
+	out := make([]PipelineReady, len(ps))
+	for i, p := range ps {
+		out[i] = PipelineReady{Name: p.name, Err: p.Ready(ctx)}
+	}
+	return out
+}
+
 // Ready reports every pipeline that is not ready; nil when all are.
 func (s *Supervisor) Ready(ctx context.Context) error {
 	s.mu.Lock()

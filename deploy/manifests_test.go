@@ -118,7 +118,7 @@ func checkConfig(t *testing.T, where string, src []byte) *config.Config {
 // must answer 200 when the process is ready.
 func checkProbePath(t *testing.T, where, path string) {
 	t.Helper()
-	h := monitor.Handler(prometheus.NewRegistry(), func(context.Context) error { return nil })
+	h := monitor.Handler(prometheus.NewRegistry(), func(context.Context) monitor.Readiness { return monitor.Readiness{} })
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	if rec.Code != http.StatusOK {

@@ -1,12 +1,14 @@
 // Package monitor serves qbridge's operational HTTP endpoints: /healthz
-// (the process is alive), /readyz (every pipeline runs and its adapters are
-// connected) and /metrics (Prometheus).
+// (the process is alive), /readyz (every pipeline that counts for readiness
+// runs and its adapters are connected; the body lists each pipeline's state
+// and why it is not ready) and /metrics (Prometheus).
 package monitor
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,9 +25,59 @@ const DefaultListen = "127.0.0.1:9464"
 // readyTimeout bounds the adapters' readiness checks of one request.
 const readyTimeout = 5 * time.Second
 
-// Handler returns the endpoints. ready reports why the process is not
-// ready, or nil.
-func Handler(g prometheus.Gatherer, ready func(context.Context) error) http.Handler {
+// Readiness is what /readyz reports.
+type Readiness struct {
+	// Err is a reason for the whole process (still starting), or nil.
+	Err       error
+	Pipelines []PipelineReadiness
+}
+
+// PipelineReadiness is one pipeline's state.
+type PipelineReadiness struct {
+	Name string
+	// Ignored: the pipeline's outage does not make the process unready
+	// (readiness = "ignored", for sidecars).
+	Ignored bool
+	Err     error // why it is not ready, nil when it is
+}
+
+// Ready reports whether the process is ready.
+func (r Readiness) Ready() bool {
+	if r.Err != nil {
+		return false
+	}
+	for _, p := range r.Pipelines {
+		if p.Err != nil && !p.Ignored {
+			return false
+		}
+	}
+	return true
+}
+
+// write renders the body: "ok" or "not ready", then one line per pipeline.
+func (r Readiness) write(w io.Writer) {
+	if r.Ready() {
+		fmt.Fprintln(w, "ok")
+	} else {
+		fmt.Fprintln(w, "not ready")
+	}
+	if r.Err != nil {
+		fmt.Fprintln(w, r.Err)
+	}
+	for _, p := range r.Pipelines {
+		state := "ready"
+		if p.Err != nil {
+			state = "not ready: " + p.Err.Error()
+		}
+		if p.Ignored {
+			state += " (readiness ignored)"
+		}
+		fmt.Fprintf(w, "pipeline %s: %s\n", p.Name, state)
+	}
+}
+
+// Handler returns the endpoints. ready reports the process's readiness.
+func Handler(g prometheus.Gatherer, ready func(context.Context) Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -35,12 +87,11 @@ func Handler(g prometheus.Gatherer, ready func(context.Context) error) http.Hand
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := ready(ctx); err != nil {
+		st := ready(ctx)
+		if !st.Ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, err)
-			return
 		}
-		fmt.Fprintln(w, "ok")
+		st.write(w)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	return mux

@@ -19,25 +19,31 @@ func TestHandler(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "qbridge_test_total", Help: "test"})
 	reg.MustRegister(c)
 	c.Add(3)
-	var notReady error
-	h := Handler(reg, func(context.Context) error { return notReady })
+	var state Readiness
+	h := Handler(reg, func(context.Context) Readiness { return state })
+	down := errors.New(`pipeline "a" is not running (opening adapters or restarting its source): last error: dial tcp 127.0.0.1:5672: connection refused`)
 
 	tests := []struct {
 		name, path string
-		notReady   error
+		state      Readiness
 		code       int
 		body       string
 	}{
-		{"healthz", "/healthz", nil, 200, "ok"},
-		{"healthz ignores readiness", "/healthz", errors.New("x"), 200, "ok"},
-		{"ready", "/readyz", nil, 200, "ok"},
-		{"not ready", "/readyz", errors.New(`pipeline "a" is not running`), 503, `pipeline "a" is not running`},
-		{"metrics", "/metrics", nil, 200, "qbridge_test_total 3"},
-		{"unknown", "/nope", nil, 404, ""},
+		{"healthz", "/healthz", Readiness{}, 200, "ok"},
+		{"healthz ignores readiness", "/healthz", Readiness{Err: errors.New("x")}, 200, "ok"},
+		{"ready", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a"}}}, 200, "ok\npipeline a: ready\n"},
+		{"starting", "/readyz", Readiness{Err: errors.New("starting")}, 503, "not ready\nstarting\n"},
+		{"not ready with the cause", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a", Err: down}, {Name: "b"}}}, 503,
+			"not ready\npipeline a: not ready: " + down.Error() + "\npipeline b: ready\n"},
+		{"ignored outage keeps the process ready", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a", Err: down, Ignored: true}, {Name: "b"}}}, 200,
+			"ok\npipeline a: not ready: " + down.Error() + " (readiness ignored)\npipeline b: ready\n"},
+		{"required outage among ignored ones", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a", Err: down, Ignored: true}, {Name: "b", Err: down}}}, 503, "not ready\n"},
+		{"metrics", "/metrics", Readiness{}, 200, "qbridge_test_total 3"},
+		{"unknown", "/nope", Readiness{}, 404, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			notReady = tt.notReady
+			state = tt.state
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", tt.path, nil))
 			if rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.body) {
@@ -48,7 +54,7 @@ func TestHandler(t *testing.T) {
 }
 
 func TestServer(t *testing.T) {
-	s, err := Listen("127.0.0.1:0", Handler(prometheus.NewRegistry(), func(context.Context) error { return nil }), slog.New(slog.DiscardHandler))
+	s, err := Listen("127.0.0.1:0", Handler(prometheus.NewRegistry(), func(context.Context) Readiness { return Readiness{} }), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

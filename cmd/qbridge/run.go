@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -94,6 +95,7 @@ type daemon struct {
 
 	log   *slog.Logger
 	level *slog.LevelVar
+	cfgMu sync.Mutex     // guards cfg: /readyz reads it during a reload
 	cfg   *config.Config // the configuration running
 }
 
@@ -119,11 +121,11 @@ func (d *daemon) run(ctx context.Context) int {
 	// Not ready until the pipelines are set up: an empty supervisor would
 	// say it is.
 	var started atomic.Bool
-	ready := func(ctx context.Context) error {
+	ready := func(ctx context.Context) monitor.Readiness {
 		if !started.Load() {
-			return errors.New("starting")
+			return monitor.Readiness{Err: errors.New("starting")}
 		}
-		return sup.Ready(ctx)
+		return d.readiness(ctx, sup)
 	}
 	srv, err := monitor.Listen(cfg.HTTP.Listen, monitor.Handler(reg, ready), d.log)
 	if err != nil {
@@ -191,6 +193,22 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 }
 
+// readiness is /readyz's report: each pipeline's state, with the ones
+// whose configuration says readiness = "ignored" marked so.
+func (d *daemon) readiness(ctx context.Context, sup *bridge.Supervisor) monitor.Readiness {
+	d.cfgMu.Lock()
+	ignored := map[string]bool{}
+	for _, p := range d.cfg.Pipelines {
+		ignored[p.Name] = p.Readiness == config.ReadinessIgnored
+	}
+	d.cfgMu.Unlock()
+	var r monitor.Readiness
+	for _, p := range sup.ReadyEach(ctx) {
+		r.Pipelines = append(r.Pipelines, monitor.PipelineReadiness{Name: p.Name, Err: p.Err, Ignored: ignored[p.Name]})
+	}
+	return r
+}
+
 // reload applies the configuration file again; on any error the running
 // configuration stays.
 func (d *daemon) reload(sup *bridge.Supervisor) {
@@ -222,7 +240,9 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 	}
 	d.level.Set(cfg.Log.Level)
 	cfg.Log.Format, cfg.HTTP = d.cfg.Log.Format, d.cfg.HTTP // what actually runs
+	d.cfgMu.Lock()
 	d.cfg = cfg
+	d.cfgMu.Unlock()
 	d.log.Info("configuration reloaded", "pipelines", sup.Names())
 }
 

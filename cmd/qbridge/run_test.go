@@ -27,6 +27,7 @@ import (
 type memSourceConfig struct {
 	Name     string `hcl:"name"`
 	Messages int    `hcl:"messages,optional"`
+	Fail     string `hcl:"fail,optional"` // NewSource fails with this error
 }
 
 func (c memSourceConfig) Validate() error {
@@ -115,6 +116,9 @@ func init() {
 			memStats.Lock()
 			memStats.opens[c.Name]++
 			memStats.Unlock()
+			if c.Fail != "" {
+				return nil, errors.New(c.Fail)
+			}
 			return &memSource{cfg: c, left: c.Messages}, nil
 		},
 		NewSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Sink, error) {
@@ -152,12 +156,18 @@ type runningDaemon struct {
 
 func startDaemon(t *testing.T, path string) *runningDaemon {
 	t.Helper()
+	return startDaemonWith(t, path, logFlags{})
+}
+
+func startDaemonWith(t *testing.T, path string, lf logFlags) *runningDaemon {
+	t.Helper()
 	r := &runningDaemon{sig: make(chan os.Signal, 4), addr: make(chan net.Addr, 1), code: make(chan int, 1), log: &syncBuffer{}}
 	d := &daemon{
-		path:      path,
-		std:       stdio{In: strings.NewReader(""), Out: io.Discard, Err: r.log},
-		signals:   r.sig,
-		listening: func(a net.Addr) { r.addr <- a },
+		path:        path,
+		std:         stdio{In: strings.NewReader(""), Out: io.Discard, Err: r.log},
+		signals:     r.sig,
+		listening:   func(a net.Addr) { r.addr <- a },
+		logOverride: lf,
 	}
 	go func() { r.code <- d.run(context.Background()) }()
 	return r
@@ -324,5 +334,52 @@ func TestRunFailsToStart(t *testing.T) {
 	}
 	if memCount(memStats.opens, taken) != 0 {
 		t.Error("pipelines started although the daemon could not")
+	}
+}
+
+// A pipeline whose source cannot connect: /readyz names it with the last
+// connection error; readiness = "ignored" keeps the process ready, and a
+// reload to "required" makes it unready without restarting anything.
+func TestDaemonReadinessPerPipeline(t *testing.T) {
+	dir := t.TempDir()
+	up, down := uniq("up"), uniq("down")
+	header := "http { listen = \"127.0.0.1:0\" }\n"
+	downPipeline := func(readiness string) string {
+		return fmt.Sprintf("pipeline \"down\" {\n  readiness = %q\n  source \"memtest\" {\n    name = %q\n    fail = \"dial tcp 127.0.0.1:5672: connection refused\"\n  }\n  sink \"memtest\" {}\n  shutdown_timeout = \"2s\"\n}\n", readiness, down)
+	}
+	path := writeFile(t, dir, "r.hcl", header+memPipeline("up", up)+downPipeline("ignored"))
+	lf := logFlags{format: "json", level: "debug"}
+	if err := lf.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, path, lf)
+	var base string
+	select {
+	case a := <-d.addr:
+		base = "http://" + a.String()
+	case c := <-d.code:
+		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
+	}
+	want := "pipeline down: not ready: pipeline \"down\" is not running (opening adapters or restarting its source): last error: open memtest source: dial tcp 127.0.0.1:5672: connection refused (readiness ignored)\n"
+	eventually(t, "the down pipeline's cause in /readyz", func() bool {
+		code, body := get(t, base+"/readyz")
+		return code == 200 && strings.Contains(body, "pipeline up: ready\n") && strings.Contains(body, want)
+	})
+	if !strings.Contains(d.log.String(), `"msg":"connected"`) || !strings.Contains(d.log.String(), `"adapter":"source"`) {
+		t.Errorf("no JSON \"connected\" line (the -log-format flag over the file's text default):\n%s", d.log)
+	}
+
+	writeFile(t, dir, "r.hcl", header+memPipeline("up", up)+downPipeline("required"))
+	d.sig <- syscall.SIGHUP
+	eventually(t, "/readyz 503 once the pipeline is required", func() bool {
+		code, body := get(t, base+"/readyz")
+		return code == 503 && strings.HasPrefix(body, "not ready\n") && strings.Contains(body, "connection refused\n")
+	})
+	if n := memCount(memStats.opens, up); n != 1 {
+		t.Errorf("changing readiness restarted a pipeline: %d opens", n)
+	}
+	d.sig <- syscall.SIGTERM
+	if code := d.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; log:\n%s", code, d.log)
 	}
 }
