@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the tests need (fauxqs with Node 24
-# from npm, RabbitMQ 3.10 from Debian, rhea and @azure/service-bus for the
-# Service Bus test server), starts the real brokers on 127.0.0.1,
+# from npm, RabbitMQ 3.10 and podman from Debian, rhea and @azure/service-bus
+# for the Service Bus test server), starts the real brokers on 127.0.0.1,
 # and runs every test: gofmt, go vet, every fuzz target briefly, every
 # benchmark once (so they keep working), then unit and e2e tests with -race.
 #   FUZZTIME=3s     time per fuzz target (0 to skip fuzzing)
@@ -26,6 +26,9 @@ bash e2e/brokers/up.sh >/dev/null
 # The Service Bus test server and the official JS SDK (npm, pinned); the
 # tests start the server themselves.
 bash e2e/sbserver/install.sh >/dev/null
+# podman and runc from Debian: the container image is built and run by
+# e2e/container_test.go.
+bash e2e/container_install.sh
 set -a
 # shellcheck disable=SC1091
 . "$QBRIDGE_BROKERS_DIR/env"
