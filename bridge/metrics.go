@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -24,7 +25,7 @@ type Metrics struct {
 	e2eLatency   *prometheus.HistogramVec
 
 	// Gauges are read from the pipelines at scrape time.
-	inFlightDesc, backloggedDesc, backlogMaxDesc, runningDesc *prometheus.Desc
+	inFlightDesc, backloggedDesc, backlogMaxDesc, runningDesc, oldestDesc *prometheus.Desc
 
 	mu        sync.Mutex
 	pipelines map[string]*Pipeline
@@ -36,6 +37,9 @@ type Stats struct {
 	InFlight         int // received, not yet settled
 	GroupsBacklogged int // groups with messages waiting behind their in-flight ones
 	MaxGroupBacklog  int // the longest such wait
+	// OldestUnsettled is when the oldest message still in flight was
+	// received; zero when none is.
+	OldestUnsettled time.Time
 }
 
 // latencyBuckets span a fast local hop to messages that sat in a queue for an
@@ -71,6 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		backloggedDesc: prometheus.NewDesc("qbridge_groups_backlogged", "Groups with messages waiting behind their in-flight ones.", []string{"pipeline"}, nil),
 		backlogMaxDesc: prometheus.NewDesc("qbridge_group_backlog_max", "Messages waiting in the most backlogged group.", []string{"pipeline"}, nil),
 		runningDesc:    prometheus.NewDesc("qbridge_pipeline_running", "1 while the pipeline's adapters are open and it is receiving.", []string{"pipeline"}, nil),
+		oldestDesc:     prometheus.NewDesc("qbridge_oldest_unsettled_age_seconds", "Age of the oldest message received and not yet settled (0 when none is): a stuck group or sink shows here before anywhere else.", []string{"pipeline"}, nil),
 		pipelines:      map[string]*Pipeline{},
 	}
 	if reg != nil {
@@ -90,6 +95,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.backloggedDesc
 	ch <- m.backlogMaxDesc
 	ch <- m.runningDesc
+	ch <- m.oldestDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -110,6 +116,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.backloggedDesc, prometheus.GaugeValue, float64(s.GroupsBacklogged), p.name)
 		ch <- prometheus.MustNewConstMetric(m.backlogMaxDesc, prometheus.GaugeValue, float64(s.MaxGroupBacklog), p.name)
 		ch <- prometheus.MustNewConstMetric(m.runningDesc, prometheus.GaugeValue, running, p.name)
+		age := 0.0
+		if !s.OldestUnsettled.IsZero() {
+			age = time.Since(s.OldestUnsettled).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, age, p.name)
 	}
 }
 

@@ -43,6 +43,10 @@ func TestMetricsExported(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
 		}
 	}
+	const oldest = `qbridge_oldest_unsettled_age_seconds{pipeline="test"}`
+	if got[oldest] <= 0 {
+		t.Errorf("%s = %v while three messages wait, want > 0", oldest, got[oldest])
+	}
 	close(gate)
 	eventually(t, 5*time.Second, "acked", func() bool {
 		return gather(t, reg)[`qbridge_messages_acked_total{adapter="mem",pipeline="test"}`] == 3
@@ -53,6 +57,9 @@ func TestMetricsExported(t *testing.T) {
 		v, ok := gather(t, reg)[inFlight]
 		return ok && v == 0
 	})
+	if v, ok := gather(t, reg)[oldest]; !ok || v != 0 {
+		t.Errorf("%s = %v (exported %v) with nothing in flight, want 0", oldest, v, ok)
+	}
 	// How many Send calls carry the three messages depends on scheduling
 	// (g/0 and h/0 together or apart; g/1 alone after g/0): one
 	// observation per call the sink saw.

@@ -155,6 +155,11 @@ func (p *Pipeline) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Stats{Running: p.running, InFlight: len(p.live)}
+	for it := range p.live {
+		if s.OldestUnsettled.IsZero() || it.recvAt.Before(s.OldestUnsettled) {
+			s.OldestUnsettled = it.recvAt
+		}
+	}
 	for _, g := range p.groups {
 		if n := len(g.queue); n > 0 {
 			s.GroupsBacklogged++

@@ -10,15 +10,18 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/bridge/monitor"
 	"github.com/qbridge/qbridge/internal/config"
 )
@@ -88,6 +91,8 @@ type daemon struct {
 	signals <-chan os.Signal
 	// listening, if set, is told the monitoring address (tests use port 0).
 	listening func(net.Addr)
+	// backlogInterval is how often sources are counted (0: the default).
+	backlogInterval time.Duration
 
 	// logOverride holds the -log-* flags and QBRIDGE_LOG_* variables,
 	// which win over the configuration's log block.
@@ -116,6 +121,12 @@ func (d *daemon) run(ctx context.Context) int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "qbridge_build_info", Help: "Always 1; the labels say which qbridge build runs.",
+	}, []string{"version", "go_version"})
+	buildInfo.WithLabelValues(buildVersion(), runtime.Version()).Set(1)
+	backlog := monitor.NewBacklog(d.log)
+	reg.MustRegister(buildInfo, backlog)
 	sup := bridge.NewSupervisor(d.log, bridge.NewMetrics(reg))
 
 	// Not ready until the pipelines are set up: an empty supervisor would
@@ -155,6 +166,14 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	started.Store(true)
 	d.log.Info("qbridge running", "version", buildVersion(), "config", d.path, "pipelines", sup.Names())
+	interval := d.backlogInterval
+	if interval == 0 {
+		interval = monitor.BacklogInterval
+	}
+	pollCtx, stopPoll := context.WithCancel(context.WithoutCancel(ctx))
+	pollDone := make(chan struct{})
+	go func() { backlog.Run(pollCtx, interval, d.counters); close(pollDone) }()
+	defer func() { stopPoll(); <-pollDone }()
 
 	for stopping := false; !stopping; {
 		select {
@@ -191,6 +210,19 @@ func (d *daemon) run(ctx context.Context) int {
 			return 1
 		}
 	}
+}
+
+// counters are the backlog gauge's counts, one per configured pipeline.
+func (d *daemon) counters() []monitor.Counter {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	cs := make([]monitor.Counter, 0, len(d.cfg.Pipelines))
+	for _, p := range d.cfg.Pipelines {
+		cs = append(cs, monitor.Counter{Pipeline: p.Name, Count: func(ctx context.Context) (driver.Backlog, error) {
+			return p.CountSource(ctx, d.log)
+		}})
+	}
+	return cs
 }
 
 // readiness is /readyz's report: each pipeline's state, with the ones

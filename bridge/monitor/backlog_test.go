@@ -1,0 +1,107 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+)
+
+// The gauge follows the broker's counts at each poll, not at each scrape;
+// a kind that cannot count is asked once; a failing count removes the
+// series; a pipeline removed by a reload loses its series.
+func TestBacklogPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBacklog(slog.New(slog.DiscardHandler))
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(b)
+
+		var mu sync.Mutex
+		calls := map[string]int{}
+		sqsCount := driver.Backlog{Ready: 7, InFlight: 2, Scheduled: 1}
+		var sqsErr error
+		pipelines := []string{"sqs", "amqp"}
+		counters := func() []Counter {
+			mu.Lock()
+			defer mu.Unlock()
+			var cs []Counter
+			for _, p := range pipelines {
+				cs = append(cs, Counter{Pipeline: p, Count: func(context.Context) (driver.Backlog, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					calls[p]++
+					if p == "amqp" {
+						return driver.Backlog{}, fmt.Errorf("counting an amqp source: %w", errors.ErrUnsupported)
+					}
+					return sqsCount, sqsErr
+				}})
+			}
+			return cs
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { b.Run(ctx, BacklogInterval, counters); close(done) }()
+
+		check := func(step, want string) {
+			t.Helper()
+			synctest.Wait()
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qbridge_source_backlog_messages"); err != nil {
+				t.Errorf("%s: %v", step, err)
+			}
+		}
+		const help = "# HELP qbridge_source_backlog_messages Messages the source broker reports for the pipeline's entity, by state (ready, in_flight, scheduled, dead_letter), polled every 30s; absent where the broker cannot count.\n# TYPE qbridge_source_backlog_messages gauge\n"
+		check("first poll", help+`qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 2
+qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 7
+qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 1
+`)
+		mu.Lock()
+		sqsCount = driver.Backlog{Ready: 3, DeadLetter: 4}
+		mu.Unlock()
+		check("scrape between polls keeps the polled figure", help+`qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 2
+qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 7
+qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 1
+`)
+		time.Sleep(BacklogInterval)
+		check("second poll", help+`qbridge_source_backlog_messages{pipeline="sqs",state="dead_letter"} 4
+qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 0
+qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 3
+qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 0
+`)
+		mu.Lock()
+		sqsErr = errors.New("AccessDenied")
+		mu.Unlock()
+		time.Sleep(BacklogInterval)
+		check("failing count", "")
+		mu.Lock()
+		sqsErr = nil
+		mu.Unlock()
+		time.Sleep(BacklogInterval)
+		check("count back", help+`qbridge_source_backlog_messages{pipeline="sqs",state="dead_letter"} 4
+qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 0
+qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 3
+qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 0
+`)
+		mu.Lock()
+		pipelines = []string{"amqp"}
+		mu.Unlock()
+		time.Sleep(BacklogInterval)
+		check("pipeline removed", "")
+		mu.Lock()
+		if calls["amqp"] != 1 || calls["sqs"] != 4 {
+			t.Errorf("calls %v, want amqp asked once and sqs at each of its 4 polls", calls)
+		}
+		mu.Unlock()
+		cancel()
+		<-done
+	})
+}
