@@ -1,0 +1,344 @@
+package e2e
+
+// qbridge migrate from JetStream into sinks that deduplicate (SQS FIFO,
+// Service Bus with duplicate detection) across a kill -9, into a sink that
+// refuses some messages, and dry runs that must leave both sides as they
+// were.
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/qbridge/qbridge/internal/migrate"
+)
+
+// migJSSourceTo is a pipeline from the JetStream stream (subjects "in.>",
+// durable "mig") into sink, which is a whole sink block. The group key is
+// the "tenant" header, one message in flight per group.
+func migJSSourceTo(url, stream, sink string) string {
+	return fmt.Sprintf(`
+pipeline "mig" {
+  source "nats" {
+    url            = %[1]q
+    subject        = "in.>"
+    reconnect_wait = "200ms"
+    jetstream {
+      stream          = %[2]q
+      durable         = "mig"
+      ack_wait        = "3s"
+      fetch_wait      = "300ms"
+      max_ack_pending = 2000
+    }
+  }
+%[3]s
+  mapping {
+    group_key = "{attr.tenant}"
+  }
+  ordering {
+    per_group = 1
+  }
+  retry {
+    initial = "50ms"
+    max     = "500ms"
+  }
+  shutdown_timeout = "5s"
+}
+`, url, stream, sink)
+}
+
+// kill -9 in the middle of a migration into a sink that deduplicates, then
+// the same command again: every message exactly once at the sink (what was
+// in flight at the kill is re-sent with the same id and dropped by the
+// broker), each group in order, the source drained.
+func TestMigrateKillAndResumeDedupSinks(t *testing.T) {
+	const groups, per = 20, 30
+	const n = groups * per
+	type sinkUnderTest struct {
+		block string
+		count func() int      // messages stored at the sink, without consuming them
+		drain func() []string // every stored body, in the order the sink delivers them per group
+	}
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) sinkUnderTest
+	}{
+		{"sqs-fifo", func(t *testing.T) sinkUnderTest {
+			e := sqsSetup(t)
+			q := e.createQueue(t, "dst", true, nil)
+			return sinkUnderTest{
+				block: fmt.Sprintf("  sink \"sqs\" {\n%s  }\n", e.conn(q)),
+				count: func() int { v, nv, d := e.approx(t, q); return v + nv + d },
+				drain: func() []string {
+					var bodies []string
+					for {
+						ms := e.receive(t, q, 1, true)
+						if len(ms) == 0 {
+							return bodies
+						}
+						for _, m := range ms {
+							bodies = append(bodies, *m.Body)
+						}
+					}
+				},
+			}
+		}},
+		{"servicebus-duplicate-detection", func(t *testing.T) sinkUnderTest {
+			srv := sbStartServer(t, `{"queues":[{"name":"orders","requiresDuplicateDetection":true,"lockDuration":"PT30S"}]}`)
+			c := sbClient(t, srv)
+			return sinkUnderTest{
+				block: fmt.Sprintf("  sink \"servicebus\" {\n%s    queue = \"orders\"\n  }\n", sbConn(srv)),
+				count: func() int { return migSBCount(t, c, "orders", sbMain) },
+				drain: func() []string {
+					var bodies []string
+					for _, m := range sbReceive(t, c, "orders", sbMain, migSBCount(t, c, "orders", sbMain), time.Minute) {
+						bodies = append(bodies, string(m.Body))
+					}
+					return bodies
+				},
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := tc.setup(t)
+			ns := natsStartServer(t)
+			_, js := natsConnect(t, ns.URL())
+			natsCreateStream(t, js, "MIG_IN", "in.>")
+			natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+			cfg := migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_IN", sink.block))
+
+			first := migStart(t, "-yes", "-idle", "1s", "-rate", "150", "-progress", "off", cfg)
+			eventually(t, 90*time.Second, "a quarter migrated", func() bool { return sink.count() >= n/4 })
+			if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if code := first.wait(t, 10*time.Second); code != -int(syscall.SIGKILL) {
+				t.Fatalf("first run exit %d, want killed", code)
+			}
+			before := sink.count()
+			if before >= n {
+				t.Fatalf("the kill came too late to test a resume (%d of %d moved)", before, n)
+			}
+
+			code, rep, _ := migRun(t, 3*time.Minute, "-idle", "1s", "-progress", "off", cfg)
+			if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+				t.Fatalf("second run: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+			}
+			// The second run accounts for the rest: it wrote at least what
+			// was not at the sink (plus what was in flight at the kill).
+			j := rep.Jobs[0]
+			if rest := int64(n - before); j.Written < rest || j.Written != j.Acknowledged || !j.Drained {
+				t.Errorf("second run: written %d, acknowledged %d, drained %v; %d were left", j.Written, j.Acknowledged, j.Drained, rest)
+			}
+			if p, ap := migConsumerPending(t, js, "MIG_IN", "mig"); p != 0 || ap != 0 {
+				t.Errorf("source consumer: %d pending, %d ack pending", p, ap)
+			}
+			if got := sink.count(); got != n {
+				t.Errorf("sink holds %d, want %d (lost or duplicated across the kill)", got, n)
+			}
+			bodies := sink.drain()
+			seen := map[string]bool{}
+			last := map[int]int{}
+			for _, b := range bodies {
+				if seen[b] {
+					t.Errorf("duplicate %s", b)
+				}
+				seen[b] = true
+				g, seq, ok := natsParse([]byte(b))
+				if !ok {
+					t.Fatalf("foreign body %q", b)
+				}
+				if p, ok := last[g]; ok && seq <= p && tc.name == "sqs-fifo" {
+					t.Errorf("group %d: %d after %d", g, seq, p)
+				}
+				last[g] = seq
+			}
+			if len(seen) != n {
+				t.Errorf("%d distinct messages at the sink, want %d", len(seen), n)
+			}
+		})
+	}
+}
+
+// JetStream → SQS: SQS cannot hold attribute names starting with "AWS." nor
+// a message over its size limit. Both are dead-lettered with their reason
+// (the JetStream dead-letter stream gets DeadLetterReason), the report
+// counts them by reason, the progress lines count them, the exit code is 3.
+func TestMigrateDeadLettersRejectedAndTooLarge(t *testing.T) {
+	env := sqsSetup(t)
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_SRC", "in.>")
+	natsCreateStream(t, js, "MIG_DLQ", "dlq")
+	queue := env.createQueue(t, "dst", false, nil)
+	const n = 80
+	want := map[string]int64{} // reason → count
+	for i := range n {
+		m := nats.NewMsg("in.x")
+		m.Data = []byte(fmt.Sprintf("body %d", i))
+		m.Header.Set("n", strconv.Itoa(i))
+		switch {
+		case i%10 == 3:
+			m.Header.Set("AWS.internal", "reserved by SQS")
+			want["rejected"]++
+		case i%10 == 7:
+			m.Data = []byte(strings.Repeat("x", 300<<10)) // over SQS's 256 KiB
+			want["too-large"]++
+		}
+		if _, err := js.PublishMsg(natsCtx(t, 5*time.Second), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := want["rejected"] + want["too-large"]
+	cfg := migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_SRC", fmt.Sprintf(`  sink "sqs" {
+%s  }
+  dead_letter {
+    sink "nats" {
+      url     = %q
+      subject = "dlq"
+      jetstream {
+        ack_timeout = "5s"
+      }
+    }
+  }
+`, env.conn(queue), ns.URL())))
+
+	code, rep, m := migRun(t, 2*time.Minute, "-idle", "1s", "-progress", "log", "-progress-every", "200ms", cfg)
+	if code != migrate.ExitDeadLettered || rep.Outcome != migrate.OutcomeDeadLettered || rep.ExitCode != migrate.ExitDeadLettered {
+		t.Fatalf("exit %d (report %d), outcome %s: %s", code, rep.ExitCode, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.Written != n-bad || j.DeadLetteredTotal != bad || j.Written+j.DeadLetteredTotal != j.Read-j.Dropped-j.Skipped {
+		t.Errorf("read %d, written %d, dead-lettered %d (want %d and %d)", j.Read, j.Written, j.DeadLetteredTotal, n-bad, bad)
+	}
+	for reason, c := range want {
+		if j.DeadLettered[reason] != c {
+			t.Errorf("dead-lettered %q: %d, want %d (all: %v)", reason, j.DeadLettered[reason], c, j.DeadLettered)
+		}
+		if ex, ok := j.Examples[reason]; !ok || ex.Description == "" {
+			t.Errorf("no example with a description for %q: %+v", reason, ex)
+		}
+	}
+	if !strings.Contains(j.Examples["rejected"].Description, "AWS.internal") {
+		t.Errorf("the rejected example does not name the attribute: %+v", j.Examples["rejected"])
+	}
+	finish := regexp.MustCompile(`msg="migration finished" pipeline=mig moved=(\d+) .*dead_lettered=(\d+) `).FindStringSubmatch(m.errb.String())
+	if finish == nil || finish[2] != strconv.FormatInt(bad, 10) {
+		t.Errorf("the last progress line does not count %d dead letters: %q", bad, finish)
+	}
+	if got := len(env.collect(t, queue, int(n-bad), 30*time.Second)); got != int(n-bad) {
+		t.Errorf("SQS queue holds %d, want %d", got, n-bad)
+	}
+	got := map[string]int64{}
+	for _, d := range sqsReadStream(t, js, "MIG_DLQ", int(bad)) {
+		got[d.Headers().Get("DeadLetterReason")]++
+	}
+	for reason, c := range want {
+		if got[reason] != c {
+			t.Errorf("dead-letter stream: %d with DeadLetterReason %q, want %d (all: %v)", got[reason], reason, c, got)
+		}
+	}
+}
+
+// -progress log -progress-every 200ms: the start line has the total, each
+// progress line has moved ≤ total, moved never goes back, a rate, no dead
+// letters; several lines fall in the middle of the run; the last says 100 %.
+func TestMigrateProgressLogFigures(t *testing.T) {
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	const groups, per = 10, 150
+	const n = groups * per
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+
+	// The cap makes the run last about 3 s: room for a dozen lines.
+	code, rep, m := migRun(t, 90*time.Second, "-idle", "1s", "-rate", "500", "-progress", "log", "-progress-every", "200ms", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	logs := m.errb.String()
+	line := regexp.MustCompile(`msg="migration progress" pipeline=mig moved=(\d+) total=(\d+)(?: percent=([\d.]+))? rate=(\d+)/s .*written=(\d+) dead_lettered=(\d+) `)
+	var middle, withRate int
+	prev := int64(-1)
+	for _, s := range line.FindAllStringSubmatch(logs, -1) {
+		moved, _ := strconv.ParseInt(s[1], 10, 64)
+		total, _ := strconv.ParseInt(s[2], 10, 64)
+		rate, _ := strconv.Atoi(s[4])
+		written, _ := strconv.ParseInt(s[5], 10, 64)
+		if total != n || moved > total || moved < prev || written > moved || s[6] != "0" {
+			t.Errorf("progress line %q: want total %d, moved ≤ total and not going back (previous %d), written ≤ moved, no dead letters", s[0], n, prev)
+		}
+		if s[3] != "" {
+			if pct, _ := strconv.ParseFloat(s[3], 64); pct < 100*float64(moved)/float64(total)-0.1 || pct > 100*float64(moved)/float64(total)+0.1 {
+				t.Errorf("progress line %q: percent does not match moved/total", s[0])
+			}
+		}
+		if moved > 0 && moved < total {
+			middle++
+			if rate > 0 {
+				withRate++
+			}
+		}
+		prev = moved
+	}
+	if middle < 3 || withRate == 0 {
+		t.Errorf("%d progress lines in the middle of the run (%d with a rate), want ≥ 3:\n%s", middle, withRate, natsTail(logs, 30))
+	}
+	fin := regexp.MustCompile(`msg="migration finished" pipeline=mig moved=(\d+) total=(\d+) percent=100.0 rate=(\d+)/s`).FindStringSubmatch(logs)
+	if fin == nil || fin[1] != strconv.Itoa(n) || fin[2] != strconv.Itoa(n) {
+		t.Fatalf("finish line: %q\n%s", fin, natsTail(logs, 10))
+	}
+	// The line's rate is the report's (messages over active time) and it
+	// honours the cap, give or take the first second's burst.
+	rate, _ := strconv.ParseFloat(fin[3], 64)
+	if j := rep.Jobs[0]; rate < j.Rate-1 || rate > j.Rate+1 || rate > 500*1.5 {
+		t.Errorf("finish line rate %.0f/s, report %.1f/s, cap 500/s", rate, j.Rate)
+	}
+}
+
+// A dry run JetStream → JetStream translates every message without acking
+// any and writes nothing: the source stream and its consumer's pending
+// count, and the sink stream, are as before; the report says what would
+// be written.
+func TestMigrateDryRunJetStreamUnchanged(t *testing.T) {
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	const groups, per = 10, 30
+	const n = groups * per
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+
+	code, rep, _ := migRun(t, 90*time.Second, "-dry-run", "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete || rep.Mode != migrate.ModeDryRun {
+		t.Fatalf("exit %d, mode %s, outcome %s: %s", code, rep.Mode, rep.Outcome, rep.Reason)
+	}
+	if d := rep.Jobs[0].DryRun; d == nil || d.WouldWrite != n || d.Sampled || len(d.WouldReject) != 0 {
+		t.Errorf("dry run report %+v, want %d would be written, not sampled", d, n)
+	}
+	if got := migStreamMsgs(t, js, "MIG_IN"); got != n {
+		t.Errorf("source stream holds %d, want %d", got, n)
+	}
+	if got := migStreamMsgs(t, js, "MIG_OUT"); got != 0 {
+		t.Errorf("the dry run wrote %d messages to the sink", got)
+	}
+	// The durable (if the dry run made one) still has everything pending
+	// once unacked deliveries expire: the real migration then moves all.
+	code, rep, _ = migRun(t, 90*time.Second, "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Jobs[0].Written != n {
+		t.Fatalf("the migration after the dry run: exit %d, wrote %d of %d: %s", code, rep.Jobs[0].Written, n, rep.Reason)
+	}
+	if got := migStreamMsgs(t, js, "MIG_OUT"); got != n {
+		t.Errorf("sink stream holds %d after the migration, want %d", got, n)
+	}
+}
