@@ -7,6 +7,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/internal/migrate"
@@ -340,5 +344,130 @@ func TestMigrateDryRunJetStreamUnchanged(t *testing.T) {
 	}
 	if got := migStreamMsgs(t, js, "MIG_OUT"); got != n {
 		t.Errorf("sink stream holds %d after the migration, want %d", got, n)
+	}
+}
+
+// SIGINT during SQS → JetStream: exit 130 and the report so far; what was
+// received but not written (prefetched, in flight) is made visible again at
+// once, not when the 2-minute visibility timeout lapses: source + sink
+// account for every message within seconds, each once.
+func TestMigrateInterruptSQSHandsBack(t *testing.T) {
+	env := sqsSetup(t)
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_FROM_SQS", "from.sqs")
+	queue := env.createQueue(t, "src", false, nil)
+	const n = 1500
+	var entries []types.SendMessageBatchRequestEntry
+	for i := range n {
+		entries = append(entries, types.SendMessageBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i % 10)), MessageBody: aws.String(fmt.Sprintf("body %d", i)),
+		})
+	}
+	env.sendBatch(t, queue, entries)
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "sqs-int" {
+  source "sqs" {
+%s  }
+  sink "nats" {
+    url     = %q
+    subject = "from.sqs"
+    jetstream {
+      ack_timeout = "5s"
+    }
+  }
+  shutdown_timeout = "10s"
+}
+`, env.conn(queue, `wait_time = "1s"`, `visibility_timeout = "120s"`), ns.URL()))
+	report := filepath.Join(t.TempDir(), "report.json")
+	m := migStart(t, "-yes", "-rate", "200", "-progress", "off", "-report", report, cfg)
+	eventually(t, 60*time.Second, "some migrated", func() bool { return migStreamMsgs(t, js, "MIG_FROM_SQS") >= 200 })
+	if err := m.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := m.wait(t, 30*time.Second); code != migrate.ExitInterrupted {
+		t.Fatalf("exit %d, want %d", code, migrate.ExitInterrupted)
+	}
+	rep := migReadReport(t, report)
+	if rep.Outcome != migrate.OutcomeInterrupted || !strings.Contains(m.out.String(), "interrupted") {
+		t.Errorf("outcome %s; summary:\n%s", rep.Outcome, m.out.String())
+	}
+	j := rep.Jobs[0]
+	if j.Written == 0 || j.Written >= n {
+		t.Fatalf("written %d: the interrupt came too early or too late", j.Written)
+	}
+	if j.Read-j.HandedBack != j.Written+j.DeadLetteredTotal+j.Skipped {
+		t.Errorf("report does not account for what it read: read %d − handed back %d ≠ written %d + dead-lettered %d + skipped %d",
+			j.Read, j.HandedBack, j.Written, j.DeadLetteredTotal, j.Skipped)
+	}
+	var sink uint64
+	eventually(t, 20*time.Second, "source + sink to hold every message, none invisible", func() bool {
+		v, nv, d := env.approx(t, queue)
+		sink = migStreamMsgs(t, js, "MIG_FROM_SQS")
+		return nv == 0 && d == 0 && uint64(v)+sink == n
+	})
+	if int64(sink) != j.Written {
+		t.Errorf("sink holds %d, the report says %d written", sink, j.Written)
+	}
+	seen := map[string]bool{}
+	for _, msg := range sqsReadStream(t, js, "MIG_FROM_SQS", int(sink)) {
+		if seen[string(msg.Data())] {
+			t.Errorf("duplicate %q", msg.Data())
+		}
+		seen[string(msg.Data())] = true
+	}
+}
+
+// Copy mode on JetStream reads the stream without acking: the source stream
+// and the pipeline's durable are left as they were. A copy with -state
+// killed midway and run again continues after its checkpoint; the sink
+// stream ends with each message once; a move afterwards still finds all.
+func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	const groups, per = 10, 60
+	const n = groups * per
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+	state := filepath.Join(t.TempDir(), "state.json")
+
+	first := migStart(t, "-yes", "-copy", "-state", state, "-rate", "150", "-progress", "off", cfg)
+	eventually(t, 60*time.Second, "a checkpoint", func() bool {
+		b, err := os.ReadFile(state)
+		return err == nil && len(b) > 0 && migStreamMsgs(t, js, "MIG_OUT") >= 150
+	})
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(t, 10*time.Second)
+	copied := migStreamMsgs(t, js, "MIG_OUT")
+	if copied >= n {
+		t.Fatalf("the kill came too late (%d of %d copied)", copied, n)
+	}
+
+	code, rep, _ := migRun(t, 90*time.Second, "-copy", "-state", state, "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete || rep.Mode != migrate.ModeCopy {
+		t.Fatalf("exit %d, mode %s, outcome %s: %s", code, rep.Mode, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.ResumedFrom == 0 || j.Written >= n || j.Written < int64(n)-int64(copied) {
+		t.Errorf("resumed from %d, wrote %d: the first run copied %d of %d", j.ResumedFrom, j.Written, copied, n)
+	}
+	if got := migStreamMsgs(t, js, "MIG_OUT"); got != n {
+		t.Errorf("sink stream holds %d, want %d", got, n)
+	}
+	if got := migStreamMsgs(t, js, "MIG_IN"); got != n {
+		t.Errorf("the copy changed the source stream: %d messages, want %d", got, n)
+	}
+	// The durable saw nothing: a move now takes every message (the sink
+	// stream drops them all as duplicates of the copy).
+	code, rep, _ = migRun(t, 90*time.Second, "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Jobs[0].Written != n {
+		t.Errorf("the move after the copy: exit %d, wrote %d of %d: %s", code, rep.Jobs[0].Written, n, rep.Reason)
+	}
+	if got := migStreamMsgs(t, js, "MIG_OUT"); got != n {
+		t.Errorf("sink stream holds %d after the move, want %d", got, n)
 	}
 }
