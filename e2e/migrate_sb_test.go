@@ -416,3 +416,55 @@ pipeline "fifo" {
 		t.Errorf("re-run with -new-dedup-ids: %d stored, want %d", len(got), groups*per)
 	}
 }
+
+// JetStream stream → SQS FIFO: the group key becomes MessageGroupId and each
+// group arrives in stream order.
+func TestMigrateJetStreamToSQSFIFO(t *testing.T) {
+	const groups, per = 6, 25
+	e := sqsSetup(t)
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	dst := e.createQueue(t, "dst", true, nil)
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "js-to-fifo" {
+  source "nats" {
+    url     = %q
+    subject = "in.>"
+    jetstream {
+      stream  = "MIG_IN"
+      durable = "fifo"
+    }
+  }
+  sink "sqs" {
+%s  }
+  mapping {
+    group_key = "{attr.tenant}"
+  }
+}
+`, ns.URL(), e.conn(dst)))
+	code, rep, _ := migRun(t, 2*time.Minute, "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if j := rep.Jobs[0]; j.Written != groups*per || j.Groups != groups {
+		t.Errorf("written %d, groups %d", j.Written, j.Groups)
+	}
+	got := e.collect(t, dst, groups*per, 60*time.Second)
+	if len(got) != groups*per {
+		t.Fatalf("SQS FIFO holds %d, want %d", len(got), groups*per)
+	}
+	last := map[string]int{}
+	for _, m := range got {
+		g, seq, ok := natsParse([]byte(aws.ToString(m.Body)))
+		group := m.Attributes["MessageGroupId"]
+		if !ok || group != natsGroup(g) {
+			t.Fatalf("message %q in group %q", aws.ToString(m.Body), group)
+		}
+		if p, ok := last[group]; ok && seq <= p {
+			t.Fatalf("group %s: %d after %d", group, seq, p)
+		}
+		last[group] = seq
+	}
+}

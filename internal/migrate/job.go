@@ -102,7 +102,8 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		}
 		return tr.wrap(s), nil
 	}
-	cfg.Transform = j.transform(cfg.Transform)
+	tr.groupsByRules = cfg.Transform != nil
+	cfg.Transform = j.transform(cfg.Transform, tr)
 	p, err := bridge.New(cfg)
 	if err != nil {
 		return fail(err)
@@ -246,7 +247,7 @@ func (j *job) definition(tr *tracker) (bridge.Definition, bool, error) {
 }
 
 // transform adds the migration's own adjustments after the mapping rules.
-func (j *job) transform(rules func(*mapping.Message) error) func(*mapping.Message) error {
+func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*mapping.Message) error {
 	rerun := j.opt.RunID
 	deadLetterQueue := j.queue == "dead-letter"
 	if rules == nil && rerun == "" && !deadLetterQueue {
@@ -271,6 +272,7 @@ func (j *job) transform(rules func(*mapping.Message) error) func(*mapping.Messag
 			if err := rules(m); err != nil {
 				return err
 			}
+			tr.group(m.GroupKey)
 		}
 		if rerun != "" {
 			m.DedupID = rerunDedupID(m.DedupKey(), rerun)

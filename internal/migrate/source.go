@@ -40,6 +40,9 @@ type tracker struct {
 	rejects    map[string]int64 // dry run: reason code → count
 	examples   map[string]Example
 	notCopied  int64 // copy mode: deliveries handed back, so not copied
+	// groupsByRules: the mapping rules set the group key, so groups are
+	// recorded after them (job.transform), not from the source's message.
+	groupsByRules bool
 }
 
 func newTracker() *tracker {
@@ -119,16 +122,30 @@ func (t *tracker) received(n int) {
 func (t *tracker) seen(m *mapping.Message, pos uint64, hasPos bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if g := m.GroupKey; g != "" {
-		if _, ok := t.groups[g]; !ok {
-			t.groups[g] = struct{}{}
-			if len(t.groupNames) < maxGroupNames {
-				t.groupNames = append(t.groupNames, g)
-			}
-		}
+	if !t.groupsByRules {
+		t.groupLocked(m.GroupKey)
 	}
 	if hasPos {
 		t.pending[pos] = struct{}{}
+	}
+}
+
+// group records a group key the mapping rules gave a message.
+func (t *tracker) group(g string) {
+	t.mu.Lock()
+	t.groupLocked(g)
+	t.mu.Unlock()
+}
+
+func (t *tracker) groupLocked(g string) {
+	if g == "" {
+		return
+	}
+	if _, ok := t.groups[g]; !ok {
+		t.groups[g] = struct{}{}
+		if len(t.groupNames) < maxGroupNames {
+			t.groupNames = append(t.groupNames, g)
+		}
 	}
 }
 
