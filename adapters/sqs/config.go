@@ -58,6 +58,10 @@ type SourceConfig struct {
 	Heartbeat string `hcl:"heartbeat,optional"`
 	// Linger is how long Ack, Nack and Extend wait to fill a batch call.
 	Linger string `hcl:"linger,optional"`
+	// DeadLetterQueueURL names the queue's dead-letter queue for qbridge
+	// migrate -include-dead-letters; empty: found through the queue's
+	// RedrivePolicy. The daemon does not read it.
+	DeadLetterQueueURL string `hcl:"dead_letter_queue_url,optional"`
 }
 
 // SinkConfig is the body of `sink "sqs" { ... }`.
@@ -204,6 +208,12 @@ func (c *SourceConfig) Validate() error {
 func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	if err := c.ConnConfig.validate(); err != nil {
 		return nil, err
+	}
+	if c.DeadLetterQueueURL != "" {
+		u, err := url.Parse(c.DeadLetterQueueURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || queueNameOf(c.DeadLetterQueueURL) == "" {
+			return nil, adaptercfg.Errorf("dead_letter_queue_url", "%q is not an http(s) queue URL such as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME", c.DeadLetterQueueURL)
+		}
 	}
 	s := &sourceSettings{maxMessages: c.MaxMessages, pollers: c.Pollers}
 	var err error

@@ -125,12 +125,18 @@ func entryError(op string, f types.BatchResultErrorEntry) error {
 	if e.Permanent() {
 		return driver.Permanent(e)
 	}
+	if isThrottlingCode(e.Code) {
+		return driver.Throttled(e)
+	}
 	return e
 }
 
 // callError wraps a whole-call failure for each entry of the call.
 func callError(op string, err error) error {
 	err = fmt.Errorf("sqs: %s: %w", op, err)
+	if t := markThrottled(err); driver.IsThrottled(t) {
+		return t // before permanentCall: a query-compatible code is a client fault it does not know
+	}
 	if permanentCall(err) {
 		return driver.Permanent(err)
 	}

@@ -129,12 +129,7 @@ func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings
 	}
 	s := &Sink{
 		api: client, queue: q, set: set, log: log.With("queue", q.url),
-		enc: sqsmap.EncodeOptions{
-			Options: mapping.Options{
-				Policy: cfg.Policy, MaxMessageSize: set.maxMessageSize, CarrySource: cfg.CarrySource, OnDrop: cfg.OnDrop,
-			},
-			FIFO: q.fifo, DefaultGroup: set.defaultGroup, ContentBasedDedup: cbd,
-		},
+		enc:      encodeOptions(cfg, set, q.fifo, cbd),
 		inflight: map[string]int{},
 		wake:     make(chan struct{}, 1),
 		senders:  make(chan struct{}, set.senders),
@@ -143,6 +138,17 @@ func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings
 	s.ready.check = func(ctx context.Context) error { return queueReady(ctx, s.api, s.queue.url) }
 	go s.flusher()
 	return s, nil
+}
+
+// encodeOptions is how a sink with cfg encodes for a queue: shared by the
+// sink and the dry-run sink, so both reach the same verdicts.
+func encodeOptions(cfg *SinkConfig, set *sinkSettings, fifo, contentBasedDedup bool) sqsmap.EncodeOptions {
+	return sqsmap.EncodeOptions{
+		Options: mapping.Options{
+			Policy: cfg.Policy, MaxMessageSize: set.maxMessageSize, CarrySource: cfg.CarrySource, OnDrop: cfg.OnDrop,
+		},
+		FIFO: fifo, DefaultGroup: set.defaultGroup, ContentBasedDedup: contentBasedDedup,
+	}
 }
 
 // Send sends msgs and returns one error per message: nil once SQS stored it,

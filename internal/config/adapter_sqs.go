@@ -19,5 +19,10 @@ func init() {
 			}
 			c.CarrySource = c.CarrySource || o.CarrySource
 		},
+		CountSource:      sqs.CountSource,
+		CountSink:        sqs.CountSink,
+		Browse:           sqs.Browse,
+		DeadLetterSource: sqs.DeadLetterSource,
+		NewDrySink:       sqs.NewDrySink,
 	})
 }

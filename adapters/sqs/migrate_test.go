@@ -1,0 +1,234 @@
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// Counts on fauxqs: visible, not visible (received, unsettled) and delayed
+// messages land in their own fields, for a source and a sink block.
+func TestCountQueueFauxqs(t *testing.T) {
+	t.Parallel()
+	c := adminClient(t)
+	url := createQueue(t, c, false, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 0; i < 5; i++ {
+		in := &awssqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(fmt.Sprint("m", i))}
+		if i == 4 {
+			in.DelaySeconds = 600
+		}
+		if _, err := c.SendMessage(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 1, VisibilityTimeout: 600})
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("receive: %v, %d messages", err, len(got.Messages))
+	}
+	want := driver.Backlog{Ready: 3, InFlight: 1, Scheduled: 1}
+
+	src, err := CountSource(ctx, SourceConfig{ConnConfig: conn(t, url)}, testLogger(t))
+	if err != nil || src != want {
+		t.Errorf("CountSource = %+v, %v; want %+v", src, err, want)
+	}
+	sc := conn(t, "")
+	sc.QueueName = queueNameOf(url)
+	snk, err := CountSink(ctx, SinkConfig{ConnConfig: sc}, testLogger(t))
+	if err != nil || snk != want {
+		t.Errorf("CountSink (by name) = %+v, %v; want %+v", snk, err, want)
+	}
+}
+
+// The dead-letter queue: the configured URL, else the RedrivePolicy's
+// target, else ErrNoDeadLetterQueue.
+func TestDeadLetterSourceFauxqs(t *testing.T) {
+	t.Parallel()
+	c := adminClient(t)
+	dlq := createQueue(t, c, false, nil)
+	redrive := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"3"}`, queueArn(t, c, dlq))
+	withPolicy := createQueue(t, c, false, map[string]string{"RedrivePolicy": redrive})
+	plain := createQueue(t, c, false, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	for _, tc := range []struct {
+		name    string
+		cfg     SourceConfig
+		wantURL string
+		wantErr error
+	}{
+		{"redrive policy", SourceConfig{ConnConfig: conn(t, withPolicy), MaxMessages: 3}, dlq, nil},
+		{"configured", SourceConfig{ConnConfig: conn(t, plain), DeadLetterQueueURL: dlq}, dlq, nil},
+		{"none", SourceConfig{ConnConfig: conn(t, plain)}, "", driver.ErrNoDeadLetterQueue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DeadLetterSource(ctx, tc.cfg, testLogger(t))
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.QueueURL != tc.wantURL || got.DeadLetterQueueURL != "" || got.MaxMessages != tc.cfg.MaxMessages {
+				t.Fatalf("got queue %q (dlq %q, max %d), want %q with the rest kept", got.QueueURL, got.DeadLetterQueueURL, got.MaxMessages, tc.wantURL)
+			}
+			if err := got.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Counts on the stub: a service without the counters cannot be counted
+// (errors.ErrUnsupported), a bad value is an error, a queue name is
+// resolved first.
+func TestStubCountQueue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		attrs   map[string]string
+		want    driver.Backlog
+		wantErr error
+		anyErr  bool
+	}{
+		{"all", map[string]string{"ApproximateNumberOfMessages": "7", "ApproximateNumberOfMessagesNotVisible": "2", "ApproximateNumberOfMessagesDelayed": "1"},
+			driver.Backlog{Ready: 7, InFlight: 2, Scheduled: 1}, nil, false},
+		{"missing counter", map[string]string{"ApproximateNumberOfMessages": "7"}, driver.Backlog{}, errors.ErrUnsupported, true},
+		{"not a number", map[string]string{"ApproximateNumberOfMessages": "x", "ApproximateNumberOfMessagesNotVisible": "0", "ApproximateNumberOfMessagesDelayed": "0"},
+			driver.Backlog{}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubAPI{attrs: tc.attrs}
+			got, err := countQueue(context.Background(), stub, &ConnConfig{QueueName: "q"})
+			if tc.anyErr != (err != nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+				t.Fatalf("err = %v, want %v (any: %v)", err, tc.wantErr, tc.anyErr)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBrowseRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Browse(SourceConfig{ConnConfig: ConnConfig{QueueName: "q"}}, 0)
+	if !errors.Is(err, driver.ErrCannotBrowse) || !strings.Contains(err.Error(), "without receiving") {
+		t.Fatalf("Browse: %v", err)
+	}
+}
+
+// Throttling answers, whole-call or per entry, are marked driver.Throttled
+// and stay retryable; other failures are not marked.
+func TestStubSinkThrottled(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		callErr   error
+		entryCode string
+		throttled bool
+	}{
+		{"OverLimit typed", &types.OverLimit{Message: aws.String("too many in flight")}, "", true},
+		{"RequestThrottled typed", &types.RequestThrottled{}, "", true},
+		{"ThrottlingException", &smithy.GenericAPIError{Code: "ThrottlingException", Fault: smithy.FaultClient}, "", true},
+		{"query-compatible code", &smithy.GenericAPIError{Code: "AWS.SimpleQueueService.RequestThrottled", Fault: smithy.FaultClient}, "", true},
+		{"server fault", &smithy.GenericAPIError{Code: "InternalError", Fault: smithy.FaultServer}, "", false},
+		{"entry RequestThrottled", nil, "RequestThrottled", true},
+		{"entry KmsThrottled", nil, "KmsThrottled", true},
+		{"entry InternalError", nil, "InternalError", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubAPI{}
+			stub.sendBatch = func(_ int, in *awssqs.SendMessageBatchInput) (*awssqs.SendMessageBatchOutput, error) {
+				if tc.callErr != nil {
+					return nil, tc.callErr
+				}
+				out := &awssqs.SendMessageBatchOutput{}
+				for _, e := range in.Entries {
+					out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String(tc.entryCode), SenderFault: true})
+				}
+				return out, nil
+			}
+			snk := stubSink(t, stub, false, SinkConfig{})
+			for i, err := range snk.Send(context.Background(), []*mapping.Message{{Body: []byte("a")}, {Body: []byte("b")}}) {
+				if err == nil || driver.IsPermanent(err) || driver.IsThrottled(err) != tc.throttled {
+					t.Errorf("message %d: %v: throttled %v, want %v (and retryable)", i, err, driver.IsThrottled(err), tc.throttled)
+				}
+			}
+		})
+	}
+}
+
+// The dry-run sink reaches the real sink's verdicts without any call: the
+// stub counts none.
+func TestStubDrySinkMatchesSink(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 2000)
+	msgs := func() []*mapping.Message {
+		return []*mapping.Message{
+			{Body: []byte("fine")},
+			{Body: []byte(big)},
+			{Body: []byte("grouped"), GroupKey: "g1"},
+			{Body: []byte("bad attr"), Attributes: []mapping.Attribute{{Name: "AWS.reserved", Value: mapping.String("v")}}},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		fifo   bool
+		policy mapping.Policy
+	}{
+		{"standard reject", false, mapping.Reject},
+		{"fifo reject", true, mapping.Reject},
+		{"standard drop", false, mapping.Drop},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := SinkConfig{MaxMessageSize: 1024, Policy: tc.policy}
+			stub := &stubAPI{}
+			real := stubSink(t, stub, tc.fifo, cfg)
+			want := real.Send(context.Background(), msgs())
+
+			cfg.QueueURL = stubURL(tc.fifo)
+			dry, err := NewDrySink(context.Background(), cfg, testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stub.mu.Lock()
+			before := stub.nSend + stub.nSendBatch
+			stub.mu.Unlock()
+			got := dry.Send(context.Background(), msgs())
+			for i := range want {
+				if (want[i] == nil) != (got[i] == nil) || driver.IsPermanent(want[i]) != driver.IsPermanent(got[i]) {
+					t.Errorf("message %d: dry %v, real %v", i, got[i], want[i])
+				}
+			}
+			if got[1] == nil {
+				t.Errorf("a 2000-byte body passed a 1024-byte limit")
+			}
+			stub.mu.Lock()
+			after := stub.nSend + stub.nSendBatch
+			stub.mu.Unlock()
+			if after != before {
+				t.Errorf("the dry sink made %d send calls", after-before)
+			}
+			if err := dry.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
