@@ -5,7 +5,7 @@
 #
 #   export QBRIDGE_AMQP_URL=amqp://guest:guest@127.0.0.1:5672
 #   qbridge validate configs/amqp-to-nats.hcl
-#   qbridge run -config configs/amqp-to-nats.hcl
+#   qbridge run configs/amqp-to-nats.hcl
 #
 # Environment:
 #   QBRIDGE_AMQP_URL       (required) the AMQP broker, amqp://user:pass@host:port

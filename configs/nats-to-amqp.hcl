@@ -5,7 +5,7 @@
 #
 #   export QBRIDGE_AMQP_URL=amqp://guest:guest@127.0.0.1:5672
 #   qbridge validate configs/nats-to-amqp.hcl
-#   qbridge run -config configs/nats-to-amqp.hcl
+#   qbridge run configs/nats-to-amqp.hcl
 #
 # Environment:
 #   QBRIDGE_AMQP_URL       (required) the AMQP broker, amqp://user:pass@host:port

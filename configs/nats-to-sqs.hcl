@@ -6,8 +6,9 @@
 # delayed on a standard queue with DelaySeconds.
 #
 #   export QBRIDGE_SQS_SINK_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/invoices
+#   export QBRIDGE_SQS_DLQ_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/invoices-dlq
 #   qbridge validate configs/nats-to-sqs.hcl
-#   qbridge run -config configs/nats-to-sqs.hcl
+#   qbridge run configs/nats-to-sqs.hcl
 #
 # Environment:
 #   QBRIDGE_SQS_SINK_QUEUE_URL      the queue to fill (required)

@@ -7,7 +7,7 @@
 #
 #   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
 #   qbridge validate configs/servicebus-to-nats.hcl
-#   qbridge run -config configs/servicebus-to-nats.hcl
+#   qbridge run configs/servicebus-to-nats.hcl
 #
 # Environment:
 #   SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string

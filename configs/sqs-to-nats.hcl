@@ -6,7 +6,7 @@
 #
 #   export QBRIDGE_SQS_SOURCE_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo
 #   qbridge validate configs/sqs-to-nats.hcl
-#   qbridge run -config configs/sqs-to-nats.hcl
+#   qbridge run configs/sqs-to-nats.hcl
 #
 # Environment:
 #   QBRIDGE_SQS_SOURCE_QUEUE_URL    the queue to drain (required)

@@ -4,6 +4,10 @@
 # what Service Bus cannot take goes to an SQS dead-letter queue with the
 # reason, so a migration accounts for every message.
 #
+#   export SQS_TO_SERVICEBUS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders
+#   export SQS_TO_SERVICEBUS_DLQ_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders-dlq
+#   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
+#   qbridge validate -strict configs/sqs-to-servicebus.hcl
 #   qbridge migrate -dry-run configs/sqs-to-servicebus.hcl      # what would happen
 #   qbridge migrate -report report.json configs/sqs-to-servicebus.hcl
 #

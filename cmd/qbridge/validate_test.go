@@ -123,3 +123,50 @@ func TestExampleConfigsValidateWithoutEnv(t *testing.T) {
 		t.Errorf("validate -strict without the variables = %d, want 1 naming them\n%s", code, errOut)
 	}
 }
+
+// Each example works as its header says: with only the variables its
+// "export" lines set, "validate -strict" passes, and every variable its
+// body reads is named in the header.
+func TestExampleConfigHeaders(t *testing.T) {
+	files, err := filepath.Glob("../../configs/*.hcl")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example configurations: %v", err)
+	}
+	envRef := regexp.MustCompile(`env\("([A-Z0-9_]+)"`)
+	export := regexp.MustCompile(`(?m)^#\s+export ([A-Z0-9_]+)=(.*)$`)
+	bodies := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[f] = string(b)
+		for _, m := range envRef.FindAllStringSubmatch(string(b), -1) {
+			if m[1] == "HOME" { // the user's, not the example's
+				continue
+			}
+			t.Setenv(m[1], "")
+			os.Unsetenv(m[1])
+		}
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src := bodies[f]
+			header, body := src, ""
+			if i := strings.Index(src, "\npipeline "); i >= 0 {
+				header, body = src[:i], src[i:]
+			}
+			for _, m := range envRef.FindAllStringSubmatch(body, -1) {
+				if m[1] != "HOME" && !strings.Contains(header, m[1]) {
+					t.Errorf("reads %s, which its header does not name", m[1])
+				}
+			}
+			for _, m := range export.FindAllStringSubmatch(header, -1) {
+				t.Setenv(m[1], strings.Trim(m[2], `'"`))
+			}
+			if code, out, errOut := runCmd(t, "validate", "-strict", f); code != 0 {
+				t.Errorf("with the header's exports only, validate -strict = %d\n%s%s", code, out, errOut)
+			}
+		})
+	}
+}
