@@ -34,6 +34,9 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 		log = slog.Default()
 	}
 	log = log.With("adapter", "nats", "role", "source")
+	if cfg.browse && set.js != nil {
+		return newBrowseSource(ctx, set, cfg.browseAfter, log)
+	}
 	if set.js != nil {
 		return newJSSource(ctx, set, log)
 	}

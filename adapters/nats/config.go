@@ -93,6 +93,11 @@ type SourceConfig struct {
 
 	GroupHeader           string `hcl:"group_header,optional"`
 	GroupFromSubjectToken int    `hcl:"group_from_subject_token,optional"`
+
+	// Set by Browse (qbridge migrate), not from HCL: read the stream
+	// without acknowledging, after this stream sequence.
+	browse      bool
+	browseAfter uint64
 }
 
 // SinkConfig is the body of `sink "nats" { ... }`.

@@ -23,6 +23,7 @@ type sink struct {
 	set   *sinkSettings
 	codec codec
 	log   *slog.Logger
+	dups  duplicates
 }
 
 func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, log *slog.Logger) (*sink, error) {
@@ -139,15 +140,20 @@ func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {
 			idx = append(idx, i)
 		}
 		for k, f := range futures {
-			errs[idx[k]] = waitAck(ctx, f)
+			errs[idx[k]] = waitAck(ctx, f, &s.dups)
 		}
 	}
 }
 
-func waitAck(ctx context.Context, f jetstream.PubAckFuture) error {
+func waitAck(ctx context.Context, f jetstream.PubAckFuture, dups *duplicates) error {
 	select {
-	case <-f.Ok():
-		return nil // a duplicate (same Nats-Msg-Id within the window) is stored once: success
+	case ack := <-f.Ok():
+		// A duplicate (same Nats-Msg-Id within the window) is stored once:
+		// success, counted.
+		if ack != nil && ack.Duplicate {
+			dups.n.Add(1)
+		}
+		return nil
 	case err := <-f.Err():
 		return publishErr(err)
 	case <-ctx.Done():

@@ -16,5 +16,9 @@ func init() {
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
 			c.Policy, c.MaxMessageSize, c.CarrySource, c.OnDrop = o.Policy, o.MaxMessageSize, o.CarrySource, o.OnDrop
 		},
+		CountSource: nats.CountSource,
+		CountSink:   nats.CountSink,
+		Browse:      nats.Browse,
+		NewDrySink:  nats.NewDrySink,
 	})
 }

@@ -1,0 +1,334 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// What qbridge migrate needs from NATS (docs/adapter-nats.md, "Counting,
+// browsing and dead-letter queues"). Only JetStream keeps messages: a core
+// subject has nothing to count or browse.
+
+var (
+	_ driver.Source            = (*browseSource)(nil)
+	_ driver.Browser           = (*browseSource)(nil)
+	_ driver.DuplicateReporter = (*sink)(nil)
+	_ driver.Sink              = (*drySink)(nil)
+)
+
+// CountSource asks the server for the durable consumer's backlog: NumPending
+// (not yet delivered) is Ready, NumAckPending (delivered, not acknowledged)
+// is InFlight. Before the consumer exists, the stream's messages on the
+// consumer's filter subjects are all Ready.
+func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.Backlog, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("nats source: %w", err)
+	}
+	if set.js == nil {
+		return driver.Backlog{}, fmt.Errorf("nats: a core NATS subject keeps no messages to count: %w", errors.ErrUnsupported)
+	}
+	js, closeConn, err := countConn(ctx, set.conn, log)
+	if err != nil {
+		return driver.Backlog{}, err
+	}
+	defer closeConn()
+	j := set.js
+	cons, err := js.Consumer(ctx, j.stream, j.durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		n, err := streamMsgs(ctx, js, j.stream, j.filterSubjects)
+		return driver.Backlog{Ready: n}, err
+	}
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("nats: consumer %s of stream %s: %w", j.durable, j.stream, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("nats: consumer %s info: %w", j.durable, err)
+	}
+	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending)}, nil
+}
+
+// CountSink counts the messages of the sink's stream: the one named in its
+// jetstream block, or the stream that holds its subject.
+func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Backlog, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("nats sink: %w", err)
+	}
+	if set.js == nil {
+		return driver.Backlog{}, fmt.Errorf("nats: a core NATS subject keeps no messages to count: %w", errors.ErrUnsupported)
+	}
+	stream := set.js.stream
+	if stream == "" && strings.ContainsAny(cfg.Subject, "{}") {
+		return driver.Backlog{}, fmt.Errorf("nats: the sink subject %q is a template: name its stream (jetstream { stream = ... }) to count it: %w", cfg.Subject, errors.ErrUnsupported)
+	}
+	js, closeConn, err := countConn(ctx, set.conn, log)
+	if err != nil {
+		return driver.Backlog{}, err
+	}
+	defer closeConn()
+	if stream == "" {
+		if stream, err = js.StreamNameBySubject(ctx, cfg.Subject); err != nil {
+			return driver.Backlog{}, fmt.Errorf("nats: the stream that holds %q: %w", cfg.Subject, err)
+		}
+	}
+	n, err := streamMsgs(ctx, js, stream, nil)
+	return driver.Backlog{Ready: n}, err
+}
+
+func countConn(ctx context.Context, cc connConfig, log *slog.Logger) (jetstream.JetStream, func(), error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	c, err := dial(ctx, cc, log.With("adapter", "nats", "role", "count"))
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		c.close()
+		return nil, nil, fmt.Errorf("nats: jetstream: %w", err)
+	}
+	return js, c.close, nil
+}
+
+// streamMsgs counts a stream's messages, on the given subjects when set.
+func streamMsgs(ctx context.Context, js jetstream.JetStream, stream string, subjects []string) (int64, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("nats: stream %s: %w", stream, err)
+	}
+	if len(subjects) == 0 {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("nats: stream %s info: %w", stream, err)
+		}
+		return int64(info.State.Msgs), nil
+	}
+	var n int64
+	for _, f := range subjects {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(f))
+		if err != nil {
+			return 0, fmt.Errorf("nats: stream %s info on %s: %w", stream, f, err)
+		}
+		for _, c := range info.State.Subjects {
+			n += int64(c)
+		}
+	}
+	return n, nil
+}
+
+// Browse returns cfg changed so that its source reads the stream without
+// acknowledging anything, after stream sequence after: an ordered consumer
+// the server forgets when it is closed. Core NATS cannot be browsed.
+func Browse(cfg SourceConfig, after uint64) (SourceConfig, error) {
+	if cfg.JetStream == nil {
+		return cfg, fmt.Errorf("nats: a core NATS subject keeps no messages to read again: %w", driver.ErrCannotBrowse)
+	}
+	js := *cfg.JetStream
+	cfg.JetStream = &js
+	cfg.browse, cfg.browseAfter = true, after
+	return cfg, nil
+}
+
+// browseSource reads a stream with an ordered consumer: no acks, nothing
+// changes on the server, and every message carries its stream sequence.
+type browseSource struct {
+	conn  *conn
+	cons  jetstream.Consumer
+	set   *sourceSettings
+	codec codec
+	log   *slog.Logger
+	end   uint64 // the stream's last sequence when browsing began
+	wait  time.Duration
+
+	mu      sync.Mutex
+	last    uint64
+	drained bool
+}
+
+func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log *slog.Logger) (*browseSource, error) {
+	c, err := dial(ctx, set.conn, log)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("nats: jetstream: %w", err)
+	}
+	j := set.js
+	st, err := js.Stream(ctx, j.stream)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("nats: stream %s: %w", j.stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("nats: stream %s info: %w", j.stream, err)
+	}
+	filters := j.filterSubjects
+	// A durable that exists decides what the pipeline reads: browse the same.
+	if dc, err := js.Consumer(ctx, j.stream, j.durable); err == nil {
+		if ci, err := dc.Info(ctx); err == nil {
+			if f := filters0(ci.Config); len(f) > 0 {
+				filters = f
+			}
+		}
+	}
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if after > 0 {
+		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	cons, err := st.OrderedConsumer(ctx, occ)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("nats: ordered consumer on %s: %w", j.stream, err)
+	}
+	s := &browseSource{
+		conn: c, cons: cons, set: set, codec: newCodec(set.groupHeader, mapping.Options{}), log: log,
+		end: info.State.LastSeq, wait: min(j.fetchWait, time.Second), last: after,
+	}
+	s.drained = s.end <= after
+	log.Info("nats jetstream browsing", "stream", j.stream, "after", after, "last_seq", s.end, "filter_subjects", filters)
+	return s, nil
+}
+
+func filters0(c jetstream.ConsumerConfig) []string {
+	if len(c.FilterSubjects) > 0 {
+		return c.FilterSubjects
+	}
+	if c.FilterSubject != "" {
+		return []string{c.FilterSubject}
+	}
+	return nil
+}
+
+func (s *browseSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	batch, err := s.cons.Fetch(max, jetstream.FetchMaxWait(s.wait))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("nats: browse fetch: %w", err)
+	}
+	var out []driver.Delivery
+	for m := range batch.Messages() {
+		meta, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+		d := &browseDelivery{}
+		d.msg, d.decodeErr = s.codec.decodeJS(raw, meta)
+		if d.decodeErr != nil {
+			d.msg = s.codec.decodeRaw(raw, meta)
+		}
+		applySubjectGroup(d.msg, m.Subject(), s.set.groupToken)
+		out = append(out, d)
+		s.mu.Lock()
+		s.last = meta.Sequence.Stream
+		if s.last >= s.end || meta.NumPending == 0 {
+			s.drained = true
+		}
+		s.mu.Unlock()
+	}
+	if len(out) == 0 {
+		if ferr := batch.Error(); ferr != nil && !errors.Is(ferr, nats.ErrTimeout) && ctx.Err() == nil {
+			return nil, fmt.Errorf("nats: browse fetch: %w", ferr)
+		}
+		// Nothing more within the wait: what the stream held is read.
+		s.mu.Lock()
+		s.drained = true
+		s.mu.Unlock()
+	}
+	return out, ctx.Err()
+}
+
+// Drained reports whether the stream was read to where it ended when
+// browsing began (or nothing more came).
+func (s *browseSource) Drained() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drained
+}
+
+func (s *browseSource) Close(context.Context) error {
+	s.conn.close()
+	return nil
+}
+
+func (s *browseSource) Ready(context.Context) error { return s.conn.ready() }
+
+// browseDelivery settles nothing: the message stays in the stream.
+type browseDelivery struct {
+	msg       *mapping.Message
+	decodeErr error
+}
+
+func (d *browseDelivery) Message() *mapping.Message                        { return d.msg }
+func (d *browseDelivery) DecodeError() error                               { return d.decodeErr }
+func (d *browseDelivery) Ack(context.Context) error                        { return nil }
+func (d *browseDelivery) Nack(context.Context, time.Duration) error        { return nil }
+func (d *browseDelivery) Extend(context.Context, time.Duration) error      { return nil }
+func (d *browseDelivery) DeadLetter(context.Context, string, string) error { return nil }
+
+// NewDrySink encodes every message exactly as the sink would (subject
+// template, headers, size limit, policy) and publishes nothing.
+func NewDrySink(_ context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("nats sink: %w", err)
+	}
+	// Without a connection the server's max_payload is unknown: the
+	// server's default (1 MiB) unless the mapping block sets a limit.
+	limit := 1 << 20
+	if cfg.MaxMessageSize > 0 {
+		limit = cfg.MaxMessageSize
+	}
+	return &drySink{set: set, codec: newCodec(set.groupHeader, mapping.Options{
+		Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: cfg.OnDrop,
+	})}, nil
+}
+
+type drySink struct {
+	set   *sinkSettings
+	codec codec
+}
+
+func (s *drySink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		subject := s.set.subject.render(m, s.set.groupToken)
+		if _, err := s.codec.encode(m, subject); err != nil {
+			errs[i] = fmt.Errorf("nats: encode for %q: %w", subject, err)
+		}
+	}
+	return errs
+}
+
+func (s *drySink) Close(context.Context) error { return nil }
+
+// duplicates counts the publishes JetStream acknowledged as duplicates
+// (same Nats-Msg-Id within the stream's duplicate window): stored once.
+type duplicates struct{ n atomic.Int64 }
+
+// Duplicates implements driver.DuplicateReporter.
+func (s *sink) Duplicates() int64 { return s.dups.n.Load() }
