@@ -188,6 +188,7 @@ func TestMigrateDeadLettersRejectedAndTooLarge(t *testing.T) {
 		m := nats.NewMsg("in.x")
 		m.Data = []byte(fmt.Sprintf("body %d", i))
 		m.Header.Set("n", strconv.Itoa(i))
+		m.Header.Set("tenant", natsGroup(i%4)) // the pipeline's group key
 		switch {
 		case i%10 == 3:
 			m.Header.Set("AWS.internal", "reserved by SQS")
