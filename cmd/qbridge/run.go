@@ -24,6 +24,7 @@ import (
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/bridge/monitor"
 	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/internal/telemetry"
 )
 
 func init() {
@@ -100,8 +101,9 @@ type daemon struct {
 
 	log   *slog.Logger
 	level *slog.LevelVar
-	cfgMu sync.Mutex     // guards cfg: /readyz reads it during a reload
-	cfg   *config.Config // the configuration running
+	tel   *telemetry.Tracing // nil: tracing off
+	cfgMu sync.Mutex         // guards cfg: /readyz reads it during a reload
+	cfg   *config.Config     // the configuration running
 }
 
 // run returns the exit code: 0 after a graceful stop, 1 if the daemon
@@ -156,9 +158,28 @@ func (d *daemon) run(ctx context.Context) int {
 		}
 	}()
 
+	tel, stopTel, err := telemetry.FromEnv(ctx, buildVersion())
+	if err != nil {
+		d.log.Error("cannot set up tracing (OTEL_* variables)", "error", err)
+		return 1
+	}
+	if tel != nil {
+		d.log.Info("tracing on: spans go to the OTLP endpoint of the OTEL_* variables")
+	}
+	d.tel = tel
+	defer func() {
+		// Flush what the exporter holds; a collector that is gone costs
+		// at most this long.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTel(fctx); err != nil {
+			d.log.Warn("flushing traces", "error", err)
+		}
+	}()
+
 	defs, err := cfg.Definitions(d.log)
 	if err == nil {
-		err = sup.Apply(defs)
+		err = sup.Apply(d.traced(cfg, defs))
 	}
 	if err != nil {
 		d.log.Error("cannot start the pipelines", "error", err)
@@ -212,6 +233,27 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 }
 
+// traced gives each pipeline's source and sink their spans when tracing is
+// on (telemetry wraps the openers; the engine and the Specs that decide
+// restarts are untouched).
+func (d *daemon) traced(cfg *config.Config, defs []bridge.Definition) []bridge.Definition {
+	if d.tel == nil {
+		return defs
+	}
+	byName := map[string]*config.Pipeline{}
+	for _, p := range cfg.Pipelines {
+		byName[p.Name] = p
+	}
+	for i, def := range defs {
+		if p := byName[def.Config.Name]; p != nil {
+			defs[i].Config = d.tel.Wrap(def.Config,
+				telemetry.EndpointOf(p.Spec.Source.Kind, p.Spec.Source.Config),
+				telemetry.EndpointOf(p.Spec.Sink.Kind, p.Spec.Sink.Config))
+		}
+	}
+	return defs
+}
+
 // counters are the backlog gauge's counts, one per configured pipeline.
 func (d *daemon) counters() []monitor.Counter {
 	d.cfgMu.Lock()
@@ -260,7 +302,7 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 	}
 	defs, err := cfg.Definitions(d.log)
 	if err == nil {
-		err = sup.Apply(defs)
+		err = sup.Apply(d.traced(cfg, defs))
 	}
 	if err != nil {
 		d.log.Error("configuration reload failed; the running configuration stays", "error", err)

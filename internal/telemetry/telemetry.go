@@ -1,0 +1,393 @@
+// Package telemetry gives each message that crosses a pipeline its own
+// OpenTelemetry spans, following the messaging semantic conventions
+// (https://opentelemetry.io/docs/specs/semconv/messaging/messaging-spans/):
+// a "process" span from receipt to settlement at the source, and a "send"
+// span per attempt at the sink. The process span's parent is the trace
+// context the message carried in (mapping.Message.Trace: X-Ray, traceparent
+// or Diagnostic-Id, whichever the source had), and the message leaves with
+// the send span as its parent, written by the sink in its own form. So one
+// trace runs from the producer in one cloud, through qbridge, to the
+// consumer in the other.
+//
+// The engine is not changed: Wrap decorates a pipeline's source and sink
+// openers. With tracing off (no OTEL_* exporter configured) nothing is
+// wrapped, so it costs nothing.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// instrumentation is the tracer's name (the instrumentation scope).
+const instrumentation = "github.com/qbridge/qbridge"
+
+// Tracing makes the spans. A nil *Tracing is valid and traces nothing.
+type Tracing struct {
+	tracer trace.Tracer
+}
+
+// New traces with tp (tests pass an SDK provider with an in-memory
+// exporter).
+func New(tp trace.TracerProvider) *Tracing {
+	return &Tracing{tracer: tp.Tracer(instrumentation)}
+}
+
+// Enabled reports whether the standard OpenTelemetry variables ask for
+// traces: an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER=otlp, and
+// neither OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none.
+func Enabled() bool {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+		return false
+	}
+	switch os.Getenv("OTEL_TRACES_EXPORTER") {
+	case "none":
+		return false
+	case "otlp":
+		return true
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// FromEnv returns the tracing the OTEL_* variables configure (OTLP over
+// HTTP; the exporter reads OTEL_EXPORTER_OTLP_*, the SDK OTEL_TRACES_SAMPLER,
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES), and its shutdown, which
+// flushes the spans. Without them it returns nil and a no-op shutdown.
+// Sampling follows the incoming message's sampled flag unless
+// OTEL_TRACES_SAMPLER says otherwise (the SDK's default, parentbased_always_on).
+func FromEnv(ctx context.Context, version string) (*Tracing, func(context.Context) error, error) {
+	if !Enabled() {
+		return nil, func(context.Context) error { return nil }, nil
+	}
+	if p := os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); p != "" && p != "http/protobuf" {
+		return nil, nil, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=%q: this build exports http/protobuf only", p)
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
+		semconv.ServiceName(serviceName()), semconv.ServiceVersion(version)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return New(tp), tp.Shutdown, nil
+}
+
+func serviceName() string {
+	if n := os.Getenv("OTEL_SERVICE_NAME"); n != "" {
+		return n
+	}
+	return "qbridge"
+}
+
+// Endpoint names a pipeline's source or sink for the spans.
+type Endpoint struct {
+	Kind        string // adapter kind: sqs, servicebus, amqp, nats
+	Destination string // queue, subject or address (messaging.destination.name)
+}
+
+// EndpointOf reads the destination from an adapter's configuration: its
+// Queue, QueueURL (the queue name, its last path segment), Subject, Topic
+// or Address field, the first one set.
+func EndpointOf(kind string, cfg any) Endpoint {
+	e := Endpoint{Kind: kind}
+	v := reflect.ValueOf(cfg)
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return e
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return e
+	}
+	for _, name := range []string{"Queue", "QueueURL", "Subject", "Topic", "Address"} {
+		f := v.FieldByName(name)
+		if !f.IsValid() || f.Kind() != reflect.String || f.String() == "" {
+			continue
+		}
+		d := f.String()
+		if name == "QueueURL" {
+			d = d[strings.LastIndexByte(d, '/')+1:]
+		}
+		e.Destination = d
+		return e
+	}
+	return e
+}
+
+// system is messaging.system for an adapter kind.
+func system(kind string) attribute.KeyValue {
+	switch kind {
+	case "sqs":
+		return semconv.MessagingSystemAWSSQS
+	case "servicebus":
+		return semconv.MessagingSystemServiceBus
+	case "nats":
+		return semconv.MessagingSystemKey.String("nats")
+	case "amqp":
+		return semconv.MessagingSystemKey.String("amqp")
+	}
+	return semconv.MessagingSystemKey.String(kind)
+}
+
+// Wrap returns cfg with its source and sink traced. A nil t returns cfg
+// unchanged.
+func (t *Tracing) Wrap(cfg bridge.Config, src, sink Endpoint) bridge.Config {
+	if t == nil {
+		return cfg
+	}
+	open := cfg.Source
+	cfg.Source = func(ctx context.Context) (driver.Source, error) {
+		s, err := open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return wrapSource(t, s, src), nil
+	}
+	openSink := cfg.Sink
+	cfg.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
+		s, err := openSink(ctx, onDrop)
+		if err != nil {
+			return nil, err
+		}
+		return wrapSink(t, s, sink), nil
+	}
+	return cfg
+}
+
+// spanContext is the message's trace context as a remote parent.
+func spanContext(tr mapping.Trace) trace.SpanContext {
+	if tr.IsZero() {
+		return trace.SpanContext{}
+	}
+	cfg := trace.SpanContextConfig{TraceID: tr.TraceID, SpanID: tr.SpanID, Remote: true}
+	if tr.Sampled() {
+		cfg.TraceFlags = trace.FlagsSampled
+	}
+	if ts, err := trace.ParseTraceState(tr.State); err == nil {
+		cfg.TraceState = ts
+	}
+	return trace.NewSpanContext(cfg)
+}
+
+// withSpan returns tr naming sc as the parent: same trace, sc's span id and
+// sampled flag; the X-Ray extras and tracestate kept.
+func withSpan(tr mapping.Trace, sc trace.SpanContext) mapping.Trace {
+	tr.TraceID = sc.TraceID()
+	tr.SpanID = sc.SpanID()
+	tr.Flags = byte(sc.TraceFlags())
+	tr.XRaySampled = 0 // decided now: the X-Ray field follows the flag
+	return tr
+}
+
+// source starts a process span per delivery.
+type source struct {
+	driver.Source
+	t  *Tracing
+	ep Endpoint
+}
+
+func wrapSource(t *Tracing, s driver.Source, ep Endpoint) driver.Source {
+	ts := &source{Source: s, t: t, ep: ep}
+	if rc, ok := s.(driver.ReadyChecker); ok {
+		return &readySource{source: ts, rc: rc}
+	}
+	return ts
+}
+
+type readySource struct {
+	*source
+	rc driver.ReadyChecker
+}
+
+func (s *readySource) Ready(ctx context.Context) error { return s.rc.Ready(ctx) }
+
+func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	ds, err := s.Source.Receive(ctx, max)
+	now := time.Now()
+	for i, d := range ds {
+		ds[i] = s.t.process(d, s.ep, now)
+	}
+	return ds, err
+}
+
+// process starts the delivery's span, parented on the trace the message
+// carried, and makes the message carry the span onward.
+func (t *Tracing) process(d driver.Delivery, ep Endpoint, at time.Time) driver.Delivery {
+	m := d.Message()
+	if m == nil {
+		return d
+	}
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), spanContext(m.Trace))
+	attrs := []attribute.KeyValue{
+		system(ep.Kind),
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+	}
+	if ep.Destination != "" {
+		attrs = append(attrs, semconv.MessagingDestinationName(ep.Destination))
+	}
+	if m.ID != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(m.ID))
+	}
+	_, span := t.tracer.Start(ctx, spanName("process", ep), trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	m.Trace = withSpan(m.Trace, span.SpanContext())
+	base := &delivery{Delivery: d, span: span}
+	dl, isDL := d.(driver.DeadLetterer)
+	de, isDE := d.(driver.DecodeErrorer)
+	switch {
+	case isDL && isDE:
+		return &struct {
+			*delivery
+			deadLetterer
+			driver.DecodeErrorer
+		}{base, deadLetterer{base, dl}, de}
+	case isDL:
+		return &struct {
+			*delivery
+			deadLetterer
+		}{base, deadLetterer{base, dl}}
+	case isDE:
+		return &struct {
+			*delivery
+			driver.DecodeErrorer
+		}{base, de}
+	}
+	return base
+}
+
+func spanName(op string, ep Endpoint) string {
+	if ep.Destination == "" {
+		return op
+	}
+	return op + " " + ep.Destination
+}
+
+// delivery ends its span when the message is settled.
+type delivery struct {
+	driver.Delivery
+	span trace.Span
+}
+
+func (d *delivery) Ack(ctx context.Context) error {
+	err := d.Delivery.Ack(ctx)
+	d.end("ack", err)
+	return err
+}
+
+func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
+	err := d.Delivery.Nack(ctx, delay)
+	d.end("nack", err)
+	return err
+}
+
+func (d *delivery) end(settlement string, err error) {
+	d.span.SetAttributes(attribute.String("qbridge.settlement", settlement))
+	if err != nil {
+		d.span.RecordError(err)
+		d.span.SetStatus(codes.Error, err.Error())
+	} else if settlement != "ack" {
+		d.span.SetStatus(codes.Error, settlement)
+	}
+	d.span.End()
+}
+
+type deadLetterer struct {
+	d  *delivery
+	dl driver.DeadLetterer
+}
+
+func (x deadLetterer) DeadLetter(ctx context.Context, reason, description string) error {
+	err := x.dl.DeadLetter(ctx, reason, description)
+	x.d.span.SetAttributes(attribute.String("qbridge.dead_letter_reason", reason))
+	x.d.end("dead_letter", err)
+	return err
+}
+
+// sink makes a send span per message and attempt.
+type sink struct {
+	driver.Sink
+	t  *Tracing
+	ep Endpoint
+}
+
+func wrapSink(t *Tracing, s driver.Sink, ep Endpoint) driver.Sink {
+	ts := &sink{Sink: s, t: t, ep: ep}
+	if rc, ok := s.(driver.ReadyChecker); ok {
+		return &readySink{sink: ts, rc: rc}
+	}
+	return ts
+}
+
+type readySink struct {
+	*sink
+	rc driver.ReadyChecker
+}
+
+func (s *readySink) Ready(ctx context.Context) error { return s.rc.Ready(ctx) }
+
+func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
+	out := make([]*mapping.Message, len(msgs))
+	spans := make([]trace.Span, len(msgs))
+	for i, m := range msgs {
+		pctx := ctx
+		if !m.Trace.IsZero() {
+			pctx = trace.ContextWithSpanContext(ctx, spanContext(m.Trace))
+		}
+		attrs := []attribute.KeyValue{
+			system(s.ep.Kind),
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("send"),
+		}
+		if s.ep.Destination != "" {
+			attrs = append(attrs, semconv.MessagingDestinationName(s.ep.Destination))
+		}
+		if m.ID != "" {
+			attrs = append(attrs, semconv.MessagingMessageID(m.ID))
+		}
+		_, spans[i] = s.t.tracer.Start(pctx, spanName("send", s.ep), trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+		// A copy: a retry must start again from the process span, and the
+		// engine's message stays as it was.
+		c := *m
+		c.Trace = withSpan(m.Trace, spans[i].SpanContext())
+		out[i] = &c
+	}
+	errs := s.Sink.Send(ctx, out)
+	for i, sp := range spans {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		}
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+			if errors.Is(err, context.Canceled) {
+				sp.SetAttributes(attribute.Bool("qbridge.cancelled", true))
+			}
+		}
+		sp.End()
+	}
+	return errs
+}

@@ -1,0 +1,251 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qbridge/qbridge/bridge"
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/sbmap"
+	"github.com/qbridge/qbridge/mapping/sqsmap"
+)
+
+// fakeSource hands out the given deliveries once, then waits.
+type fakeSource struct {
+	mu sync.Mutex
+	ds []driver.Delivery
+}
+
+func (s *fakeSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	s.mu.Lock()
+	ds := s.ds
+	s.ds = nil
+	s.mu.Unlock()
+	if len(ds) > 0 {
+		return ds, nil
+	}
+	<-ctx.Done()
+	return nil, nil
+}
+func (s *fakeSource) Close(context.Context) error { return nil }
+
+type fakeDelivery struct {
+	m     *mapping.Message
+	acked chan struct{}
+}
+
+func (d *fakeDelivery) Message() *mapping.Message                   { return d.m }
+func (d *fakeDelivery) Ack(context.Context) error                   { close(d.acked); return nil }
+func (d *fakeDelivery) Nack(context.Context, time.Duration) error   { return nil }
+func (d *fakeDelivery) Extend(context.Context, time.Duration) error { return nil }
+
+// sbSink encodes as the Service Bus sink does and keeps the wire messages.
+type sbSink struct {
+	mu   sync.Mutex
+	sent []map[string]any // application properties
+}
+
+func (s *sbSink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range msgs {
+		am, err := sbmap.Encode(m, mapping.Options{})
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		s.sent = append(s.sent, am.ApplicationProperties)
+	}
+	return errs
+}
+func (s *sbSink) Close(context.Context) error { return nil }
+
+// An SQS message with an X-Ray header crosses a pipeline to Service Bus:
+// qbridge's process span continues the X-Ray trace under its Parent, the
+// send span is its child, and the Diagnostic-Id written names the send
+// span as parent. An unsampled header records nothing and still carries
+// its trace on.
+func TestSQSXRayToServiceBus(t *testing.T) {
+	tests := []struct {
+		name    string
+		header  string
+		sampled bool
+	}{
+		{"sampled", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1", true},
+		{"not sampled", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			defer tp.Shutdown(context.Background())
+
+			m, err := sqsmap.Decode(types.Message{
+				MessageId:  aws.String("0b5f9a1e-7c1f-4a44-9d55-6c2a9f7c2b11"),
+				Body:       aws.String("hello"),
+				Attributes: map[string]string{"AWSTraceHeader": tt.header},
+			}, sqsmap.DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &fakeDelivery{m: m, acked: make(chan struct{})}
+			sink := &sbSink{}
+			cfg := bridge.Config{
+				Name:       "orders",
+				SourceKind: "sqs",
+				Source:     func(context.Context) (driver.Source, error) { return &fakeSource{ds: []driver.Delivery{d}}, nil },
+				SinkKind:   "servicebus",
+				Sink:       func(context.Context, func(string, string)) (driver.Sink, error) { return sink, nil },
+				Options:    bridge.DefaultOptions(),
+				Logger:     slog.New(slog.DiscardHandler),
+			}
+			cfg = New(tp).Wrap(cfg, Endpoint{Kind: "sqs", Destination: "orders"}, Endpoint{Kind: "servicebus", Destination: "orders-sb"})
+			p, err := bridge.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			select {
+			case <-d.acked:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the message was not acked")
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+
+			sink.mu.Lock()
+			sent := sink.sent
+			sink.mu.Unlock()
+			if len(sent) != 1 {
+				t.Fatalf("sink got %d messages", len(sent))
+			}
+			diag, _ := sent[0][sbmap.DiagnosticIDProperty].(string)
+			out, err := mapping.ParseDiagnosticID(diag)
+			if err != nil {
+				t.Fatalf("Diagnostic-Id %q: %v", diag, err)
+			}
+			wantTrace := "5759e988bd862e3fe1be46a994272793"
+			if got := hex.EncodeToString(out.TraceID[:]); got != wantTrace {
+				t.Errorf("outgoing trace %s, want the X-Ray root %s", got, wantTrace)
+			}
+			if out.Sampled() != tt.sampled {
+				t.Errorf("outgoing sampled = %v, want %v (%s)", out.Sampled(), tt.sampled, diag)
+			}
+			spans := exp.GetSpans()
+			if !tt.sampled {
+				if len(spans) != 0 {
+					t.Errorf("%d spans recorded for an unsampled trace", len(spans))
+				}
+				if hex.EncodeToString(out.SpanID[:]) == "53995c3f42cd8ad8" {
+					t.Errorf("the outgoing parent is still the incoming one: %s", diag)
+				}
+				return
+			}
+			var process, send tracetest.SpanStub
+			for _, s := range spans {
+				switch s.SpanKind {
+				case trace.SpanKindConsumer:
+					process = s
+				case trace.SpanKindProducer:
+					send = s
+				}
+			}
+			if process.Name != "process orders" || send.Name != "send orders-sb" {
+				t.Fatalf("spans %q and %q, want process orders and send orders-sb (all: %d)", process.Name, send.Name, len(spans))
+			}
+			if got := process.SpanContext.TraceID().String(); got != wantTrace {
+				t.Errorf("process span trace %s, want the X-Ray root %s", got, wantTrace)
+			}
+			if got := process.Parent.SpanID().String(); got != "53995c3f42cd8ad8" || !process.Parent.IsRemote() {
+				t.Errorf("process span's parent %s (remote %v), want the X-Ray Parent", got, process.Parent.IsRemote())
+			}
+			if send.Parent.SpanID() != process.SpanContext.SpanID() || send.SpanContext.TraceID() != process.SpanContext.TraceID() {
+				t.Errorf("send span's parent %s, want the process span %s", send.Parent.SpanID(), process.SpanContext.SpanID())
+			}
+			if out.SpanID != [8]byte(send.SpanContext.SpanID()) {
+				t.Errorf("Diagnostic-Id %s does not name the send span %s as parent", diag, send.SpanContext.SpanID())
+			}
+			for span, want := range map[*tracetest.SpanStub][]attribute.KeyValue{
+				&process: {
+					attribute.String("messaging.system", "aws_sqs"),
+					attribute.String("messaging.operation.type", "process"),
+					attribute.String("messaging.destination.name", "orders"),
+					attribute.String("messaging.message.id", "0b5f9a1e-7c1f-4a44-9d55-6c2a9f7c2b11"),
+					attribute.String("qbridge.settlement", "ack"),
+				},
+				&send: {
+					attribute.String("messaging.system", "servicebus"),
+					attribute.String("messaging.operation.type", "send"),
+					attribute.String("messaging.destination.name", "orders-sb"),
+				},
+			} {
+				have := map[attribute.Key]attribute.Value{}
+				for _, a := range span.Attributes {
+					have[a.Key] = a.Value
+				}
+				for _, w := range want {
+					if have[w.Key] != w.Value {
+						t.Errorf("span %s: %s = %v, want %v", span.Name, w.Key, have[w.Key].Emit(), w.Value.Emit())
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestEndpointOf(t *testing.T) {
+	tests := []struct {
+		cfg  any
+		want string
+	}{
+		{struct{ QueueURL string }{"https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"}, "orders.fifo"},
+		{&struct{ Queue, Subject string }{"q", "s"}, "q"},
+		{struct{ Subject string }{"demo.in"}, "demo.in"},
+		{struct{ Other string }{"x"}, ""},
+		{nil, ""},
+	}
+	for _, tt := range tests {
+		if got := EndpointOf("k", tt.cfg).Destination; got != tt.want {
+			t.Errorf("EndpointOf(%+v) = %q, want %q", tt.cfg, got, tt.want)
+		}
+	}
+}
+
+func TestEnabled(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, true},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, true},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, true},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_TRACES_EXPORTER": "none"}, false},
+	}
+	for _, tt := range tests {
+		for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"} {
+			t.Setenv(k, tt.env[k])
+		}
+		if got := Enabled(); got != tt.want {
+			t.Errorf("Enabled() with %v = %v, want %v", tt.env, got, tt.want)
+		}
+	}
+}
