@@ -3,6 +3,7 @@ package servicebus
 import (
 	"crypto/x509"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strings"
@@ -95,6 +96,12 @@ type ConnConfig struct {
 	MaxRetries    int    `hcl:"max_retries,optional"`
 	RetryDelay    string `hcl:"retry_delay,optional"`
 	RetryDelayMax string `hcl:"retry_delay_max,optional"`
+	// ManagementEndpoint is where qbridge migrate asks for an entity's
+	// message counts (the management API, https://host[:port] or
+	// http://host[:port]); empty: the REST endpoint with transport =
+	// "https", else https://<namespace>. A test server or emulator that
+	// serves management on a port of its own needs it with AMQP.
+	ManagementEndpoint string `hcl:"management_endpoint,optional"`
 }
 
 // SessionsConfig is the `sessions { ... }` block of a source: the entity
@@ -148,6 +155,11 @@ type SourceConfig struct {
 	// Policy is set by the config layer (untagged: gohcl reads `hcl:"-"`
 	// as an attribute named "-"); decoding has no policy.
 	Policy mapping.Policy
+
+	// Set by Browse (qbridge migrate): peek after sequence number
+	// browseAfter instead of receiving.
+	browse      bool
+	browseAfter uint64
 }
 
 // SinkConfig is the body of `sink "servicebus" { ... }`.
@@ -195,6 +207,7 @@ type connSettings struct {
 	backoff     time.Duration
 	backoffMax  time.Duration
 	tokenTTL    time.Duration
+	mgmtURL     string         // management API: scheme://host[:port]
 	description string         // for logs: namespace and transport, no secrets
 	rootCAs     *x509.CertPool // nil: the system's (tests set their own)
 }
@@ -271,6 +284,18 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	s.baseURL = scheme + "://" + net.JoinHostPort(s.dialHost, s.dialPort)
 	if s.dialPort == defPort { // the URL leaves the scheme's port out
 		s.baseURL = scheme + "://" + strings.TrimSuffix(net.JoinHostPort(s.dialHost, ""), ":")
+	}
+	switch {
+	case c.ManagementEndpoint != "":
+		u, err := url.Parse(c.ManagementEndpoint)
+		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || (u.Scheme != "https" && u.Scheme != "http") {
+			return nil, adaptercfg.Errorf("management_endpoint", "%q: want https://host[:port] or http://host[:port]", c.ManagementEndpoint)
+		}
+		s.mgmtURL = u.Scheme + "://" + u.Host
+	case s.https:
+		s.mgmtURL = s.baseURL
+	default:
+		s.mgmtURL = "https://" + s.namespace
 	}
 	s.appID = c.ApplicationID
 	switch {
@@ -349,6 +374,8 @@ type sourceSettings struct {
 	lockRenewal  time.Duration
 	maxNackDelay time.Duration
 	guard        string
+	browse       bool   // peek, settle nothing (Browse)
+	browseAfter  int64  // the last sequence number already read
 	entityPath   string // as the SDK names it (Source.Address)
 	restPath     string // as the REST API names it
 }
@@ -453,6 +480,12 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, adaptercfg.Errorf("decode_guard", "only used with transport = \"amqp\"")
 	}
 	s.entityPath, s.restPath = entityPaths(s.queue, s.topic, s.subscription, s.subQueue)
+	if c.browse {
+		if c.browseAfter > math.MaxInt64 {
+			return nil, fmt.Errorf("browse position %d: beyond Service Bus sequence numbers (int64)", c.browseAfter)
+		}
+		s.browse, s.browseAfter = true, int64(c.browseAfter)
+	}
 	return s, nil
 }
 

@@ -176,6 +176,8 @@ func (s *sinkCommon) restSendErr(entity string, err error) error {
 		return nil
 	case restPermanent(err):
 		return driver.Permanent(fmt.Errorf("servicebus-https: %s: %w", entity, sessionHint(err)))
+	case restThrottled(err):
+		return driver.Throttled(fmt.Errorf("servicebus-https: %s: %w", entity, err))
 	}
 	return fmt.Errorf("servicebus-https: %s: %w", entity, err)
 }

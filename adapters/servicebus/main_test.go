@@ -73,6 +73,7 @@ var testEntities = []entitySpec{
 	{name: "tls"},
 	{name: "interop"},
 	{name: "rest-settle", lock: 2 * time.Second},
+	{name: "migrate-count"},
 }
 
 // entity names a test entity as the broker knows it.

@@ -196,6 +196,8 @@ func (s *sinkCommon) sendErr(entity string, err error) error {
 		return driver.Permanent(fmt.Errorf("servicebus: %s: the message is larger than the entity takes (max_message_size %d): %w", entity, s.set.maxMessageSize, err))
 	case fatal(err):
 		return driver.Permanent(fmt.Errorf("servicebus: %s: %w", entity, sessionHint(err)))
+	case condition(err) == serverBusy:
+		return driver.Throttled(fmt.Errorf("servicebus: %s: %w", entity, err))
 	}
 	return fmt.Errorf("servicebus: %s: %w", entity, err)
 }

@@ -19,5 +19,10 @@ func init() {
 			}
 			c.CarrySource = c.CarrySource || o.CarrySource
 		},
+		CountSource:      servicebus.CountSource,
+		CountSink:        servicebus.CountSink,
+		Browse:           servicebus.Browse,
+		DeadLetterSource: servicebus.DeadLetterSource,
+		NewDrySink:       servicebus.NewDrySink,
 	})
 }

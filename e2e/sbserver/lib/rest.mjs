@@ -241,6 +241,7 @@ export class RestServer {
     const url = new URL(req.url, 'http://127.0.0.1');
     const segs = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     const mi = segs.findIndex((s) => s.toLowerCase() === 'messages');
+    if (mi < 0 && req.method === 'GET' && segs.length > 0) return this.atomGet(req, res, segs);
     if (mi < 1) throw new HttpError(404, 'Not found: expected {entity}/messages');
     const entityAddr = segs.slice(0, mi).join('/');
     const rest = segs.slice(mi + 1);
@@ -253,6 +254,52 @@ export class RestServer {
     }
     if (rest.length === 2 && ['DELETE', 'PUT', 'POST'].includes(req.method)) return this.onLock(req, res, r, rest[0], rest[1]);
     throw new HttpError(405, `${req.method} ${url.pathname} is not a Service Bus REST operation`);
+  }
+
+  // atomGet answers GET {queue} and GET {topic}/Subscriptions/{sub} of the
+  // management API with the entity's description and its CountDetails, as
+  // the admin clients' Get*RuntimeProperties read them
+  // (https://learn.microsoft.com/en-us/rest/api/servicebus/get-entity and
+  // https://learn.microsoft.com/en-us/azure/service-bus-messaging/message-counters).
+  // Only the counters and times: the rest of the description is not kept.
+  atomGet(req, res, segs) {
+    const path = segs.join('/');
+    this.authorize(req, path, 'Manage');
+    const r = this.ns.resolve(path);
+    if (!r || r.mgmt || (r.kind !== 'queue' && r.kind !== 'subscription')) {
+      // The service answers an unknown entity with an empty feed.
+      res.writeHead(200, { 'Content-Type': 'application/atom+xml;type=feed;charset=utf-8' });
+      res.end(`<feed xmlns="http://www.w3.org/2005/Atom"><title type="text">Publicly Listed Services</title><id>${xmlEscape(`http://${req.headers.host}/${path}`)}</id></feed>`);
+      return;
+    }
+    const e = r.entity;
+    e.expireDue();
+    let active = 0;
+    for (const m of e.messages.values()) if (m.state === 'active') active++;
+    const scheduled = r.kind === 'queue' ? r.target.scheduled.size : 0;
+    const counts = {
+      ActiveMessageCount: active,
+      DeadLetterMessageCount: e.dlq ? e.dlq.messages.size : 0,
+      ScheduledMessageCount: scheduled,
+      TransferMessageCount: 0,
+      TransferDeadLetterMessageCount: e.transferDlq ? e.transferDlq.messages.size : 0,
+    };
+    const total = e.messages.size + scheduled + counts.DeadLetterMessageCount + counts.TransferDeadLetterMessageCount;
+    const desc = r.kind === 'queue' ? 'QueueDescription' : 'SubscriptionDescription';
+    const now = new Date().toISOString();
+    const cd = Object.entries(counts).map(([k, v]) => `<d2p1:${k}>${v}</d2p1:${k}>`).join('');
+    const title = r.kind === 'queue' ? e.name : segs[segs.length - 1];
+    res.writeHead(200, { 'Content-Type': 'application/atom+xml;type=entry;charset=utf-8' });
+    res.end(
+      `<entry xmlns="http://www.w3.org/2005/Atom"><id>${xmlEscape(`http://${req.headers.host}/${path}`)}</id>` +
+        `<title type="text">${xmlEscape(title)}</title><updated>${now}</updated>` +
+        `<content type="application/xml"><${desc} xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">` +
+        `<RequiresSession>${Boolean(e.props.requiresSession)}</RequiresSession>` +
+        `<MessageCount>${total}</MessageCount>` +
+        `<CreatedAt>${now}</CreatedAt><UpdatedAt>${now}</UpdatedAt><AccessedAt>${now}</AccessedAt>` +
+        `<CountDetails xmlns:d2p1="http://schemas.microsoft.com/netservices/2011/06/servicebus">${cd}</CountDetails>` +
+        `</${desc}></content></entry>`,
+    );
   }
 
   userProps(req) {
@@ -369,4 +416,8 @@ export class RestServer {
     res.writeHead(200, { 'Content-Length': '0' });
     res.end();
   }
+}
+
+function xmlEscape(s) {
+  return String(s).replace(/[<>&'"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', "'": '&apos;', '"': '&quot;' })[c]);
 }

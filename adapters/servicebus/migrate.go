@@ -1,0 +1,369 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/sbmap"
+	"github.com/qbridge/qbridge/mapping/sbrest"
+)
+
+// The hooks of qbridge migrate (docs/adapter-servicebus.md, "Counting,
+// browsing and dead-letter queues"): counts from the management API's
+// runtime properties, browsing by peek, the dead-letter sub-queue, and a
+// sink that encodes without sending.
+
+var (
+	_ driver.Source  = (*browseSource)(nil)
+	_ driver.Browser = (*browseSource)(nil)
+	_ driver.Sink    = (*drySink)(nil)
+)
+
+// CountSource reads the source entity's runtime properties
+// (https://learn.microsoft.com/en-us/azure/service-bus-messaging/message-counters):
+// ActiveMessageCount is Ready, ScheduledMessageCount Scheduled,
+// DeadLetterMessageCount DeadLetter. Reading a dead-letter sub-queue, its
+// count is Ready.
+func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.Backlog, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("servicebus source: %w", err)
+	}
+	ac, err := newAdminClient(set.conn, nil)
+	if err != nil {
+		return driver.Backlog{}, err
+	}
+	var c counts
+	if set.queue != "" {
+		c, err = queueCounts(ctx, ac, set.queue)
+	} else {
+		c, err = subscriptionCounts(ctx, ac, set.topic, set.subscription)
+	}
+	if err != nil {
+		return driver.Backlog{}, err
+	}
+	switch set.subQueue {
+	case subQueueDeadLetter:
+		return driver.Backlog{Ready: c.DeadLetter}, nil
+	case subQueueTransferDL:
+		return driver.Backlog{Ready: c.transferDeadLetter}, nil
+	}
+	return c.Backlog, nil
+}
+
+// CountSink reads the sink queue's runtime properties. A topic keeps no
+// messages of its own (its subscriptions do), and a templated entity is
+// not one entity: neither can be counted.
+func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Backlog, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("servicebus sink: %w", err)
+	}
+	name := set.entity.String()
+	switch {
+	case set.entityField != "queue":
+		return driver.Backlog{}, fmt.Errorf("servicebus: topic %q: a topic's messages are counted in its subscriptions: %w", name, errors.ErrUnsupported)
+	case strings.Contains(name, "{"):
+		return driver.Backlog{}, fmt.Errorf("servicebus: queue %q is a template, not one entity: %w", name, errors.ErrUnsupported)
+	}
+	ac, err := newAdminClient(set.conn, nil)
+	if err != nil {
+		return driver.Backlog{}, err
+	}
+	c, err := queueCounts(ctx, ac, name)
+	return c.Backlog, err
+}
+
+// counts is an entity's backlog and its transfer dead-letter count, which
+// only a source reading that sub-queue needs.
+type counts struct {
+	driver.Backlog
+	transferDeadLetter int64
+}
+
+func queueCounts(ctx context.Context, ac *admin.Client, queue string) (counts, error) {
+	resp, err := ac.GetQueueRuntimeProperties(ctx, queue, nil)
+	if err != nil {
+		return counts{}, fmt.Errorf("servicebus: runtime properties of queue %q: %w", queue, err)
+	}
+	if resp == nil { // the SDK's answer for an entity that does not exist
+		return counts{}, fmt.Errorf("servicebus: queue %q does not exist", queue)
+	}
+	p := resp.QueueRuntimeProperties
+	return counts{
+		Backlog: driver.Backlog{
+			Ready: int64(p.ActiveMessageCount), Scheduled: int64(p.ScheduledMessageCount), DeadLetter: int64(p.DeadLetterMessageCount),
+		},
+		transferDeadLetter: int64(p.TransferDeadLetterMessageCount),
+	}, nil
+}
+
+func subscriptionCounts(ctx context.Context, ac *admin.Client, topic, sub string) (counts, error) {
+	resp, err := ac.GetSubscriptionRuntimeProperties(ctx, topic, sub, nil)
+	if err != nil {
+		return counts{}, fmt.Errorf("servicebus: runtime properties of subscription %s/%s: %w", topic, sub, err)
+	}
+	if resp == nil {
+		return counts{}, fmt.Errorf("servicebus: subscription %s/%s does not exist", topic, sub)
+	}
+	p := resp.SubscriptionRuntimeProperties
+	return counts{
+		Backlog: driver.Backlog{
+			// A subscription's scheduled messages wait in its topic.
+			Ready: int64(p.ActiveMessageCount), DeadLetter: int64(p.DeadLetterMessageCount),
+		},
+		transferDeadLetter: int64(p.TransferDeadLetterMessageCount),
+	}, nil
+}
+
+// newAdminClient is the SDK's management client. It always addresses
+// https://<namespace>/ (azservicebus/internal/atom newEntityManagerImpl);
+// when the management endpoint differs (an endpoint override, a test
+// server on plain HTTP), its transport sends each request there instead,
+// keeping the path, the query and the SAS token the SDK signed for the
+// namespace.
+func newAdminClient(c *connSettings, cred azcore.TokenCredential) (*admin.Client, error) {
+	opts := &admin.ClientOptions{}
+	if c.mgmtURL != "https://"+c.namespace {
+		u, err := url.Parse(c.mgmtURL)
+		if err != nil {
+			return nil, fmt.Errorf("servicebus: management endpoint %q: %w", c.mgmtURL, err)
+		}
+		opts.Transport = redirectTransport{to: u, next: &http.Client{Timeout: time.Minute}}
+	}
+	if c.cs != nil {
+		ac, err := admin.NewClientFromConnectionString(c.cs.raw, opts)
+		if err != nil {
+			return nil, fmt.Errorf("servicebus: management client: %w", err)
+		}
+		return ac, nil
+	}
+	if cred == nil {
+		var err error
+		if cred, err = newCredential(c.cred); err != nil {
+			return nil, fmt.Errorf("servicebus: management client: %w", err)
+		}
+	}
+	ac, err := admin.NewClient(c.namespace, cred, opts)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus: management client: %w", err)
+	}
+	return ac, nil
+}
+
+// redirectTransport sends the SDK's requests to another scheme and host.
+type redirectTransport struct {
+	to   *url.URL
+	next *http.Client
+}
+
+var _ policy.Transporter = redirectTransport{}
+
+func (t redirectTransport) Do(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.URL.Scheme, r.URL.Host, r.Host = t.to.Scheme, t.to.Host, ""
+	return t.next.Do(r)
+}
+
+// Browse returns cfg changed so that its source peeks from sequence
+// number after+1 and settles nothing
+// (https://learn.microsoft.com/en-us/azure/service-bus-messaging/message-browsing).
+// Peek is an AMQP operation: the REST API has none; a session entity needs
+// a session receiver per session, which browsing does not do.
+func Browse(cfg SourceConfig, after uint64) (SourceConfig, error) {
+	if t := cfg.Transport; t == transportHTTPS {
+		return cfg, fmt.Errorf("servicebus: the REST API (transport = %q) cannot peek; browse with transport = %q: %w", t, transportAMQP, driver.ErrCannotBrowse)
+	}
+	if cfg.Sessions != nil {
+		return cfg, fmt.Errorf("servicebus: a session entity is peeked session by session, which browsing does not do: %w", driver.ErrCannotBrowse)
+	}
+	cfg.browse, cfg.browseAfter = true, after
+	return cfg, nil
+}
+
+// DeadLetterSource returns cfg reading the entity's dead-letter sub-queue.
+func DeadLetterSource(_ context.Context, cfg SourceConfig, _ *slog.Logger) (SourceConfig, error) {
+	if cfg.SubQueue != "" {
+		return cfg, fmt.Errorf("servicebus: the source reads sub-queue %q, which has no dead-letter queue of its own: %w", cfg.SubQueue, driver.ErrNoDeadLetterQueue)
+	}
+	cfg.SubQueue = subQueueDeadLetter
+	if _, err := cfg.resolve(); err != nil {
+		return cfg, fmt.Errorf("servicebus source: %w", err)
+	}
+	return cfg, nil
+}
+
+// browseSource peeks the entity in sequence-number order. Peeked messages
+// carry no lock: every settlement is a no-op.
+type browseSource struct {
+	client *azservicebus.Client
+	rcv    *azservicebus.Receiver
+	set    *sourceSettings
+	log    *slog.Logger
+
+	mu      sync.Mutex // one peek at a time: next follows the last one
+	next    int64
+	drained bool
+}
+
+func newBrowseSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) (*browseSource, error) {
+	if set.conn.https || set.sessions {
+		return nil, fmt.Errorf("servicebus: browsing needs transport = %q and an entity without sessions: %w", transportAMQP, driver.ErrCannotBrowse)
+	}
+	if cred == nil && set.conn.cs == nil {
+		var err error
+		if cred, err = newCredential(set.conn.cred); err != nil {
+			return nil, fmt.Errorf("servicebus source: %w", err)
+		}
+	}
+	client, err := newSDKClient(set.conn, guardSettings{}, cred)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus source: %w", err)
+	}
+	opts := &azservicebus.ReceiverOptions{}
+	switch set.subQueue {
+	case subQueueDeadLetter:
+		opts.SubQueue = azservicebus.SubQueueDeadLetter
+	case subQueueTransferDL:
+		opts.SubQueue = azservicebus.SubQueueTransfer
+	}
+	var rcv *azservicebus.Receiver
+	if set.queue != "" {
+		rcv, err = client.NewReceiverForQueue(set.queue, opts)
+	} else {
+		rcv, err = client.NewReceiverForSubscription(set.topic, set.subscription, opts)
+	}
+	if err != nil {
+		_ = client.Close(ctx)
+		return nil, fmt.Errorf("servicebus source: %s: %w", set.entityPath, err)
+	}
+	log.Info("servicebus source: browsing (peek)", "namespace", set.conn.description, "entity", set.entityPath, "after", set.browseAfter)
+	return &browseSource{client: client, rcv: rcv, set: set, log: log, next: set.browseAfter + 1}, nil
+}
+
+// browseIdle is how long Receive waits before it peeks again after a
+// peek found nothing.
+const browseIdle = 500 * time.Millisecond
+
+// Receive peeks up to limit messages from the next sequence number. When
+// a peek returns nothing, the entity is read to its end (Drained); Receive
+// then peeks again now and then until ctx ends, for messages sent since.
+func (s *browseSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		from := s.next
+		msgs, err := s.rcv.PeekMessages(ctx, limit, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("servicebus: peek %s from %d: %w", s.set.entityPath, from, err)
+		}
+		if len(msgs) > 0 {
+			out := make([]driver.Delivery, 0, len(msgs))
+			for _, rm := range msgs {
+				if rm.SequenceNumber != nil && *rm.SequenceNumber >= s.next {
+					s.next = *rm.SequenceNumber + 1
+				}
+				m, derr := decodeReceived(rm, s.set.entityPath)
+				out = append(out, &browseDelivery{msg: m, decodeErr: derr})
+			}
+			return out, nil
+		}
+		s.drained = true
+		t := time.NewTimer(browseIdle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Drained reports whether a peek found nothing after the last message.
+func (s *browseSource) Drained() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drained
+}
+
+func (s *browseSource) Close(ctx context.Context) error {
+	return errors.Join(s.rcv.Close(ctx), s.client.Close(ctx))
+}
+
+// browseDelivery is a peeked message: it holds no lock, so nothing settles.
+type browseDelivery struct {
+	msg       *mapping.Message
+	decodeErr error
+}
+
+func (d *browseDelivery) Message() *mapping.Message                        { return d.msg }
+func (d *browseDelivery) DecodeError() error                               { return d.decodeErr }
+func (d *browseDelivery) Ack(context.Context) error                        { return nil }
+func (d *browseDelivery) Nack(context.Context, time.Duration) error        { return nil }
+func (d *browseDelivery) Extend(context.Context, time.Duration) error      { return nil }
+func (d *browseDelivery) DeadLetter(context.Context, string, string) error { return nil }
+
+// NewDrySink returns a sink that resolves each message's entity and
+// encodes it as NewSink's sink would, over AMQP (sbmap) or HTTPS (sbrest),
+// with the same policy and max_message_size, and sends nothing.
+func NewDrySink(_ context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+	set, err := cfg.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("servicebus sink: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &drySink{sinkCommon: &sinkCommon{set: set, log: log}}, nil
+}
+
+type drySink struct{ *sinkCommon }
+
+// Send returns the verdict of the entity template and the encoder for
+// each message.
+func (s *drySink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		_, mm, err := s.target(m)
+		if err == nil {
+			if s.set.conn.https {
+				_, err = sbrest.Encode(mm, s.set.opt)
+			} else {
+				_, err = sbmap.Encode(mm, s.set.opt)
+			}
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
+func (s *drySink) Close(context.Context) error { return nil }
+
+// serverBusy is Service Bus's "slow down" over AMQP
+// (https://learn.microsoft.com/en-us/azure/service-bus-messaging/service-bus-messaging-exceptions-latest#reason-serverbusy).
+const serverBusy = "com.microsoft:server-busy"
+
+// restThrottled reports the REST API's "slow down": 503 Server Busy, and
+// 429 where a gateway throttles
+// (https://learn.microsoft.com/en-us/rest/api/servicebus/send-message-to-queue).
+func restThrottled(err error) bool {
+	s := statusOf(err)
+	return s == http.StatusServiceUnavailable || s == http.StatusTooManyRequests
+}

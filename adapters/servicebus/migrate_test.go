@@ -1,0 +1,214 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// migrateConn is fastConn with the test server's management endpoint (its
+// HTTP port; a real namespace serves management on its own host).
+func migrateConn() ConnConfig {
+	c := fastConn()
+	c.ManagementEndpoint = brokerHTTP
+	return c
+}
+
+// Counts through the official admin client, browsing by peek, and the
+// dead-letter sub-queue, on one queue: two active messages, one scheduled
+// an hour ahead, one dead-lettered.
+func TestMigrateCountBrowseDeadLetter(t *testing.T) {
+	needBroker(t)
+	q := entity("migrate-count")
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: fastConn(), Queue: q})
+	later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	sendAll(t, snk,
+		&mapping.Message{ID: "dead", Body: []byte("dead")},
+		&mapping.Message{ID: "a", Body: []byte("a")},
+		&mapping.Message{ID: "b", Body: []byte("b")},
+		&mapping.Message{ID: "later", Body: []byte("later"), ScheduledAt: later})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: fastConn(), Queue: q, MaxMessages: 1})
+	d := receiveN(t, src, 1, 10*time.Second)[0]
+	if string(d.Message().Body) != "dead" {
+		t.Fatalf("first message %q, want dead", d.Message().Body)
+	}
+	if err := d.(driver.DeadLetterer).DeadLetter(ctxT(t, 10*time.Second), "test", "for the count"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	cfg := SourceConfig{ConnConfig: migrateConn(), Queue: q}
+	// The receiver may hold prefetched messages: their locks are not
+	// counted apart (active includes locked), so the counts are exact.
+	want := driver.Backlog{Ready: 2, Scheduled: 1, DeadLetter: 1}
+	if got, err := CountSource(ctx, cfg, nil); err != nil || got != want {
+		t.Fatalf("CountSource = %+v, %v; want %+v", got, err, want)
+	}
+	if got, err := CountSink(ctx, SinkConfig{ConnConfig: migrateConn(), Queue: q}, nil); err != nil || got != want {
+		t.Fatalf("CountSink = %+v, %v; want %+v", got, err, want)
+	}
+	dl, err := DeadLetterSource(ctx, cfg, nil)
+	if err != nil || dl.SubQueue != subQueueDeadLetter {
+		t.Fatalf("DeadLetterSource = %+v, %v", dl.SubQueue, err)
+	}
+	if got, err := CountSource(ctx, dl, nil); err != nil || got != (driver.Backlog{Ready: 1}) {
+		t.Fatalf("CountSource(dead letters) = %+v, %v; want Ready 1", got, err)
+	}
+	if _, err := DeadLetterSource(ctx, dl, nil); !errors.Is(err, driver.ErrNoDeadLetterQueue) {
+		t.Fatalf("DeadLetterSource of the dead-letter queue: %v", err)
+	}
+	_ = src.Close(ctx) // hand back what it prefetched before browsing
+
+	// Browse from the start: every message, the scheduled one with its
+	// time, in sequence order; settling changes nothing.
+	bcfg, err := Browse(cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bsrc, _ := newTestSource(t, bcfg)
+	got := receiveN(t, bsrc, 3, 10*time.Second)
+	var seqs []uint64
+	for i, d := range got {
+		m := d.Message()
+		if want := []string{"a", "b", "later"}[i]; string(m.Body) != want {
+			t.Fatalf("browsed %d: %q, want %q", i, m.Body, want)
+		}
+		n, err := strconv.ParseUint(m.Source.SequenceNumber, 10, 64)
+		if err != nil || (i > 0 && n <= seqs[i-1]) {
+			t.Fatalf("browsed %d: sequence number %q after %v", i, m.Source.SequenceNumber, seqs)
+		}
+		seqs = append(seqs, n)
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !got[2].Message().ScheduledAt.Equal(later) {
+		t.Errorf("scheduled message: ScheduledAt %v, want %v", got[2].Message().ScheduledAt, later)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	more, _ := bsrc.Receive(rctx, 10)
+	cancel()
+	if len(more) != 0 || !bsrc.(driver.Browser).Drained() {
+		t.Fatalf("after the last message: %d more, drained %v", len(more), bsrc.(driver.Browser).Drained())
+	}
+	if got, err := CountSource(ctx, cfg, nil); err != nil || got != want {
+		t.Fatalf("CountSource after browsing = %+v, %v; want %+v", got, err, want)
+	}
+
+	// Resume after the first: the rest.
+	bcfg, _ = Browse(cfg, seqs[0])
+	bsrc2, _ := newTestSource(t, bcfg)
+	if got := receiveN(t, bsrc2, 2, 10*time.Second); string(got[0].Message().Body) != "b" {
+		t.Fatalf("browse after %d: first %q, want b", seqs[0], got[0].Message().Body)
+	}
+}
+
+// What cannot be counted or browsed says so with the contract's errors.
+func TestMigrateRefusals(t *testing.T) {
+	t.Parallel()
+	cs := "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=a2V5;UseDevelopmentEmulator=true"
+	conn := ConnConfig{ConnectionString: cs}
+	for _, tc := range []struct {
+		name string
+		err  func() error
+		want error
+	}{
+		{"topic sink", func() error {
+			_, err := CountSink(context.Background(), SinkConfig{ConnConfig: conn, Topic: "t"}, nil)
+			return err
+		}, errors.ErrUnsupported},
+		{"templated sink", func() error {
+			_, err := CountSink(context.Background(), SinkConfig{ConnConfig: conn, Queue: "q-{attr.x}"}, nil)
+			return err
+		}, errors.ErrUnsupported},
+		{"browse over https", func() error {
+			c := conn
+			c.Transport = transportHTTPS
+			_, err := Browse(SourceConfig{ConnConfig: c, Queue: "q"}, 0)
+			return err
+		}, driver.ErrCannotBrowse},
+		{"browse sessions", func() error {
+			_, err := Browse(SourceConfig{ConnConfig: conn, Queue: "q", Sessions: &SessionsConfig{}}, 0)
+			return err
+		}, driver.ErrCannotBrowse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.err(); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// The dry-run sink needs no network (the namespace is a closed port) and
+// reaches the sink's verdicts over both transports.
+func TestMigrateDrySink(t *testing.T) {
+	t.Parallel()
+	cs := "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=a2V5;UseDevelopmentEmulator=true"
+	for _, transport := range []string{transportAMQP, transportHTTPS} {
+		t.Run(transport, func(t *testing.T) {
+			cfg := SinkConfig{ConnConfig: ConnConfig{ConnectionString: cs, Transport: transport}, Queue: "orders-{attr.region}", MaxMessageSize: 1024}
+			snk, err := NewDrySink(context.Background(), cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs := []*mapping.Message{
+				msgWith("fine", "region", "eu"),
+				msgWith(strings.Repeat("x", 4096), "region", "eu"),
+				{Body: []byte("no region")},
+			}
+			errs := snk.Send(context.Background(), msgs)
+			if errs[0] != nil {
+				t.Errorf("fine: %v", errs[0])
+			}
+			for i := 1; i < 3; i++ {
+				if errs[i] == nil || !driver.IsPermanent(errs[i]) {
+					t.Errorf("message %d: %v, want a permanent refusal", i, errs[i])
+				}
+			}
+			if err := snk.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func msgWith(body string, attr, value string) *mapping.Message {
+	m := &mapping.Message{Body: []byte(body)}
+	m.SetAttr(attr, mapping.String(value))
+	return m
+}
+
+// Server-busy answers are throttling: transient, and marked.
+func TestMigrateThrottled(t *testing.T) {
+	t.Parallel()
+	s := &sinkCommon{set: &sinkSettings{maxMessageSize: 1024}}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		throttled bool
+	}{
+		{"amqp server-busy", &amqp.Error{Condition: serverBusy, Description: "busy"}, true},
+		{"amqp internal error", &amqp.Error{Condition: amqp.ErrCondInternalError}, false},
+		{"rest 503", &restError{op: "send", status: 503}, true},
+		{"rest 429", &restError{op: "send", status: 429}, true},
+		{"rest 500", &restError{op: "send", status: 500}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.sendErr("q", tc.err)
+			if strings.HasPrefix(tc.name, "rest") {
+				err = s.restSendErr("q", tc.err)
+			}
+			if err == nil || driver.IsPermanent(err) || driver.IsThrottled(err) != tc.throttled {
+				t.Fatalf("%v: throttled %v, permanent %v; want throttled %v", err, driver.IsThrottled(err), driver.IsPermanent(err), tc.throttled)
+			}
+		})
+	}
+}
