@@ -42,6 +42,8 @@ func entityConfig() map[string]any {
 		q("rest-in", nil),
 		q("rest-out", nil),
 		q("rest-batch", nil),
+		// management API (ATOM) runtime properties
+		q("admin-counts", nil),
 		// for the JavaScript SDK
 		q("js-basic", nil),
 		q("js-abandon", nil),
@@ -56,6 +58,9 @@ func entityConfig() map[string]any {
 		map[string]any{"name": "fanout", "subscriptions": []any{
 			map[string]any{"name": "a", "lockDuration": "PT5S"},
 			map[string]any{"name": "b", "lockDuration": "PT5S"},
+		}},
+		map[string]any{"name": "admin-topic", "subscriptions": []any{
+			map[string]any{"name": "s", "lockDuration": "PT5S"},
 		}},
 		map[string]any{"name": "js-topic", "subscriptions": []any{
 			map[string]any{"name": "x"}, map[string]any{"name": "y"},
