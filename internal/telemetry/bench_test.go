@@ -14,8 +14,10 @@ import (
 
 type nopSink struct{}
 
-func (nopSink) Send(_ context.Context, msgs []*mapping.Message) []error { return make([]error, len(msgs)) }
-func (nopSink) Close(context.Context) error                             { return nil }
+func (nopSink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	return make([]error, len(msgs))
+}
+func (nopSink) Close(context.Context) error { return nil }
 
 type oneSource struct{ m mapping.Message }
 
