@@ -8,19 +8,19 @@
 #   qbridge run configs/amqp-to-nats.hcl
 #
 # Environment:
-#   QBRIDGE_AMQP_URL       (required) the AMQP broker, amqp://user:pass@host:port
-#   AMQP_TO_NATS_SOURCE    source address; default "/queue/orders" (RabbitMQ 3.x:
-#                          /queue/NAME declares the queue, /amq/queue/NAME uses an existing one)
-#   QBRIDGE_NATS_URL       NATS server; default nats://127.0.0.1:4222
-#   AMQP_TO_NATS_SUBJECT   subject published to; default "orders.from-amqp"
-#   AMQP_TO_NATS_STREAM    JetStream stream storing it (created if missing); default "ORDERS_FROM_AMQP"
+#   QBRIDGE_AMQP_URL              (required) the AMQP broker, amqp://user:pass@host:port
+#   QBRIDGE_AMQP_TO_NATS_SOURCE   source address; default "/queue/orders" (RabbitMQ 3.x:
+#                                 /queue/NAME declares the queue, /amq/queue/NAME uses an existing one)
+#   QBRIDGE_NATS_URL              NATS server; default nats://127.0.0.1:4222
+#   QBRIDGE_AMQP_TO_NATS_SUBJECT  subject published to; default "orders.from-amqp"
+#   QBRIDGE_AMQP_TO_NATS_STREAM   JetStream stream storing it (created if missing); default "ORDERS_FROM_AMQP"
 #
 # See docs/adapter-amqp.md and docs/adapter-nats.md for every field.
 
 pipeline "amqp-to-nats" {
   source "amqp" {
     url     = env("QBRIDGE_AMQP_URL")
-    address = env("AMQP_TO_NATS_SOURCE", "/queue/orders")
+    address = env("QBRIDGE_AMQP_TO_NATS_SOURCE", "/queue/orders")
     # credit is automatic: 1 on RabbitMQ 3.x (larger stalls there), else 64
     reconnect_backoff     = "200ms"
     reconnect_backoff_max = "5s"
@@ -28,9 +28,9 @@ pipeline "amqp-to-nats" {
 
   sink "nats" {
     url     = env("QBRIDGE_NATS_URL", "nats://127.0.0.1:4222")
-    subject = env("AMQP_TO_NATS_SUBJECT", "orders.from-amqp")
+    subject = env("QBRIDGE_AMQP_TO_NATS_SUBJECT", "orders.from-amqp")
     jetstream {
-      stream        = env("AMQP_TO_NATS_STREAM", "ORDERS_FROM_AMQP")
+      stream        = env("QBRIDGE_AMQP_TO_NATS_STREAM", "ORDERS_FROM_AMQP")
       create_stream = true
     }
   }

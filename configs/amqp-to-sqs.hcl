@@ -5,16 +5,16 @@
 # "reject") and the message goes to the dead-letter queue with the reason.
 #
 #   export QBRIDGE_AMQP_URL=amqp://guest:guest@127.0.0.1:5672
-#   export AMQP_TO_SQS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders
+#   export QBRIDGE_AMQP_TO_SQS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders
 #   qbridge validate configs/amqp-to-sqs.hcl
 #
 # Environment:
-#   QBRIDGE_AMQP_URL         (required) the AMQP broker, amqp://user:pass@host:port
-#   AMQP_TO_SQS_SOURCE       source address; default "/queue/orders"
-#   AMQP_TO_SQS_QUEUE_URL    (required) the SQS queue URL
-#   AMQP_TO_SQS_ENDPOINT     SQS endpoint override (fauxqs, LocalStack...); default "" = AWS
-#   AWS_REGION               region; default us-east-1
-#   AMQP_TO_SQS_DLQ          AMQP address of the dead-letter queue; default "/queue/orders-dlq"
+#   QBRIDGE_AMQP_URL               (required) the AMQP broker, amqp://user:pass@host:port
+#   QBRIDGE_AMQP_TO_SQS_SOURCE     source address; default "/queue/orders"
+#   QBRIDGE_AMQP_TO_SQS_QUEUE_URL  (required) the SQS queue URL
+#   QBRIDGE_AMQP_TO_SQS_ENDPOINT   SQS endpoint override (fauxqs, LocalStack...); default "" = AWS
+#   AWS_REGION                     region; default us-east-1
+#   QBRIDGE_AMQP_TO_SQS_DLQ        AMQP address of the dead-letter queue; default "/queue/orders-dlq"
 #   AWS credentials come from the SDK chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
 #   profiles, web identity, instance role).
 #
@@ -23,13 +23,13 @@
 pipeline "amqp-to-sqs" {
   source "amqp" {
     url     = env("QBRIDGE_AMQP_URL")
-    address = env("AMQP_TO_SQS_SOURCE", "/queue/orders")
+    address = env("QBRIDGE_AMQP_TO_SQS_SOURCE", "/queue/orders")
   }
 
   sink "sqs" {
     region    = env("AWS_REGION", "us-east-1")
-    queue_url = env("AMQP_TO_SQS_QUEUE_URL")
-    endpoint  = env("AMQP_TO_SQS_ENDPOINT", "")
+    queue_url = env("QBRIDGE_AMQP_TO_SQS_QUEUE_URL")
+    endpoint  = env("QBRIDGE_AMQP_TO_SQS_ENDPOINT", "")
   }
 
   mapping {
@@ -46,7 +46,7 @@ pipeline "amqp-to-sqs" {
   dead_letter {
     sink "amqp" {
       url     = env("QBRIDGE_AMQP_URL")
-      address = env("AMQP_TO_SQS_DLQ", "/queue/orders-dlq")
+      address = env("QBRIDGE_AMQP_TO_SQS_DLQ", "/queue/orders-dlq")
     }
   }
 }

@@ -8,24 +8,24 @@
 #   qbridge run configs/nats-to-amqp.hcl
 #
 # Environment:
-#   QBRIDGE_AMQP_URL       (required) the AMQP broker, amqp://user:pass@host:port
-#   QBRIDGE_NATS_URL       NATS server; default nats://127.0.0.1:4222
-#   NATS_TO_AMQP_STREAM    JetStream stream to read (created if missing); default "ORDERS_FROM_AMQP"
-#   NATS_TO_AMQP_SUBJECT   subject (consumer filter); default "orders.from-amqp"
-#   NATS_TO_AMQP_DURABLE   durable consumer name; default "qbridge-nats-to-amqp"
-#   NATS_TO_AMQP_TARGET    AMQP target address; default "/queue/orders-copy"
-#                          (RabbitMQ 3.x: /queue/NAME declares a non-durable queue unless
-#                          target_durable = true; it must match how the queue exists)
+#   QBRIDGE_AMQP_URL              (required) the AMQP broker, amqp://user:pass@host:port
+#   QBRIDGE_NATS_URL              NATS server; default nats://127.0.0.1:4222
+#   QBRIDGE_NATS_TO_AMQP_STREAM   JetStream stream to read (created if missing); default "ORDERS_FROM_AMQP"
+#   QBRIDGE_NATS_TO_AMQP_SUBJECT  subject (consumer filter); default "orders.from-amqp"
+#   QBRIDGE_NATS_TO_AMQP_DURABLE  durable consumer name; default "qbridge-nats-to-amqp"
+#   QBRIDGE_NATS_TO_AMQP_TARGET   AMQP target address; default "/queue/orders-copy"
+#                                 (RabbitMQ 3.x: /queue/NAME declares a non-durable queue unless
+#                                 target_durable = true; it must match how the queue exists)
 #
 # See docs/adapter-nats.md and docs/adapter-amqp.md for every field.
 
 pipeline "nats-to-amqp" {
   source "nats" {
     url     = env("QBRIDGE_NATS_URL", "nats://127.0.0.1:4222")
-    subject = env("NATS_TO_AMQP_SUBJECT", "orders.from-amqp")
+    subject = env("QBRIDGE_NATS_TO_AMQP_SUBJECT", "orders.from-amqp")
     jetstream {
-      stream        = env("NATS_TO_AMQP_STREAM", "ORDERS_FROM_AMQP")
-      durable       = env("NATS_TO_AMQP_DURABLE", "qbridge-nats-to-amqp")
+      stream        = env("QBRIDGE_NATS_TO_AMQP_STREAM", "ORDERS_FROM_AMQP")
+      durable       = env("QBRIDGE_NATS_TO_AMQP_DURABLE", "qbridge-nats-to-amqp")
       create_stream = true
       ack_wait      = "30s"
     }
@@ -33,7 +33,7 @@ pipeline "nats-to-amqp" {
 
   sink "amqp" {
     url     = env("QBRIDGE_AMQP_URL")
-    address = env("NATS_TO_AMQP_TARGET", "/queue/orders-copy")
+    address = env("QBRIDGE_NATS_TO_AMQP_TARGET", "/queue/orders-copy")
     # every message is sent durable (header durable = true); the target
     # terminus is not durable, as a plain /queue/NAME attach declares it
     send_timeout = "30s"

@@ -11,21 +11,21 @@
 #   qbridge run configs/nats-to-sqs.hcl
 #
 # Environment:
-#   QBRIDGE_SQS_SINK_QUEUE_URL      the queue to fill (required)
-#   QBRIDGE_SQS_ENDPOINT            endpoint of an SQS-compatible service, e.g.
-#                                   http://127.0.0.1:4566 (default: AWS). Set it
-#                                   whenever the queue URL's host is not one to
-#                                   call (LocalStack, fauxqs, ElasticMQ)
-#   QBRIDGE_SQS_REGION              region (default: the AWS SDK chain, else the
-#                                   queue URL's region, else us-east-1)
-#   QBRIDGE_SQS_ACCESS_KEY_ID,      static keys (default: none, the AWS SDK
-#   QBRIDGE_SQS_SECRET_ACCESS_KEY   chain); set both or neither
-#   QBRIDGE_SQS_DLQ_URL             dead-letter queue for messages SQS cannot
-#                                   take (required; may be the same service)
-#   QBRIDGE_NATS_URL                NATS server(s) (default nats://127.0.0.1:4222)
-#   QBRIDGE_NATS_TO_SQS_SUBJECT     subjects to read (default "to-sqs.>")
-#   QBRIDGE_NATS_TO_SQS_STREAM      stream (default TO_SQS), created on the
-#                                   subject when missing
+#   QBRIDGE_SQS_SINK_QUEUE_URL     the queue to fill (required)
+#   QBRIDGE_SQS_ENDPOINT           endpoint of an SQS-compatible service, e.g.
+#                                  http://127.0.0.1:4566 (default: AWS). Set it
+#                                  whenever the queue URL's host is not one to
+#                                  call (LocalStack, fauxqs, ElasticMQ)
+#   QBRIDGE_SQS_REGION             region (default: the AWS SDK chain, else the
+#                                  queue URL's region, else us-east-1)
+#   QBRIDGE_SQS_ACCESS_KEY_ID,     static keys (default: none, the AWS SDK
+#   QBRIDGE_SQS_SECRET_ACCESS_KEY  chain); set both or neither
+#   QBRIDGE_SQS_DLQ_URL            dead-letter queue for messages SQS cannot
+#                                  take (required; may be the same service)
+#   QBRIDGE_NATS_URL               NATS server(s) (default nats://127.0.0.1:4222)
+#   QBRIDGE_NATS_TO_SQS_SUBJECT    subjects to read (default "to-sqs.>")
+#   QBRIDGE_NATS_TO_SQS_STREAM     stream (default TO_SQS), created on the
+#                                  subject when missing
 #
 # See docs/adapter-nats.md and docs/adapter-sqs.md for every field.
 

@@ -5,19 +5,19 @@
 # for ride in the qbridge.envelope header, so a way back to Service Bus
 # restores them.
 #
-#   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
+#   export QBRIDGE_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
 #   qbridge validate configs/servicebus-to-nats.hcl
 #   qbridge run configs/servicebus-to-nats.hcl
 #
 # Environment:
-#   SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
-#                                 (Listen rights)
-#   SERVICEBUS_TO_NATS_QUEUE      the queue to drain; default "orders"
-#   QBRIDGE_NATS_URL              NATS server(s); default nats://127.0.0.1:4222
-#   SERVICEBUS_TO_NATS_SUBJECT    subject prefix; default "from-servicebus":
-#                                 messages go to PREFIX.<session id>
-#   SERVICEBUS_TO_NATS_STREAM     stream; default FROM_SERVICEBUS, created on
-#                                 PREFIX.* when missing
+#   QBRIDGE_SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
+#                                         (Listen rights)
+#   QBRIDGE_SERVICEBUS_TO_NATS_QUEUE      the queue to drain; default "orders"
+#   QBRIDGE_NATS_URL                      NATS server(s); default nats://127.0.0.1:4222
+#   QBRIDGE_SERVICEBUS_TO_NATS_SUBJECT    subject prefix; default "from-servicebus":
+#                                         messages go to PREFIX.<session id>
+#   QBRIDGE_SERVICEBUS_TO_NATS_STREAM     stream; default FROM_SERVICEBUS, created on
+#                                         PREFIX.* when missing
 #
 # A session-enabled queue needs a sessions block in the source (see
 # docs/adapter-servicebus.md, "Sessions"); see docs/adapter-nats.md for the
@@ -25,15 +25,15 @@
 
 pipeline "servicebus-to-nats" {
   source "servicebus" {
-    connection_string = env("SERVICEBUS_CONNECTION_STRING")
-    queue             = env("SERVICEBUS_TO_NATS_QUEUE", "orders")
+    connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
+    queue             = env("QBRIDGE_SERVICEBUS_TO_NATS_QUEUE", "orders")
   }
 
   sink "nats" {
     url     = env("QBRIDGE_NATS_URL", "nats://127.0.0.1:4222")
-    subject = "${env("SERVICEBUS_TO_NATS_SUBJECT", "from-servicebus")}.{group}"
+    subject = "${env("QBRIDGE_SERVICEBUS_TO_NATS_SUBJECT", "from-servicebus")}.{group}"
     jetstream {
-      stream        = env("SERVICEBUS_TO_NATS_STREAM", "FROM_SERVICEBUS")
+      stream        = env("QBRIDGE_SERVICEBUS_TO_NATS_STREAM", "FROM_SERVICEBUS")
       create_stream = true # on PREFIX.* when missing
     }
   }

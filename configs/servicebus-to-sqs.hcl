@@ -8,20 +8,20 @@
 # message exactly. Messages qbridge cannot deliver go to the queue's own
 # dead-letter queue ($DeadLetterQueue) with the reason.
 #
-#   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
-#   export SERVICEBUS_TO_SQS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders
+#   export QBRIDGE_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
+#   export QBRIDGE_SERVICEBUS_TO_SQS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders
 #   qbridge validate configs/servicebus-to-sqs.hcl
 #
 # Environment:
-#   SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
-#                                 (Listen rights); the test server's or the
-#                                 emulator's with UseDevelopmentEmulator=true
-#   SERVICEBUS_TO_SQS_QUEUE       the Service Bus queue to drain; default "orders"
-#   SERVICEBUS_TO_SQS_QUEUE_URL   (required) the SQS queue URL (a standard queue;
-#                                 a FIFO queue takes the SessionId as MessageGroupId)
-#   SERVICEBUS_TO_SQS_ENDPOINT    SQS endpoint override (fauxqs, LocalStack...);
-#                                 default "" = AWS
-#   AWS_REGION                    region; default us-east-1
+#   QBRIDGE_SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
+#                                         (Listen rights); the test server's or the
+#                                         emulator's with UseDevelopmentEmulator=true
+#   QBRIDGE_SERVICEBUS_TO_SQS_QUEUE       the Service Bus queue to drain; default "orders"
+#   QBRIDGE_SERVICEBUS_TO_SQS_QUEUE_URL   (required) the SQS queue URL (a standard queue;
+#                                         a FIFO queue takes the SessionId as MessageGroupId)
+#   QBRIDGE_SERVICEBUS_TO_SQS_ENDPOINT    SQS endpoint override (fauxqs, LocalStack...);
+#                                         default "" = AWS
+#   AWS_REGION                            region; default us-east-1
 #   AWS credentials come from the SDK chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
 #   profiles, web identity, instance role).
 #
@@ -29,14 +29,14 @@
 
 pipeline "servicebus-to-sqs" {
   source "servicebus" {
-    connection_string = env("SERVICEBUS_CONNECTION_STRING")
-    queue             = env("SERVICEBUS_TO_SQS_QUEUE", "orders")
+    connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
+    queue             = env("QBRIDGE_SERVICEBUS_TO_SQS_QUEUE", "orders")
   }
 
   sink "sqs" {
     region    = env("AWS_REGION", "us-east-1")
-    queue_url = env("SERVICEBUS_TO_SQS_QUEUE_URL")
-    endpoint  = env("SERVICEBUS_TO_SQS_ENDPOINT", "")
+    queue_url = env("QBRIDGE_SERVICEBUS_TO_SQS_QUEUE_URL")
+    endpoint  = env("QBRIDGE_SERVICEBUS_TO_SQS_ENDPOINT", "")
   }
 
   mapping {

@@ -6,19 +6,19 @@
 # the MessageId, so a queue with duplicate detection absorbs the rare
 # redelivery of at-least-once delivery.
 #
-#   export SQS_FIFO_TO_SERVICEBUS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo
-#   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
+#   export QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo
+#   export QBRIDGE_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
 #   qbridge validate configs/sqs-fifo-to-servicebus-sessions.hcl
 #
 # Environment:
-#   SQS_FIFO_TO_SERVICEBUS_QUEUE_URL  (required) the SQS FIFO queue (.fifo) to drain
-#   SQS_FIFO_TO_SERVICEBUS_ENDPOINT   SQS endpoint override (fauxqs, LocalStack...);
-#                                     default "" = AWS
-#   AWS_REGION                        region; default us-east-1
-#   SERVICEBUS_CONNECTION_STRING      (required) the namespace's connection string
-#                                     (Send rights)
-#   SQS_FIFO_TO_SERVICEBUS_QUEUE      the session-enabled Service Bus queue;
-#                                     default "orders"
+#   QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE_URL  (required) the SQS FIFO queue (.fifo) to drain
+#   QBRIDGE_SQS_FIFO_TO_SERVICEBUS_ENDPOINT   SQS endpoint override (fauxqs, LocalStack...);
+#                                             default "" = AWS
+#   AWS_REGION                                region; default us-east-1
+#   QBRIDGE_SERVICEBUS_CONNECTION_STRING      (required) the namespace's connection string
+#                                             (Send rights)
+#   QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE      the session-enabled Service Bus queue;
+#                                             default "orders"
 #   AWS credentials come from the SDK chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
 #   profiles, web identity, instance role).
 #
@@ -27,16 +27,16 @@
 pipeline "sqs-fifo-to-servicebus-sessions" {
   source "sqs" {
     region    = env("AWS_REGION", "us-east-1")
-    queue_url = env("SQS_FIFO_TO_SERVICEBUS_QUEUE_URL")
-    endpoint  = env("SQS_FIFO_TO_SERVICEBUS_ENDPOINT", "")
+    queue_url = env("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE_URL")
+    endpoint  = env("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_ENDPOINT", "")
 
     wait_time          = "20s" # long polling
     visibility_timeout = "60s" # the lock below extends it while a message is held
   }
 
   sink "servicebus" {
-    connection_string = env("SERVICEBUS_CONNECTION_STRING")
-    queue             = env("SQS_FIFO_TO_SERVICEBUS_QUEUE", "orders") # SessionId = MessageGroupId
+    connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
+    queue             = env("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE", "orders") # SessionId = MessageGroupId
   }
 
   mapping {

@@ -9,21 +9,21 @@
 #   qbridge run configs/sqs-to-nats.hcl
 #
 # Environment:
-#   QBRIDGE_SQS_SOURCE_QUEUE_URL    the queue to drain (required)
-#   QBRIDGE_SQS_ENDPOINT            endpoint of an SQS-compatible service, e.g.
-#                                   http://127.0.0.1:4566 (default: AWS). Set it
-#                                   whenever the queue URL's host is not one to
-#                                   call (LocalStack, fauxqs, ElasticMQ)
-#   QBRIDGE_SQS_REGION              region (default: the AWS SDK chain, else the
-#                                   queue URL's region, else us-east-1)
-#   QBRIDGE_SQS_ACCESS_KEY_ID,      static keys (default: none, the AWS SDK
-#   QBRIDGE_SQS_SECRET_ACCESS_KEY   chain: AWS_* variables, profile, IRSA, ECS,
-#                                   EC2 role); set both or neither
-#   QBRIDGE_NATS_URL                NATS server(s) (default nats://127.0.0.1:4222)
-#   QBRIDGE_SQS_TO_NATS_SUBJECT     subject prefix (default "from-sqs"): messages
-#                                   go to PREFIX.<group key>, "_" for none
-#   QBRIDGE_SQS_TO_NATS_STREAM      stream (default FROM_SQS), created on
-#                                   PREFIX.* when missing
+#   QBRIDGE_SQS_SOURCE_QUEUE_URL   the queue to drain (required)
+#   QBRIDGE_SQS_ENDPOINT           endpoint of an SQS-compatible service, e.g.
+#                                  http://127.0.0.1:4566 (default: AWS). Set it
+#                                  whenever the queue URL's host is not one to
+#                                  call (LocalStack, fauxqs, ElasticMQ)
+#   QBRIDGE_SQS_REGION             region (default: the AWS SDK chain, else the
+#                                  queue URL's region, else us-east-1)
+#   QBRIDGE_SQS_ACCESS_KEY_ID,     static keys (default: none, the AWS SDK
+#   QBRIDGE_SQS_SECRET_ACCESS_KEY  chain: AWS_* variables, profile, IRSA, ECS,
+#                                  EC2 role); set both or neither
+#   QBRIDGE_NATS_URL               NATS server(s) (default nats://127.0.0.1:4222)
+#   QBRIDGE_SQS_TO_NATS_SUBJECT    subject prefix (default "from-sqs"): messages
+#                                  go to PREFIX.<group key>, "_" for none
+#   QBRIDGE_SQS_TO_NATS_STREAM     stream (default FROM_SQS), created on
+#                                  PREFIX.* when missing
 #
 # See docs/adapter-sqs.md and docs/adapter-nats.md for every field.
 

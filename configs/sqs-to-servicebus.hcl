@@ -4,23 +4,23 @@
 # what Service Bus cannot take goes to an SQS dead-letter queue with the
 # reason, so a migration accounts for every message.
 #
-#   export SQS_TO_SERVICEBUS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders
-#   export SQS_TO_SERVICEBUS_DLQ_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders-dlq
-#   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
+#   export QBRIDGE_SQS_TO_SERVICEBUS_QUEUE_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders
+#   export QBRIDGE_SQS_TO_SERVICEBUS_DLQ_URL=https://sqs.eu-west-1.amazonaws.com/123456789012/orders-dlq
+#   export QBRIDGE_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...'
 #   qbridge validate -strict configs/sqs-to-servicebus.hcl
 #   qbridge migrate -dry-run configs/sqs-to-servicebus.hcl      # what would happen
 #   qbridge migrate -report report.json configs/sqs-to-servicebus.hcl
 #
 # Environment:
-#   SQS_TO_SERVICEBUS_QUEUE_URL     (required) the SQS queue to drain
-#   SQS_TO_SERVICEBUS_DLQ_URL       (required) an SQS queue for messages Service
-#                                   Bus refuses (with DeadLetterReason)
-#   SQS_TO_SERVICEBUS_ENDPOINT      SQS endpoint override (fauxqs, LocalStack...);
-#                                   default "" = AWS
-#   AWS_REGION                      region; default us-east-1
-#   SERVICEBUS_CONNECTION_STRING    (required) the namespace's connection string
-#                                   (Send rights; Manage to count the queue)
-#   SQS_TO_SERVICEBUS_QUEUE         the Service Bus queue; default "orders"
+#   QBRIDGE_SQS_TO_SERVICEBUS_QUEUE_URL   (required) the SQS queue to drain
+#   QBRIDGE_SQS_TO_SERVICEBUS_DLQ_URL     (required) an SQS queue for messages Service
+#                                         Bus refuses (with DeadLetterReason)
+#   QBRIDGE_SQS_TO_SERVICEBUS_ENDPOINT    SQS endpoint override (fauxqs, LocalStack...);
+#                                         default "" = AWS
+#   AWS_REGION                            region; default us-east-1
+#   QBRIDGE_SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
+#                                         (Send rights; Manage to count the queue)
+#   QBRIDGE_SQS_TO_SERVICEBUS_QUEUE       the Service Bus queue; default "orders"
 #   AWS credentials come from the SDK chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
 #   profiles, web identity, instance role).
 #
@@ -29,13 +29,13 @@
 pipeline "sqs-to-servicebus" {
   source "sqs" {
     region    = env("AWS_REGION", "us-east-1")
-    queue_url = env("SQS_TO_SERVICEBUS_QUEUE_URL")
-    endpoint  = env("SQS_TO_SERVICEBUS_ENDPOINT", "")
+    queue_url = env("QBRIDGE_SQS_TO_SERVICEBUS_QUEUE_URL")
+    endpoint  = env("QBRIDGE_SQS_TO_SERVICEBUS_ENDPOINT", "")
   }
 
   sink "servicebus" {
-    connection_string = env("SERVICEBUS_CONNECTION_STRING")
-    queue             = env("SQS_TO_SERVICEBUS_QUEUE", "orders")
+    connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
+    queue             = env("QBRIDGE_SQS_TO_SERVICEBUS_QUEUE", "orders")
   }
 
   mapping {
@@ -45,8 +45,8 @@ pipeline "sqs-to-servicebus" {
   dead_letter {
     sink "sqs" {
       region    = env("AWS_REGION", "us-east-1")
-      queue_url = env("SQS_TO_SERVICEBUS_DLQ_URL")
-      endpoint  = env("SQS_TO_SERVICEBUS_ENDPOINT", "")
+      queue_url = env("QBRIDGE_SQS_TO_SERVICEBUS_DLQ_URL")
+      endpoint  = env("QBRIDGE_SQS_TO_SERVICEBUS_ENDPOINT", "")
     }
   }
 }

@@ -287,13 +287,13 @@ func TestAmqpNATSRoundTripExampleConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("QBRIDGE_NATS_URL", ns.ClientURL())
-	t.Setenv("AMQP_TO_NATS_SOURCE", a)
-	t.Setenv("AMQP_TO_NATS_SUBJECT", "e2e.from-amqp")
-	t.Setenv("AMQP_TO_NATS_STREAM", "E2E_AMQP")
-	t.Setenv("NATS_TO_AMQP_STREAM", "E2E_AMQP")
-	t.Setenv("NATS_TO_AMQP_SUBJECT", "e2e.from-amqp")
-	t.Setenv("NATS_TO_AMQP_DURABLE", "e2e-back")
-	t.Setenv("NATS_TO_AMQP_TARGET", b)
+	t.Setenv("QBRIDGE_AMQP_TO_NATS_SOURCE", a)
+	t.Setenv("QBRIDGE_AMQP_TO_NATS_SUBJECT", "e2e.from-amqp")
+	t.Setenv("QBRIDGE_AMQP_TO_NATS_STREAM", "E2E_AMQP")
+	t.Setenv("QBRIDGE_NATS_TO_AMQP_STREAM", "E2E_AMQP")
+	t.Setenv("QBRIDGE_NATS_TO_AMQP_SUBJECT", "e2e.from-amqp")
+	t.Setenv("QBRIDGE_NATS_TO_AMQP_DURABLE", "e2e-back")
+	t.Setenv("QBRIDGE_NATS_TO_AMQP_TARGET", b)
 	d := startDaemon(t, amqpConfigFile(t, "amqp-to-nats.hcl")+amqpConfigFile(t, "nats-to-amqp.hcl"))
 
 	sent := &amqp.Message{
@@ -354,10 +354,10 @@ func TestAmqpSQSRoundTripTypedAttributes(t *testing.T) {
 	q1, q2 := amqpCreateSQSQueue(t, sc, "out"), amqpCreateSQSQueue(t, sc, "back")
 	a, b := "/queue/"+amqpQueueName(t, "a"), "/queue/"+amqpQueueName(t, "b")
 	dlq := "/queue/" + amqpQueueName(t, "dlq")
-	t.Setenv("AMQP_TO_SQS_SOURCE", a)
-	t.Setenv("AMQP_TO_SQS_QUEUE_URL", q1)
-	t.Setenv("AMQP_TO_SQS_ENDPOINT", requireEnv(t, "QBRIDGE_SQS_ENDPOINT"))
-	t.Setenv("AMQP_TO_SQS_DLQ", dlq)
+	t.Setenv("QBRIDGE_AMQP_TO_SQS_SOURCE", a)
+	t.Setenv("QBRIDGE_AMQP_TO_SQS_QUEUE_URL", q1)
+	t.Setenv("QBRIDGE_AMQP_TO_SQS_ENDPOINT", requireEnv(t, "QBRIDGE_SQS_ENDPOINT"))
+	t.Setenv("QBRIDGE_AMQP_TO_SQS_DLQ", dlq)
 	d := startDaemon(t, amqpConfigFile(t, "amqp-to-sqs.hcl")+fmt.Sprintf(`
 pipeline "sqs-to-amqp" {
   source "sqs" {
@@ -901,7 +901,7 @@ func TestAmqpExampleConfigsValidate(t *testing.T) {
 		t.Errorf("validate without the environment: exit %d\n%s", code, stderr)
 	}
 	t.Setenv("QBRIDGE_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672")
-	t.Setenv("AMQP_TO_SQS_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/orders")
+	t.Setenv("QBRIDGE_AMQP_TO_SQS_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/orders")
 	code, stdout, stderr := runQbridge(t, append([]string{"validate"}, files...)...)
 	if code != 0 {
 		t.Fatalf("validate: exit %d\n%s%s", code, stdout, stderr)

@@ -81,10 +81,10 @@ func TestMigrateSQSToServiceBus(t *testing.T) {
 	src := e.createQueue(t, "src", false, nil)
 	dlq := e.createQueue(t, "dlq", false, nil)
 	sbSetAWSEnv(t)
-	t.Setenv("SERVICEBUS_CONNECTION_STRING", srv.Conn)
-	t.Setenv("SQS_TO_SERVICEBUS_QUEUE_URL", src)
-	t.Setenv("SQS_TO_SERVICEBUS_DLQ_URL", dlq)
-	t.Setenv("SQS_TO_SERVICEBUS_ENDPOINT", e.endpoint)
+	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_QUEUE_URL", src)
+	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_DLQ_URL", dlq)
+	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_ENDPOINT", e.endpoint)
 	var entries []types.SendMessageBatchRequestEntry
 	for i := range n {
 		entries = append(entries, migSQSTyped(i, ""))
@@ -147,10 +147,10 @@ func TestMigrateSQSFIFOToSessions(t *testing.T) {
 	c := sbClient(t, srv)
 	src := e.createQueue(t, "src", true, nil)
 	sbSetAWSEnv(t)
-	t.Setenv("SERVICEBUS_CONNECTION_STRING", srv.Conn)
-	t.Setenv("SQS_FIFO_TO_SERVICEBUS_QUEUE", "sessions")
-	t.Setenv("SQS_FIFO_TO_SERVICEBUS_QUEUE_URL", src)
-	t.Setenv("SQS_FIFO_TO_SERVICEBUS_ENDPOINT", e.endpoint)
+	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE", "sessions")
+	t.Setenv("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE_URL", src)
+	t.Setenv("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_ENDPOINT", e.endpoint)
 	var entries []types.SendMessageBatchRequestEntry
 	for i := range per {
 		for g := range groups {

@@ -42,10 +42,10 @@ func TestSbSQSRoundTripEveryProperty(t *testing.T) {
 	c := sbClient(t, srv)
 	q1, q2 := e.createQueue(t, "sbout", false, nil), e.createQueue(t, "sbback", false, nil)
 	sbSetAWSEnv(t)
-	t.Setenv("SERVICEBUS_CONNECTION_STRING", srv.Conn)
-	t.Setenv("SERVICEBUS_TO_SQS_QUEUE", "to-sqs")
-	t.Setenv("SERVICEBUS_TO_SQS_QUEUE_URL", q1)
-	t.Setenv("SERVICEBUS_TO_SQS_ENDPOINT", e.endpoint)
+	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("QBRIDGE_SERVICEBUS_TO_SQS_QUEUE", "to-sqs")
+	t.Setenv("QBRIDGE_SERVICEBUS_TO_SQS_QUEUE_URL", q1)
+	t.Setenv("QBRIDGE_SERVICEBUS_TO_SQS_ENDPOINT", e.endpoint)
 	d := startDaemon(t, sbConfigFile(t, "servicebus-to-sqs.hcl")+fmt.Sprintf(`
 pipeline "sqs-to-servicebus" {
   source "sqs" {
@@ -161,10 +161,10 @@ func TestSbFIFOToSessionsTwoDaemons(t *testing.T) {
 	c := sbClient(t, srv)
 	src := e.createQueue(t, "src", true, nil)
 	sbSetAWSEnv(t)
-	t.Setenv("SERVICEBUS_CONNECTION_STRING", srv.Conn)
-	t.Setenv("SQS_FIFO_TO_SERVICEBUS_QUEUE", "sessions")
-	t.Setenv("SQS_FIFO_TO_SERVICEBUS_QUEUE_URL", src)
-	t.Setenv("SQS_FIFO_TO_SERVICEBUS_ENDPOINT", e.endpoint)
+	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE", "sessions")
+	t.Setenv("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE_URL", src)
+	t.Setenv("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_ENDPOINT", e.endpoint)
 	cfg := sbConfigFile(t, "sqs-fifo-to-servicebus-sessions.hcl")
 	var d1, d2 *daemon
 	var wg sync.WaitGroup
@@ -274,11 +274,11 @@ func TestSbNATSRoundTrip(t *testing.T) {
 	srv := sbStartServer(t, `{"queues":[{"name":"to-nats"},{"name":"back"}]}`)
 	c := sbClient(t, srv)
 	ns := startNATS(t)
-	t.Setenv("SERVICEBUS_CONNECTION_STRING", srv.Conn)
-	t.Setenv("SERVICEBUS_TO_NATS_QUEUE", "to-nats")
+	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("QBRIDGE_SERVICEBUS_TO_NATS_QUEUE", "to-nats")
 	t.Setenv("QBRIDGE_NATS_URL", ns.ClientURL())
-	t.Setenv("SERVICEBUS_TO_NATS_SUBJECT", "sbe2e")
-	t.Setenv("SERVICEBUS_TO_NATS_STREAM", "SBE2E")
+	t.Setenv("QBRIDGE_SERVICEBUS_TO_NATS_SUBJECT", "sbe2e")
+	t.Setenv("QBRIDGE_SERVICEBUS_TO_NATS_STREAM", "SBE2E")
 	d := startDaemon(t, sbConfigFile(t, "servicebus-to-nats.hcl")+fmt.Sprintf(`
 pipeline "nats-to-servicebus" {
   source "nats" {
@@ -647,9 +647,9 @@ pipeline "https-back" {
 // TestSbConfigsValidate: `qbridge validate` accepts the Service Bus example
 // pipelines once their environment variables are set.
 func TestSbConfigsValidate(t *testing.T) {
-	t.Setenv("SERVICEBUS_CONNECTION_STRING", "Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=a2V5")
-	t.Setenv("SERVICEBUS_TO_SQS_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/orders")
-	t.Setenv("SQS_FIFO_TO_SERVICEBUS_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo")
+	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", "Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=a2V5")
+	t.Setenv("QBRIDGE_SERVICEBUS_TO_SQS_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/orders")
+	t.Setenv("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo")
 	files := []string{"servicebus-to-sqs.hcl", "sqs-fifo-to-servicebus-sessions.hcl", "servicebus-to-nats.hcl"}
 	args := []string{"validate"}
 	for _, f := range files {
