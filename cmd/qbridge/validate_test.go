@@ -160,6 +160,11 @@ func TestExampleConfigHeaders(t *testing.T) {
 				if m[1] != "HOME" && !strings.Contains(header, m[1]) {
 					t.Errorf("reads %s, which its header does not name", m[1])
 				}
+				// One scheme: qbridge's variables start QBRIDGE_; only the
+				// AWS SDK's region and the OS's HOME are read as they are.
+				if !strings.HasPrefix(m[1], "QBRIDGE_") && m[1] != "AWS_REGION" && m[1] != "HOME" {
+					t.Errorf("reads %s: name it QBRIDGE_%s", m[1], m[1])
+				}
 			}
 			for _, m := range export.FindAllStringSubmatch(header, -1) {
 				t.Setenv(m[1], strings.Trim(m[2], `'"`))
