@@ -106,46 +106,10 @@ func migReadReport(t testing.TB, path string) *migrate.Report {
 	return &r
 }
 
-// migJSPipeline is a JetStream → JetStream pipeline whose group key is the
-// "tenant" header, with a dead-letter stream.
+// migJSPipeline is the e2e JetStream → JetStream pipeline (natsPipeline)
+// named "mig", whose group key is the "tenant" header.
 func migJSPipeline(url, srcStream, durable, sinkSubject string) string {
-	return fmt.Sprintf(`
-pipeline "mig" {
-  source "nats" {
-    url            = %[1]q
-    subject        = "in.>"
-    reconnect_wait = "200ms"
-    jetstream {
-      stream          = %[2]q
-      durable         = %[3]q
-      ack_wait        = "3s"
-      fetch_wait      = "300ms"
-      max_ack_pending = 5000
-      fetch_batch     = 256
-    }
-  }
-  sink "nats" {
-    url            = %[1]q
-    subject        = %[4]q
-    reconnect_wait = "200ms"
-    jetstream {
-      ack_timeout = "5s"
-    }
-  }
-  mapping {
-    group_key = "{attr.tenant}"
-  }
-  ordering {
-    max_in_flight = 2000
-    per_group     = 1
-  }
-  retry {
-    initial = "50ms"
-    max     = "500ms"
-  }
-  shutdown_timeout = "5s"
-}
-`, url, srcStream, durable, sinkSubject)
+	return natsPipeline("mig", url, srcStream, durable, url, sinkSubject, "")
 }
 
 func migStreamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
