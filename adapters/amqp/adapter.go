@@ -47,6 +47,9 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}
+	if set.browse {
+		return &browseSource{source: s}, nil
+	}
 	return s, nil
 }
 

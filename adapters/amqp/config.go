@@ -124,6 +124,10 @@ type SourceConfig struct {
 	// carries no hcl tag: gohcl reads `hcl:"-"` as a required attribute
 	// named "-", while untagged fields are skipped.
 	Policy mapping.Policy
+
+	// browse is set by Browse (qbridge migrate): attach with
+	// distribution-mode copy and settle nothing.
+	browse bool
 }
 
 // SinkConfig is the body of `sink "amqp" { ... }`.
@@ -217,6 +221,7 @@ type sourceSettings struct {
 	nack         nackMode
 	rejectCond   amqp.ErrCond
 	guard        guardMode
+	browse       bool // distribution-mode copy, pre-settled, no settlement
 }
 
 type sinkSettings struct {
@@ -347,6 +352,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 	default:
 		return s, adaptercfg.Errorf("decode_guard", "%q: want scan, full or off", c.DecodeGuard)
 	}
+	s.browse = c.browse
 	return s, nil
 }
 

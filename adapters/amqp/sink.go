@@ -144,13 +144,19 @@ func (s *sink) address(m *mapping.Message) (string, error) {
 // encode maps m with the sink's options; the sender link's max-message-size
 // applies unless max_message_size is set.
 func (s *sink) encode(m *mapping.Message, snd *amqp.Sender) (*amqp.Message, error) {
-	opt := s.set.opt
+	return encodeFor(&s.set, m, snd.MaxMessageSize())
+}
+
+// encodeFor encodes m as a sink with set does for a link whose
+// max-message-size is linkMax (0: none).
+func encodeFor(set *sinkSettings, m *mapping.Message, linkMax uint64) (*amqp.Message, error) {
+	opt := set.opt
 	if opt.MaxMessageSize == 0 {
-		if n := snd.MaxMessageSize(); n > 0 && n <= math.MaxInt32 {
+		if n := linkMax; n > 0 && n <= math.MaxInt32 {
 			opt.MaxMessageSize = int(n)
 		}
 	}
-	if s.set.durable && !m.Durable {
+	if set.durable && !m.Durable {
 		c := *m // shallow: Encode only reads
 		c.Durable = true
 		m = &c

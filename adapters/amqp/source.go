@@ -259,6 +259,19 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 			return amqpguard.Wrap(c, amqpguard.Options{Full: mode == guardFull, Log: s.poison, KeepRaw: true})
 		}
 	}
+	var tap *attachTap
+	if s.set.browse {
+		// Learn what the broker grants in its attach (see attachTap),
+		// reading what the guard passes on.
+		inner := wrap
+		wrap = func(c net.Conn) net.Conn {
+			if inner != nil {
+				c = inner(c)
+			}
+			tap = newAttachTap(c)
+			return tap
+		}
+	}
 	d, err := dialAny(ctx, &s.set.conn, &next, wrap)
 	s.mu.Lock()
 	s.next = next
@@ -267,6 +280,11 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 		return nil, fmt.Errorf("amqp source: connect: %w", err)
 	}
 	l, err := s.attach(ctx, d)
+	if err == nil && s.set.browse {
+		if err = checkCopyGranted(tap, l, d); err == nil {
+			err = l.rcv.IssueCredit(uint32(l.credit))
+		}
+	}
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
 		closeConn(cctx, d.conn)
@@ -328,6 +346,17 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 	}
 	if s.set.durable {
 		opts.SourceDurability = amqp.DurabilityUnsettledState
+	}
+	if s.set.browse {
+		if err := browsable(d); err != nil {
+			return nil, err
+		}
+		// A copy needs no settlement: the broker may send it settled. No
+		// credit until the attach reply shows the copy was granted
+		// (connect issues it): a broker that moves would consume.
+		opts.SourceDistributionMode = amqp.SourceDistributionModeCopy
+		opts.RequestedSenderSettleMode = &senderSettled
+		opts.Credit = -1
 	}
 	rcv, err := sess.NewReceiver(ctx, s.set.address, opts)
 	if err != nil {

@@ -19,5 +19,7 @@ func init() {
 			}
 		},
 		SourceMapping: func(c *amqp.SourceConfig, o mapping.Options) { c.Policy = o.Policy },
+		Browse:        amqp.Browse,
+		NewDrySink:    amqp.NewDrySink,
 	})
 }

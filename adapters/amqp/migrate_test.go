@@ -1,0 +1,118 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// RabbitMQ 3.10's AMQP 1.0 plugin echoes distribution-mode copy in its
+// attach reply, yet the messages a copy link reads are gone from the queue
+// afterwards (tried while writing this adapter). So a browsing source on
+// RabbitMQ 3.x fails to open, naming the broker, before it attaches
+// anything, and the queue keeps its messages.
+func TestBrowseRabbitMQ(t *testing.T) {
+	url := brokerURL(t)
+	q := queue(t)
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	sendAll(t, snk, []*mapping.Message{textMsg("m1"), textMsg("m2")})
+
+	cfg, err := Browse(SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := testLog(t)
+	src, err := NewSource(ctxT(t, 30*time.Second), cfg, log)
+	if err == nil {
+		_ = src.Close(context.Background())
+		t.Fatal("a browsing source opened on RabbitMQ 3.x")
+	}
+	if !errors.Is(err, driver.ErrCannotBrowse) || !strings.Contains(err.Error(), "RabbitMQ 3.") {
+		t.Fatalf("NewSource in browse mode: %v; want ErrCannotBrowse naming RabbitMQ 3.x", err)
+	}
+	t.Logf("refused: %v", err)
+	plain, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	for _, want := range []string{"m1", "m2"} { // credit 1 on RabbitMQ 3.x: ack each to get the next
+		d := receiveN(t, plain, 1, 10*time.Second)[0]
+		if d.Message().ID != want {
+			t.Fatalf("after the refused browse the queue holds %q, want %q", d.Message().ID, want)
+		}
+		if err := d.Ack(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The attach parser reads the distribution-mode of the broker's reply.
+func TestParseAttachReply(t *testing.T) {
+	t.Parallel()
+	sym := func(s string) []byte { return append([]byte{0xa3, byte(len(s))}, s...) }
+	str := func(s string) []byte { return append([]byte{0xa1, byte(len(s))}, s...) }
+	list := func(fields ...[]byte) []byte {
+		var body []byte
+		for _, f := range fields {
+			body = append(body, f...)
+		}
+		return append([]byte{0xc0, byte(len(body) + 1), byte(len(fields))}, body...)
+	}
+	source := func(mode []byte) []byte {
+		// address, durable, expiry-policy, timeout, dynamic, dynamic-node-properties, distribution-mode
+		return append([]byte{0x00, 0x53, 0x28}, list(str("/queue/q"), []byte{0x43}, sym("session-end"), []byte{0x43}, []byte{0x42}, []byte{0x40}, mode)...)
+	}
+	attach := func(name string, role byte, src []byte) []byte {
+		return append([]byte{0x00, 0x53, 0x12}, list(str(name), []byte{0x43}, []byte{role}, []byte{0x50, 0x00}, []byte{0x50, 0x00}, src)...)
+	}
+	for _, tc := range []struct {
+		name     string
+		frame    []byte
+		wantName string
+		wantMode string
+		ok       bool
+	}{
+		{"copy granted", attach("l1", 0x42, source(sym("copy"))), "l1", "copy", true},
+		{"move", attach("l2", 0x42, source(sym("move"))), "l2", "move", true},
+		{"mode left out", attach("l3", 0x42, source([]byte{0x40})), "l3", "", true},
+		{"no source", attach("l4", 0x42, []byte{0x40}), "l4", "", true},
+		{"our own attach (receiver role)", attach("l5", 0x41, source(sym("copy"))), "", "", false},
+		{"not an attach", append([]byte{0x00, 0x53, 0x13}, list([]byte{0x43})...), "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name, mode, ok := parseAttachReply(tc.frame)
+			if ok != tc.ok || name != tc.wantName || mode != tc.wantMode {
+				t.Fatalf("got (%q, %q, %v), want (%q, %q, %v)", name, mode, ok, tc.wantName, tc.wantMode, tc.ok)
+			}
+		})
+	}
+}
+
+// The dry-run sink reaches the sink's verdicts without a connection.
+func TestDrySink(t *testing.T) {
+	t.Parallel()
+	cfg := SinkConfig{ConnConfig: ConnConfig{URL: "amqp://127.0.0.1:1"}, Address: "/queue/{attr.region}", MaxMessageSize: 1024}
+	snk, err := NewDrySink(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := textMsg("fine")
+	ok.SetAttr("region", mapping.String("eu"))
+	big := textMsg("big")
+	big.SetAttr("region", mapping.String("eu"))
+	big.Body = []byte(strings.Repeat("x", 4096))
+	errs := snk.Send(context.Background(), []*mapping.Message{ok, big, textMsg("no region")})
+	if errs[0] != nil {
+		t.Errorf("fine: %v", errs[0])
+	}
+	for i := 1; i < 3; i++ {
+		if !driver.IsPermanent(errs[i]) {
+			t.Errorf("message %d: %v, want a permanent refusal", i, errs[i])
+		}
+	}
+	if _, err := Browse(SourceConfig{}, 5); !errors.Is(err, driver.ErrCannotBrowse) {
+		t.Errorf("Browse after 5: %v", err)
+	}
+}
