@@ -76,6 +76,13 @@ func TestParseAttrFlag(t *testing.T) {
 		{"=v", "", mapping.Value{}, true},
 		{"n:Bogus=1", "", mapping.Value{}, true},
 		{"b:Binary=!!", "", mapping.Value{}, true},
+		{"qty:Number.int=abc", "", mapping.Value{}, true},
+		{"qty:Number.int=3.5", "", mapping.Value{}, true},
+		{"qty:Number.int=99999999999", "", mapping.Value{}, true},
+		{"n:Number=zz", "", mapping.Value{}, true},
+		{"ok:String.bool=maybe", "", mapping.Value{}, true},
+		{"u:String.uuid=nope", "", mapping.Value{}, true},
+		{"c:String.custom=anything", "c", mapping.String("anything").WithLabel("custom"), false},
 	}
 	for _, tt := range tests {
 		name, v, err := parseAttrFlag(tt.in)
@@ -89,16 +96,22 @@ func TestParseAttrFlag(t *testing.T) {
 	}
 }
 
+// A usage error names the wrong argument instead of printing the usage.
 func TestSendUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{},                                       // no subject, no body
-		{"-subject", "a"},                        // no body
-		{"-subject", "a", "x", "y"},              // two bodies
-		{"-subject", "a", "-attr", "bad", "x"},   // malformed attribute
-		{"-subject", "a", "-header", "bad", "x"}, // malformed header
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "-subject is required"},
+		{[]string{"-subject", "a"}, "the BODY argument is missing"},
+		{[]string{"-subject", "a", "x", "y"}, `one BODY argument, not 2 (flags go before it: "y"`},
+		{[]string{"-subject", "a", "-attr", "bad", "x"}, `-attr: "bad": want name[:Type]=value`},
+		{[]string{"-subject", "a", "-attr", "qty:Number.int=abc", "x"}, `-attr: "qty:Number.int=abc": "abc" is not a number`},
+		{[]string{"-subject", "a", "-header", "bad", "x"}, `-header "bad": want name=value`},
 	} {
-		if code, _, _ := run(t, runSend, "", args...); code != 2 {
-			t.Errorf("send %v = %d, want 2", args, code)
+		code, _, errOut := run(t, runSend, "", tt.args...)
+		if code != 2 || !strings.Contains(errOut, tt.want) || strings.Contains(errOut, "usage:") {
+			t.Errorf("send %v = %d\n%s\nwant 2 and %q without the usage", tt.args, code, errOut, tt.want)
 		}
 	}
 }
