@@ -472,3 +472,55 @@ func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
 		t.Errorf("sink stream holds %d after the move, want %d", got, n)
 	}
 }
+
+// A message the source cannot decode (a malformed qbridge.envelope header
+// on JetStream) is not forwarded by a migration, as by the daemon: it is
+// dead-lettered with reason "corrupt", counted by reason, exit 3.
+func TestMigrateCorruptDeadLettered(t *testing.T) {
+	ns := natsStartServer(t)
+	_, js := natsConnect(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.x")
+	natsCreateStream(t, js, "MIG_DLQ", "dlq")
+	const n, corrupt = 30, 3
+	for i := range n {
+		m := nats.NewMsg("in.x")
+		m.Data = []byte(fmt.Sprintf("body %d", i))
+		m.Header.Set("tenant", natsGroup(i%3))
+		if i%10 == 5 {
+			m.Header.Set("qbridge.envelope", "not an envelope")
+		}
+		if _, err := js.PublishMsg(natsCtx(t, 5*time.Second), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_IN", fmt.Sprintf(`  sink "nats" {
+    url     = %[1]q
+    subject = "out.x"
+    jetstream {
+      ack_timeout = "5s"
+    }
+  }
+  dead_letter {
+    sink "nats" {
+      url     = %[1]q
+      subject = "dlq"
+      jetstream {
+        ack_timeout = "5s"
+      }
+    }
+  }
+`, ns.URL())))
+	code, rep, _ := migRun(t, 90*time.Second, "-idle", "1s", "-progress", "off", cfg)
+	j := rep.Jobs[0]
+	if code != migrate.ExitDeadLettered || j.Written != n-corrupt || j.DeadLettered["corrupt"] != corrupt {
+		t.Errorf("exit %d, written %d, dead-lettered %v: want exit %d, %d written, %d corrupt",
+			code, j.Written, j.DeadLettered, migrate.ExitDeadLettered, n-corrupt, corrupt)
+	}
+	if got := migStreamMsgs(t, js, "MIG_OUT"); got != n-corrupt {
+		t.Errorf("sink stream holds %d, want %d: undecodable messages were forwarded", got, n-corrupt)
+	}
+	if got := migStreamMsgs(t, js, "MIG_DLQ"); got != corrupt {
+		t.Errorf("dead-letter stream holds %d, want %d", got, corrupt)
+	}
+}
