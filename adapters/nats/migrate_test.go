@@ -1,0 +1,136 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// Tests of the qbridge migrate hooks (migrate.go) on a real embedded
+// server.
+
+func (f *jsFixture) sourceConfig() SourceConfig {
+	return SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, JetStream: &JetStreamSourceConfig{
+		Stream: "ORDERS", Durable: "bridge", FilterSubjects: []string{"orders.eu.>"},
+		AckWait: "30s", FetchWait: "300ms",
+	}}
+}
+
+// Before the durable exists the stream's messages on its filter are all
+// ready; once it holds some unacknowledged, they are in flight.
+func TestMigrateCountSource(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	for _, subj := range []string{"orders.eu.1", "orders.eu.2", "orders.eu.3", "orders.us.1"} {
+		f.publish(t, subj, subj)
+	}
+	cfg := f.sourceConfig()
+	ctx := ctxT(t, 20*time.Second)
+	if got, err := CountSource(ctx, cfg, nil); err != nil || got != (driver.Backlog{Ready: 3}) {
+		t.Fatalf("without the consumer: %+v, %v; want Ready 3", got, err)
+	}
+	src, _ := mustSource(t, cfg)
+	d := receiveN(t, src, 1, 10*time.Second)
+	if got, err := CountSource(ctx, cfg, nil); err != nil || got.Ready+got.InFlight != 3 || got.InFlight < 1 {
+		t.Fatalf("with one received: %+v, %v; want 3 in all, at least 1 in flight", got, err)
+	}
+	ackAll(t, d)
+
+	core := SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.>"}
+	if _, err := CountSource(ctx, core, nil); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("core NATS count: %v, want ErrUnsupported", err)
+	}
+	if _, err := CountSink(ctx, SinkConfig{ConnConfig: core.ConnConfig, Subject: "x"}, nil); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("core NATS sink count: %v, want ErrUnsupported", err)
+	}
+}
+
+// A JetStream sink counts the stream that holds its subject; duplicates
+// (same Nats-Msg-Id in the window) are reported.
+func TestMigrateCountSinkAndDuplicates(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	cfg := SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.in", JetStream: &JetStreamSinkConfig{}}
+	snk, _ := mustSink(t, cfg)
+	sendOK(t, snk, &mapping.Message{ID: "a", Body: []byte("a")}, &mapping.Message{ID: "b", Body: []byte("b")})
+	sendOK(t, snk, &mapping.Message{ID: "a", Body: []byte("a again")})
+	dr, ok := snk.(driver.DuplicateReporter)
+	if !ok || dr.Duplicates() != 1 {
+		t.Fatalf("DuplicateReporter %v, duplicates %d; want 1", ok, dr.Duplicates())
+	}
+	if got, err := CountSink(ctxT(t, 10*time.Second), cfg, nil); err != nil || got != (driver.Backlog{Ready: 2}) {
+		t.Fatalf("CountSink = %+v, %v; want Ready 2", got, err)
+	}
+}
+
+// Browsing reads the filter's messages with their stream sequences, acks
+// nothing (the durable's count is unchanged), is drained at the end, and
+// resumes after a sequence.
+func TestMigrateBrowse(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	for _, subj := range []string{"orders.eu.1", "orders.us.1", "orders.eu.2", "orders.eu.3"} {
+		f.publish(t, subj, subj)
+	}
+	cfg := f.sourceConfig()
+	bcfg, err := Browse(cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := mustSource(t, bcfg)
+	got := receiveN(t, src, 3, 10*time.Second)
+	var seqs []string
+	for i, d := range got {
+		if want := []string{"orders.eu.1", "orders.eu.2", "orders.eu.3"}[i]; string(d.Message().Body) != want {
+			t.Fatalf("browsed %d: %q, want %q", i, d.Message().Body, want)
+		}
+		seqs = append(seqs, d.Message().Source.SequenceNumber)
+		if err := d.Ack(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seqs[0] != "1" || seqs[1] != "3" || seqs[2] != "4" {
+		t.Fatalf("sequence numbers %v, want [1 3 4]", seqs)
+	}
+	if !src.(driver.Browser).Drained() {
+		t.Fatal("not drained after the stream's last message")
+	}
+	if got, err := CountSource(ctxT(t, 10*time.Second), cfg, nil); err != nil || got != (driver.Backlog{Ready: 3}) {
+		t.Fatalf("count after browsing: %+v, %v; want Ready 3 (nothing acknowledged)", got, err)
+	}
+
+	after, _ := strconv.ParseUint(seqs[0], 10, 64)
+	bcfg, _ = Browse(cfg, after)
+	src2, _ := mustSource(t, bcfg)
+	if d := receiveN(t, src2, 1, 10*time.Second)[0]; string(d.Message().Body) != "orders.eu.2" {
+		t.Fatalf("browse after %d: %q, want orders.eu.2", after, d.Message().Body)
+	}
+
+	core := SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.>"}
+	if _, err := Browse(core, 0); !errors.Is(err, driver.ErrCannotBrowse) {
+		t.Fatalf("core NATS browse: %v, want ErrCannotBrowse", err)
+	}
+}
+
+// The dry-run sink renders the subject and encodes without a server.
+func TestMigrateDrySink(t *testing.T) {
+	t.Parallel()
+	cfg := SinkConfig{ConnConfig: ConnConfig{URL: "nats://127.0.0.1:1"}, Subject: "orders.{attr.region}", MaxMessageSize: 1024}
+	snk, err := NewDrySink(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := msg(string(make([]byte, 4096)), "region", "eu")
+	errs := snk.Send(context.Background(), []*mapping.Message{msg("fine", "region", "eu"), big})
+	if errs[0] != nil || errs[1] == nil {
+		t.Fatalf("verdicts %v; want nil and a size refusal", errs)
+	}
+	if err := snk.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
