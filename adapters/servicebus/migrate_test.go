@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -28,6 +29,7 @@ func migrateConn() ConnConfig {
 func TestMigrateCountBrowseDeadLetter(t *testing.T) {
 	needBroker(t)
 	q := entity("migrate-count")
+	emptyQueue(t, q)
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: fastConn(), Queue: q})
 	later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	sendAll(t, snk,
@@ -107,6 +109,57 @@ func TestMigrateCountBrowseDeadLetter(t *testing.T) {
 	bsrc2, _ := newTestSource(t, bcfg)
 	if got := receiveN(t, bsrc2, 2, 10*time.Second); string(got[0].Message().Body) != "b" {
 		t.Fatalf("browse after %d: first %q, want b", seqs[0], got[0].Message().Body)
+	}
+}
+
+// emptyQueue removes what an earlier run (go test -count=N) left in q:
+// active and dead-lettered messages, and scheduled ones.
+func emptyQueue(t *testing.T, q string) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	c, err := azservicebus.NewClientFromConnectionString(brokerConn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, sub := range []azservicebus.SubQueue{0, azservicebus.SubQueueDeadLetter} {
+		r, err := c.NewReceiverForQueue(q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, SubQueue: sub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			from := int64(0) // from the start each time: a receiver's peeks go on after its last
+			peeked, err := r.PeekMessages(ctx, 100, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var scheduled []int64
+			active := 0
+			for _, m := range peeked {
+				if m.State == azservicebus.MessageStateScheduled {
+					scheduled = append(scheduled, *m.SequenceNumber)
+				} else {
+					active++
+				}
+			}
+			if len(scheduled) > 0 {
+				s, err := c.NewSender(q, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.CancelScheduledMessages(ctx, scheduled, nil); err != nil {
+					t.Fatal(err)
+				}
+				_ = s.Close(ctx)
+			}
+			if active == 0 {
+				break
+			}
+			if _, err := r.ReceiveMessages(ctx, active, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = r.Close(ctx)
 	}
 }
 
