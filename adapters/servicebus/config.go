@@ -207,7 +207,7 @@ type connSettings struct {
 	backoff     time.Duration
 	backoffMax  time.Duration
 	tokenTTL    time.Duration
-	mgmtURL     string         // management API: scheme://host[:port]
+	mgmtURL     string         // management API: scheme://host[:port]; "": unknown
 	description string         // for logs: namespace and transport, no secrets
 	rootCAs     *x509.CertPool // nil: the system's (tests set their own)
 }
@@ -294,6 +294,9 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 		s.mgmtURL = u.Scheme + "://" + u.Host
 	case s.https:
 		s.mgmtURL = s.baseURL
+	case s.plain:
+		// An emulator over AMQP: where it serves management, if anywhere,
+		// is not known (mgmtURL stays empty: counts are unsupported).
 	default:
 		s.mgmtURL = "https://" + s.namespace
 	}

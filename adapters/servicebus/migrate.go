@@ -137,6 +137,9 @@ func subscriptionCounts(ctx context.Context, ac *admin.Client, topic, sub string
 // keeping the path, the query and the SAS token the SDK signed for the
 // namespace.
 func newAdminClient(c *connSettings, cred azcore.TokenCredential) (*admin.Client, error) {
+	if c.mgmtURL == "" {
+		return nil, fmt.Errorf("servicebus: where %s serves its management API is not known (plain AMQP, an emulator): set management_endpoint to count: %w", c.namespace, errors.ErrUnsupported)
+	}
 	opts := &admin.ClientOptions{}
 	if c.mgmtURL != "https://"+c.namespace {
 		u, err := url.Parse(c.mgmtURL)

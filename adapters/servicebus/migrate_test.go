@@ -181,6 +181,10 @@ func TestMigrateRefusals(t *testing.T) {
 			_, err := CountSink(context.Background(), SinkConfig{ConnConfig: conn, Queue: "q-{attr.x}"}, nil)
 			return err
 		}, errors.ErrUnsupported},
+		{"emulator over AMQP without management_endpoint", func() error {
+			_, err := CountSource(context.Background(), SourceConfig{ConnConfig: conn, Queue: "q"}, nil)
+			return err
+		}, errors.ErrUnsupported},
 		{"browse over https", func() error {
 			c := conn
 			c.Transport = transportHTTPS
