@@ -52,9 +52,10 @@ type SourceConfig struct {
 	// NackBackoff is the least visibility a Nack sets (a smaller delay is
 	// raised to it); "0s" allows an immediate redelivery.
 	NackBackoff string `hcl:"nack_backoff,optional"`
-	// Heartbeat, when set, makes the source itself extend every unsettled
-	// message's visibility at this interval (by the visibility timeout);
-	// empty or "0s": only the engine's Extend calls extend it.
+	// Heartbeat is deprecated and ignored (a warning when set): the
+	// pipeline's lock block extends the messages the engine holds, and the
+	// source extends its prefetched ones. Still parsed so that existing
+	// configurations load.
 	Heartbeat string `hcl:"heartbeat,optional"`
 	// Linger is how long Ack, Nack and Extend wait to fill a batch call.
 	Linger string `hcl:"linger,optional"`
@@ -194,7 +195,7 @@ type sourceSettings struct {
 	systemAttrs   []string
 	messageAttrs  []string
 	nackBackoff   time.Duration
-	heartbeat     time.Duration
+	heartbeat     time.Duration // deprecated: only warned about
 	linger        time.Duration
 	hasVisibility bool
 }
@@ -277,14 +278,6 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	}
 	if s.heartbeat, err = adaptercfg.Duration("heartbeat", c.Heartbeat, 0); err != nil {
 		return nil, err
-	}
-	if s.heartbeat > 0 {
-		if !s.hasVisibility || s.visibility == 0 {
-			return nil, adaptercfg.Errorf("heartbeat", "needs visibility_timeout (the extension each beat sets)")
-		}
-		if s.heartbeat >= s.visibility {
-			return nil, adaptercfg.Errorf("heartbeat", "%s must be shorter than visibility_timeout %s", s.heartbeat, s.visibility)
-		}
 	}
 	if s.linger, err = adaptercfg.Duration("linger", c.Linger, DefaultAckLinger); err != nil {
 		return nil, err

@@ -88,7 +88,6 @@ func (d *delivery) Ack(ctx context.Context) error {
 	if !d.settled.CompareAndSwap(false, true) {
 		return errSettled
 	}
-	defer d.src.untrack(d)
 	if err := d.src.deleter.do(ctx, d.handle); err != nil {
 		return fmt.Errorf("sqs: ack message %s: %w", d.id, err)
 	}
@@ -101,7 +100,6 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	if !d.settled.CompareAndSwap(false, true) {
 		return errSettled
 	}
-	defer d.src.untrack(d)
 	delay = max(delay, d.src.set.nackBackoff)
 	if err := d.src.visibility.do(ctx, visItem{d.handle, visibilitySeconds(delay)}); err != nil {
 		return fmt.Errorf("sqs: nack message %s: %w", d.id, err)

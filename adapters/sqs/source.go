@@ -56,7 +56,9 @@ type Source struct {
 	once    sync.Once
 
 	trackMu sync.Mutex
-	tracked map[*delivery]struct{} // unsettled deliveries, for the heartbeat
+	// tracked: received but not yet handed to the engine. keepPrefetched
+	// extends these; the engine's lock heartbeat extends the rest.
+	tracked map[*delivery]struct{}
 
 	ready readyCache
 	stats sourceStats
@@ -131,8 +133,11 @@ func newSource(ctx context.Context, client api, conn *ConnConfig, set *sourceSet
 		go s.poll(pctx)
 	}
 	if set.heartbeat > 0 {
+		s.log.Warn("sqs: heartbeat is deprecated and ignored: the pipeline's lock block (extend_every, extend_by) extends the messages the engine holds, and the source keeps its prefetched ones invisible itself")
+	}
+	if s.visTimeout > 0 {
 		s.pollers.Add(1)
-		go s.heartbeat(pctx)
+		go s.keepPrefetched(pctx)
 	}
 	return s, nil
 }
@@ -181,6 +186,7 @@ func (s *Source) Receive(ctx context.Context, limit int) ([]driver.Delivery, err
 	out := make([]driver.Delivery, n)
 	for i := range n {
 		out[i] = s.pending[i]
+		s.untrack(s.pending[i]) // the engine's lock heartbeat extends it from now on
 	}
 	s.pending = s.pending[n:]
 	if len(s.pending) == 0 {
@@ -303,28 +309,27 @@ func newAttemptID() string {
 }
 
 func (s *Source) track(d *delivery) {
-	if s.set.heartbeat <= 0 {
-		return
-	}
 	s.trackMu.Lock()
 	s.tracked[d] = struct{}{}
 	s.trackMu.Unlock()
 }
 
 func (s *Source) untrack(d *delivery) {
-	if s.set.heartbeat <= 0 {
-		return
-	}
 	s.trackMu.Lock()
 	delete(s.tracked, d)
 	s.trackMu.Unlock()
 }
 
-// heartbeat extends every unsettled delivery by the visibility timeout each
-// heartbeat interval.
-func (s *Source) heartbeat(ctx context.Context) {
+// keepPrefetched extends, by the visibility timeout, the deliveries received
+// but not yet handed to the engine, so that a busy engine does not make them
+// expire (dropExpired) while they wait. The engine never sees these, so its
+// lock heartbeat cannot extend them.
+func (s *Source) keepPrefetched(ctx context.Context) {
 	defer s.pollers.Done()
-	t := time.NewTicker(s.set.heartbeat)
+	// Three beats per visibility timeout: a failed extension leaves two
+	// more before the message expires.
+	every := s.visTimeout / 3
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -332,27 +337,35 @@ func (s *Source) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.trackMu.Lock()
-		ds := make([]*delivery, 0, len(s.tracked))
-		for d := range s.tracked {
+		s.extendPrefetched(ctx, time.Now(), every)
+	}
+}
+
+// extendPrefetched extends the tracked deliveries not extended (or received)
+// within the last age.
+func (s *Source) extendPrefetched(ctx context.Context, now time.Time, age time.Duration) {
+	due := now.Add(s.visTimeout - age).UnixNano()
+	s.trackMu.Lock()
+	var ds []*delivery
+	for d := range s.tracked {
+		if d.deadline.Load() <= due {
 			ds = append(ds, d)
 		}
-		s.trackMu.Unlock()
-		secs := visibilitySeconds(s.visTimeout)
-		for len(ds) > 0 {
-			chunk := ds[:min(maxBatch, len(ds))]
-			ds = ds[len(chunk):]
-			items := make([]visItem, len(chunk))
-			for i, d := range chunk {
-				items[i] = visItem{d.handle, secs}
-			}
-			start := time.Now()
-			for i, err := range s.visibilityBatch(ctx, items) {
-				if err == nil {
-					chunk[i].deadline.Store(start.Add(s.visTimeout).UnixNano())
-				} else if !chunk[i].settled.Load() {
-					s.log.Warn("sqs: heartbeat could not extend a message", "message_id", chunk[i].id, "error", err)
-				}
+	}
+	s.trackMu.Unlock()
+	secs := visibilitySeconds(s.visTimeout)
+	for len(ds) > 0 {
+		chunk := ds[:min(maxBatch, len(ds))]
+		ds = ds[len(chunk):]
+		items := make([]visItem, len(chunk))
+		for i, d := range chunk {
+			items[i] = visItem{d.handle, secs}
+		}
+		for i, err := range s.visibilityBatch(ctx, items) {
+			if err == nil {
+				chunk[i].deadline.Store(now.Add(s.visTimeout).UnixNano())
+			} else if !chunk[i].settled.Load() && ctx.Err() == nil {
+				s.log.Warn("sqs: could not extend a prefetched message; it may expire before the engine takes it", "message_id", chunk[i].id, "error", err)
 			}
 		}
 	}

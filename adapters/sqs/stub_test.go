@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -609,73 +610,89 @@ func TestStubCloseReleasesPrefetched(t *testing.T) {
 	}
 }
 
-// A prefetched message whose visibility ended before the engine asked is
-// not handed over.
+// A prefetched message whose visibility ended before the engine asked (its
+// extensions failed) is not handed over.
 func TestStubExpiredPrefetchDropped(t *testing.T) {
 	t.Parallel()
-	stub := &stubAPI{}
-	stub.receive = func(n int, _ *awssqs.ReceiveMessageInput) (*awssqs.ReceiveMessageOutput, error) {
-		if n == 0 {
-			return &awssqs.ReceiveMessageOutput{Messages: []types.Message{received(t, "a", "h1")}}, nil
+	synctest.Test(t, func(t *testing.T) {
+		stub := &stubAPI{}
+		stub.receive = func(n int, _ *awssqs.ReceiveMessageInput) (*awssqs.ReceiveMessageOutput, error) {
+			if n == 0 {
+				return &awssqs.ReceiveMessageOutput{Messages: []types.Message{received(t, "a", "h1")}}, nil
+			}
+			return nil, nil
 		}
-		return nil, nil
-	}
-	src := stubSource(t, stub, false, SourceConfig{Pollers: 1, VisibilityTimeout: "1s"})
-	time.Sleep(1200 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if ds, err := src.Receive(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("got %v %v, want nothing", ds, err)
-	}
-	if n := src.Stats().Expired; n != 1 {
-		t.Fatalf("expired %d", n)
-	}
+		stub.visBatch = func(int, *awssqs.ChangeMessageVisibilityBatchInput) (*awssqs.ChangeMessageVisibilityBatchOutput, error) {
+			return nil, errors.New("throttled")
+		}
+		src := stubSource(t, stub, false, SourceConfig{Pollers: 1, VisibilityTimeout: "1s"})
+		time.Sleep(1200 * time.Millisecond)
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if ds, err := src.Receive(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v %v, want nothing", ds, err)
+		}
+		if n := src.Stats().Expired; n != 1 {
+			t.Fatalf("expired %d", n)
+		}
+		stub.mu.Lock()
+		defer stub.mu.Unlock()
+		if stub.nVis == 0 {
+			t.Fatal("no extension was tried")
+		}
+	})
 }
 
-// heartbeat extends unsettled deliveries by the visibility timeout.
-func TestStubHeartbeat(t *testing.T) {
+// Deliveries waiting in the source for the engine are extended by the
+// visibility timeout, so they do not expire; from handover on, only the
+// engine's Extend calls extend them.
+func TestStubKeepsPrefetched(t *testing.T) {
 	t.Parallel()
-	stub := &stubAPI{}
-	stub.receive = func(n int, _ *awssqs.ReceiveMessageInput) (*awssqs.ReceiveMessageOutput, error) {
-		if n == 0 {
-			return &awssqs.ReceiveMessageOutput{Messages: []types.Message{received(t, "a", "h1"), received(t, "b", "h2")}}, nil
+	synctest.Test(t, func(t *testing.T) {
+		stub := &stubAPI{}
+		stub.receive = func(n int, _ *awssqs.ReceiveMessageInput) (*awssqs.ReceiveMessageOutput, error) {
+			if n == 0 {
+				return &awssqs.ReceiveMessageOutput{Messages: []types.Message{received(t, "a", "h1"), received(t, "b", "h2")}}, nil
+			}
+			return nil, nil
 		}
-		return nil, nil
-	}
-	src := stubSource(t, stub, false, SourceConfig{Pollers: 1, VisibilityTimeout: "2s", Heartbeat: "200ms"})
-	ds, err := src.Receive(context.Background(), 10)
-	if err != nil || len(ds) != 2 {
-		t.Fatal(ds, err)
-	}
-	if err := ds[0].Ack(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	stub.mu.Lock()
-	acked := len(stub.visEntries)
-	stub.mu.Unlock()
-	time.Sleep(700 * time.Millisecond)
-	stub.mu.Lock()
-	defer stub.mu.Unlock()
-	// A beat may be under way while h1 is acked; the one after it must
-	// leave h1 out.
-	after := stub.visEntries[min(acked+1, len(stub.visEntries)):]
-	if len(after) < 1 {
-		t.Fatalf("%d heartbeats, %d after the ack", len(stub.visEntries), len(after))
-	}
-	for _, c := range stub.visEntries {
-		for _, e := range c {
-			if e.VisibilityTimeout != 2 {
-				t.Errorf("heartbeat entry %s %d", *e.ReceiptHandle, e.VisibilityTimeout)
+		src := stubSource(t, stub, false, SourceConfig{Pollers: 1, VisibilityTimeout: "3s"})
+		synctest.Wait()             // the poller holds the batch, nobody takes it
+		time.Sleep(7 * time.Second) // more than twice the visibility timeout
+		synctest.Wait()
+		ds, err := src.Receive(context.Background(), 10)
+		if err != nil || len(ds) != 2 {
+			t.Fatal(ds, err)
+		}
+		if n := src.Stats().Expired; n != 0 {
+			t.Fatalf("%d expired while prefetched", n)
+		}
+		stub.mu.Lock()
+		extended := map[string]int{}
+		for _, c := range stub.visEntries {
+			for _, e := range c {
+				if e.VisibilityTimeout != 3 {
+					t.Errorf("entry %s extends by %d s, want 3", *e.ReceiptHandle, e.VisibilityTimeout)
+				}
+				extended[*e.ReceiptHandle]++
 			}
 		}
-	}
-	for _, c := range after {
-		for _, e := range c {
-			if *e.ReceiptHandle != "h2" {
-				t.Errorf("settled %s still extended", *e.ReceiptHandle)
-			}
+		handedOver := len(stub.visEntries)
+		stub.mu.Unlock()
+		// A beat each second from 1 s on; each extends a message aged a beat.
+		if extended["h1"] < 2 || extended["h2"] < 2 {
+			t.Fatalf("extensions while prefetched: %v", extended)
 		}
-	}
+
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		stub.mu.Lock()
+		defer stub.mu.Unlock()
+		if after := stub.visEntries[handedOver:]; len(after) != 0 {
+			t.Fatalf("the source extended handed-over messages: %v", after)
+		}
+	})
 }
 
 // Per-entry SendMessageBatch failures map to per-message errors: the
