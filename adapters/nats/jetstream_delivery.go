@@ -1,0 +1,133 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// jsDelivery settles through JetStream acks.
+type jsDelivery struct {
+	m          jetstream.Msg
+	msg        *mapping.Message
+	decodeErr  error
+	log        *slog.Logger
+	last       bool // this is delivery MaxDeliver: a failure must not vanish
+	maxDeliver int
+	src        *jsSource
+	seq        uint64 // stream sequence
+
+	touchedAt atomic.Int64 // when it was delivered or last InProgress (unix ns), while held
+	handed    atomic.Bool  // given to the engine: counted in src.outstanding
+	settled   atomic.Bool  // Ack, Nack or DeadLetter was called
+}
+
+func (d *jsDelivery) touched() time.Time { return time.Unix(0, d.touchedAt.Load()) }
+
+// touch restarts the ack timer of a held delivery.
+func (d *jsDelivery) touch() {
+	if err := d.m.InProgress(); err != nil {
+		d.log.Warn("nats: in progress for a held message failed; it may be delivered again", "error", err)
+	}
+	d.touchedAt.Store(time.Now().UnixNano())
+}
+
+// settle marks the delivery settled: it no longer counts as the engine's.
+func (d *jsDelivery) settle() {
+	if d.settled.CompareAndSwap(false, true) && d.handed.Load() {
+		d.src.outstanding.Add(-1)
+	}
+}
+
+func (d *jsDelivery) Message() *mapping.Message { return d.msg }
+
+// DecodeError is why natsmap refused the message, or nil.
+func (d *jsDelivery) DecodeError() error { return d.decodeErr }
+
+// Ack is a double ack: it returns once the server confirmed it, so an acked
+// message is not redelivered.
+func (d *jsDelivery) Ack(ctx context.Context) error {
+	defer d.settle()
+	if err := d.m.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("nats: ack: %w", err)
+	}
+	return nil
+}
+
+// Nack asks for redelivery after delay (NakWithDelay). On the consumer's last
+// allowed delivery (max_deliver) the server would never redeliver, so the
+// message is terminated instead: a dead-letter with a reason, never a
+// silent loss.
+func (d *jsDelivery) Nack(ctx context.Context, delay time.Duration) error {
+	defer d.settle()
+	if d.last {
+		d.log.Warn("nats: message failed on its last delivery (max_deliver); terminating it",
+			"subject", d.msg.Source.Address, "stream_seq", d.msg.Source.SequenceNumber, "deliveries", d.msg.Source.DeliveryCount)
+		return d.term(fmt.Sprintf("qbridge: max_deliver (%d) reached", d.maxDeliver))
+	}
+	// A pull that Receive left may still be open on the server: it would
+	// take the message.
+	d.src.waitAbandoned(ctx)
+	var err error
+	if delay > 0 {
+		err = d.m.NakWithDelay(delay)
+	} else {
+		err = d.m.Nak()
+	}
+	if err != nil {
+		return fmt.Errorf("nats: nak: %w", err)
+	}
+	return nil
+}
+
+// Extend sends InProgress, which restarts the consumer's full AckWait
+// (whatever d is): to hold a message longer than ack_wait, call it again.
+func (d *jsDelivery) Extend(ctx context.Context, _ time.Duration) error {
+	if err := d.m.InProgress(); err != nil {
+		return fmt.Errorf("nats: in progress: %w", err)
+	}
+	return nil
+}
+
+// DeadLetter terminates the message (no further redelivery); the reason is
+// in the server's MSG_TERMINATED advisory.
+func (d *jsDelivery) DeadLetter(ctx context.Context, reason, description string) error {
+	defer d.settle()
+	return d.term(termReason(reason, description))
+}
+
+func (d *jsDelivery) term(reason string) error {
+	if err := d.m.TermWithReason(reason); err != nil {
+		return fmt.Errorf("nats: term: %w", err)
+	}
+	return nil
+}
+
+// termReason joins reason and description on one bounded line.
+func termReason(reason, description string) string {
+	s := reason
+	if description != "" {
+		if s != "" {
+			s += ": "
+		}
+		s += description
+	}
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+	const maxLen = 1024
+	if len(s) > maxLen {
+		s = s[:maxLen]
+	}
+	return s
+}

@@ -1,0 +1,279 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/backoff"
+)
+
+// maxPullWait bounds how long one waiting pull request stays open on the
+// server, and so how long a nack or Close may wait for one (see waitPull).
+const maxPullWait = time.Second
+
+// pull is a waiting pull request running to its end.
+type pull struct {
+	done chan struct{}
+	out  []*jsDelivery
+	err  error
+}
+
+// Receive returns what the consumer has at once (one FetchNoWait); when it
+// has nothing it waits up to fetch_wait for one message and then takes
+// whatever else is there, so an idle source answers without delay and a
+// busy one gets full batches in one round trip.
+//
+// Before it fetches anything new, it makes sure that the consumer's
+// unacknowledged messages that are not ours (those of a killed process,
+// or lost in a disconnect) came back first: see recoverPending.
+func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
+	batch := min(max(limit, 1), s.set.js.fetchBatch)
+	bo := backoff.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}
+	failing := false
+	for {
+		if err := s.ctx.Err(); err != nil {
+			return nil, errors.New("nats: source closed")
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if out := s.takeHeld(batch); len(out) > 0 {
+			return out, nil
+		}
+		cons, maxDeliver := s.consumer()
+		if s.hasAbandoned() {
+			// The pull a cancelled Receive left comes first: its
+			// messages are the next ones.
+			out, err := s.waitPull(ctx, cons, maxDeliver)
+			if len(out) > 0 {
+				return s.handOut(out), nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err != nil {
+				s.log.Debug("nats jetstream pull failed", "error", err) // the next fetch retries
+			}
+			continue
+		}
+		var err error
+		if s.needRecover() {
+			if err = s.recoverPending(ctx, cons, maxDeliver); err == nil {
+				s.mu.Lock()
+				s.recover = false
+				s.mu.Unlock()
+				continue
+			}
+		} else {
+			var out []*jsDelivery
+			start := time.Now()
+			out, err = s.fetch(cons, batch, false, maxDeliver)
+			if len(out) == 0 && err == nil {
+				out, err = s.waitPull(ctx, cons, maxDeliver)
+				if ctx.Err() != nil && len(out) == 0 {
+					return nil, ctx.Err()
+				}
+				if len(out) > 0 && batch > 1 {
+					more, _ := s.fetch(cons, batch-1, false, maxDeliver) // an error shows on the next call
+					out = append(out, more...)
+				}
+			}
+			if err == nil && failing {
+				s.log.Info("nats jetstream fetch recovered")
+				failing = false
+				bo.Reset()
+			}
+			if len(out) > 0 {
+				return s.handOut(out), nil
+			}
+			if err == nil {
+				// A pull the server ends at once without messages (a status
+				// the client does not report as an error) must not spin.
+				if time.Since(start) < 20*time.Millisecond {
+					s.pause(ctx, 50*time.Millisecond)
+				}
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			// Whatever recoverPending collected is handed out: the
+			// engine settles it in order (or the broker redelivers it).
+			if out := s.takeHeld(batch); len(out) > 0 {
+				return out, nil
+			}
+			return nil, ctx.Err()
+		}
+		if s.ctx.Err() != nil || errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, fmt.Errorf("nats: fetch: %w", err)
+		}
+		if consumerGone(ctx, cons, err) {
+			s.log.Warn("nats jetstream consumer is gone; setting it up again", "durable", s.set.js.durable, "error", err)
+			s.dropHeld()
+			if err := s.setup(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !failing {
+			s.log.Warn("nats jetstream fetch failed; retrying", "error", err)
+			failing = true
+		}
+		s.pause(ctx, bo.Next())
+	}
+}
+
+// waitPull waits (up to fetch_wait, at most maxPullWait) for one message.
+// The pull request is never abandoned on the server: a request whose
+// client went away stays in the consumer's waiting list until it expires,
+// and a message nacked meanwhile (the engine nacks what it holds when it
+// stops) would be sent to it and lost until ack_wait, or put back at the
+// end of the redelivery queue behind the later messages of its group. So
+// when ctx ends first, waitPull returns at once but the pull runs on:
+// Nack waits for its end, the next Receive takes its messages, and Close
+// nacks them.
+func (s *jsSource) waitPull(ctx context.Context, cons jetstream.Consumer, maxDeliver int) ([]*jsDelivery, error) {
+	s.mu.Lock()
+	p := s.abandoned
+	s.abandoned = nil
+	s.mu.Unlock()
+	if p == nil {
+		p = &pull{done: make(chan struct{})}
+		go func() {
+			defer close(p.done)
+			p.out, p.err = s.fetch(cons, 1, true, maxDeliver)
+		}()
+	}
+	select {
+	case <-p.done:
+		return p.out, p.err
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+	s.mu.Lock()
+	s.abandoned = p
+	s.mu.Unlock()
+	return nil, ctx.Err()
+}
+
+func (s *jsSource) hasAbandoned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.abandoned != nil
+}
+
+// waitAbandoned waits until the pull Receive left is over on the server,
+// so that a nack does not hand the message to it.
+func (s *jsSource) waitAbandoned(ctx context.Context) {
+	s.mu.Lock()
+	p := s.abandoned
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+	}
+}
+
+// handOut counts deliveries as the engine's until they are settled.
+func (s *jsSource) handOut(ds []*jsDelivery) []driver.Delivery {
+	out := make([]driver.Delivery, len(ds))
+	for i, d := range ds {
+		d.handed.Store(true)
+		s.outstanding.Add(1)
+		out[i] = d
+	}
+	return out
+}
+
+// pause waits d, or less when ctx ends or the source closes (the loop
+// then sees it).
+func (s *jsSource) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.ctx.Done():
+	}
+}
+
+// consumerGone tells whether a fetch failed because the consumer (or its
+// stream) no longer exists: a pull to a deleted consumer gets "no responders".
+func consumerGone(ctx context.Context, cons jetstream.Consumer, err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) {
+		return true
+	}
+	if !errors.Is(err, nats.ErrNoResponders) {
+		return false
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, ierr := cons.Info(ictx)
+	return errors.Is(ierr, jetstream.ErrConsumerNotFound) || errors.Is(ierr, jetstream.ErrStreamNotFound)
+}
+
+// fetch runs one pull request for up to n messages to its end; wait
+// says whether to wait (up to fetch_wait, at most maxPullWait) for them or
+// take only what is there. It never cancels a pull on the client side
+// (see waitPull): it returns when the server ended the request.
+func (s *jsSource) fetch(cons jetstream.Consumer, n int, wait bool, maxDeliver int) ([]*jsDelivery, error) {
+	var (
+		mb  jetstream.MessageBatch
+		err error
+	)
+	if wait {
+		mb, err = cons.Fetch(n, jetstream.FetchMaxWait(min(s.set.js.fetchWait, maxPullWait)))
+	} else {
+		mb, err = cons.FetchNoWait(n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*jsDelivery
+	for m := range mb.Messages() {
+		if d := s.wrap(m, maxDeliver); d != nil {
+			out = append(out, d)
+		}
+	}
+	err = mb.Error()
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		err = nil // the pull's own expiry
+	}
+	return out, err
+}
+
+// wrap decodes m; natsmap fills the source facts (protocol, subject, stream
+// sequence, stored time, delivery count) from the JetStream metadata. A
+// message natsmap refuses still becomes a delivery, with what could be read
+// and its DecodeError, so the engine dead-letters it.
+func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) *jsDelivery {
+	meta, err := m.Metadata()
+	if err != nil {
+		s.log.Error("nats: message without JetStream metadata; terminating it", "subject", m.Subject(), "error", err)
+		_ = m.TermWithReason("qbridge: no JetStream metadata")
+		return nil
+	}
+	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+	d := &jsDelivery{
+		m: m, log: s.log, src: s, seq: meta.Sequence.Stream,
+		last: maxDeliver > 0 && meta.NumDelivered >= uint64(maxDeliver), maxDeliver: maxDeliver,
+	}
+	d.touchedAt.Store(time.Now().UnixNano())
+	d.msg, d.decodeErr = s.codec.decodeJS(raw, meta)
+	if d.decodeErr != nil {
+		s.log.Error("nats: received a message that cannot be decoded; it must be dead-lettered",
+			"subject", m.Subject(), "stream_seq", meta.Sequence.Stream, "error", d.decodeErr)
+		d.msg = s.codec.decodeRaw(raw, meta)
+	}
+	applySubjectGroup(d.msg, m.Subject(), s.set.groupToken)
+	return d
+}
