@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -220,7 +221,7 @@ type browseSource struct {
 
 	mu      sync.Mutex // one peek at a time: next follows the last one
 	next    int64
-	drained bool
+	drained atomic.Bool // read by the migration's watcher while Receive waits
 }
 
 func newBrowseSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) (*browseSource, error) {
@@ -266,29 +267,12 @@ const browseIdle = 500 * time.Millisecond
 // a peek returns nothing, the entity is read to its end (Drained); Receive
 // then peeks again now and then until ctx ends, for messages sent since.
 func (s *browseSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for {
-		from := s.next
-		msgs, err := s.rcv.PeekMessages(ctx, limit, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("servicebus: peek %s from %d: %w", s.set.entityPath, from, err)
+		out, err := s.peek(ctx, limit)
+		if err != nil || len(out) > 0 {
+			return out, err
 		}
-		if len(msgs) > 0 {
-			out := make([]driver.Delivery, 0, len(msgs))
-			for _, rm := range msgs {
-				if rm.SequenceNumber != nil && *rm.SequenceNumber >= s.next {
-					s.next = *rm.SequenceNumber + 1
-				}
-				m, derr := decodeReceived(rm, s.set.entityPath)
-				out = append(out, &browseDelivery{msg: m, decodeErr: derr})
-			}
-			return out, nil
-		}
-		s.drained = true
+		s.drained.Store(true)
 		t := time.NewTimer(browseIdle)
 		select {
 		case <-ctx.Done():
@@ -299,12 +283,31 @@ func (s *browseSource) Receive(ctx context.Context, limit int) ([]driver.Deliver
 	}
 }
 
-// Drained reports whether a peek found nothing after the last message.
-func (s *browseSource) Drained() bool {
+// peek takes the next messages, if any, and moves past them.
+func (s *browseSource) peek(ctx context.Context, limit int) ([]driver.Delivery, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.drained
+	from := s.next
+	msgs, err := s.rcv.PeekMessages(ctx, limit, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("servicebus: peek %s from %d: %w", s.set.entityPath, from, err)
+	}
+	out := make([]driver.Delivery, 0, len(msgs))
+	for _, rm := range msgs {
+		if rm.SequenceNumber != nil && *rm.SequenceNumber >= s.next {
+			s.next = *rm.SequenceNumber + 1
+		}
+		m, derr := decodeReceived(rm, s.set.entityPath)
+		out = append(out, &browseDelivery{msg: m, decodeErr: derr})
+	}
+	return out, nil
 }
+
+// Drained reports whether a peek found nothing after the last message.
+func (s *browseSource) Drained() bool { return s.drained.Load() }
 
 func (s *browseSource) Close(ctx context.Context) error {
 	return errors.Join(s.rcv.Close(ctx), s.client.Close(ctx))

@@ -94,11 +94,29 @@ func TestMigrateCountBrowseDeadLetter(t *testing.T) {
 	if !got[2].Message().ScheduledAt.Equal(later) {
 		t.Errorf("scheduled message: ScheduledAt %v, want %v", got[2].Message().ScheduledAt, later)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	more, _ := bsrc.Receive(rctx, 10)
+	// Drained answers while Receive waits for more (the migration's
+	// watcher asks it then).
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	done := make(chan []driver.Delivery, 1)
+	go func() {
+		more, _ := bsrc.Receive(rctx, 10)
+		done <- more
+	}()
+	for drained := false; !drained; {
+		ch := make(chan bool, 1)
+		go func() { ch <- bsrc.(driver.Browser).Drained() }()
+		select {
+		case drained = <-ch:
+		case <-time.After(time.Second):
+			t.Fatal("Drained blocks while Receive waits")
+		}
+		if !drained {
+			time.Sleep(20 * time.Millisecond) // poll: the peek that finds nothing is the source's
+		}
+	}
 	cancel()
-	if len(more) != 0 || !bsrc.(driver.Browser).Drained() {
-		t.Fatalf("after the last message: %d more, drained %v", len(more), bsrc.(driver.Browser).Drained())
+	if more := <-done; len(more) != 0 {
+		t.Fatalf("after the last message: %d more", len(more))
 	}
 	if got, err := CountSource(ctx, cfg, nil); err != nil || got != want {
 		t.Fatalf("CountSource after browsing = %+v, %v; want %+v", got, err, want)
