@@ -113,7 +113,8 @@ func (s *jsSource) recoverPending(ctx context.Context, cons jetstream.Consumer, 
 		return err
 	}
 	missing := s.missing(info)
-	if missing <= 0 {
+	act, phase := recoverStep(recoverStart, missing, false)
+	if act == recoverDone {
 		return nil
 	}
 	floor := info.Delivered.Stream // every pending message has a sequence <= floor
@@ -132,39 +133,77 @@ func (s *jsSource) recoverPending(ctx context.Context, cons jetstream.Consumer, 
 		s.log.Info("nats jetstream recovery done", "durable", s.set.js.durable, "took", time.Since(start).Round(time.Millisecond),
 			"held", n, "not_ours_left", missing)
 	}()
-	if err := s.takeRedeliveries(cons, floor, missing, maxDeliver); err != nil {
-		return err
-	}
 	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if missing = s.missing(info); missing <= 0 {
+		switch act {
+		case recoverDone:
 			return nil
-		}
-		if time.Now().After(deadline) {
-			// Every message whose holder is gone has lapsed and is queued
-			// now; what is still missing is another process's.
+		case recoverGiveUp:
+			s.log.Warn("nats jetstream consumer still has unacknowledged messages of another consumer process after ack_wait; fetching again (per-group order across processes sharing one durable consumer is only as strong as ack_wait)",
+				"durable", s.set.js.durable, "not_ours", missing)
+			return nil
+		case recoverTake:
 			if err := s.takeRedeliveries(cons, floor, missing, maxDeliver); err != nil {
 				return err
 			}
-			if info, err := cons.Info(ctx); err == nil {
-				missing = s.missing(info)
+		case recoverWait:
+			s.pause(ctx, min(250*time.Millisecond, max(ackWait/20, 20*time.Millisecond)))
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			if missing > 0 {
-				s.log.Warn("nats jetstream consumer still has unacknowledged messages of another consumer process after ack_wait; fetching again (per-group order across processes sharing one durable consumer is only as strong as ack_wait)",
-					"durable", s.set.js.durable, "not_ours", missing)
+			if err := s.ctx.Err(); err != nil {
+				return err
 			}
-			return nil
 		}
-		s.pause(ctx, min(250*time.Millisecond, max(ackWait/20, 20*time.Millisecond)))
-		if err := ctx.Err(); err != nil {
+		info, err := cons.Info(ctx)
+		switch {
+		case err == nil:
+			missing = s.missing(info)
+		case phase != recoverLastLook:
 			return err
 		}
-		if err := s.ctx.Err(); err != nil {
-			return err
-		}
+		// After the last take, a failed look keeps the count before it:
+		// recovery ends either way.
+		act, phase = recoverStep(phase, missing, time.Now().After(deadline))
+	}
+}
+
+// recoverPhase is where recoverPending stands.
+type recoverPhase int
+
+const (
+	recoverStart    recoverPhase = iota // before anything was taken
+	recoverPolling                      // taken once; watching the consumer info
+	recoverLastLook                     // past the bound, taken a last time
+)
+
+// recoverAction is what recoverPending does next.
+type recoverAction int
+
+const (
+	recoverDone   recoverAction = iota // every pending message is ours: fetch as usual
+	recoverTake                        // take what is queued for redelivery
+	recoverWait                        // wait for more to lapse, then look again
+	recoverGiveUp                      // what is still missing is another process's
+)
+
+// recoverStep decides recoverPending's next action from how many of the
+// consumer's pending messages are not ours (missing) and whether the bound
+// (ack_wait + margin) has passed, and the phase it leads to. Kept apart
+// from the I/O so that the decisions are tested without a server.
+func recoverStep(phase recoverPhase, missing int, pastBound bool) (recoverAction, recoverPhase) {
+	switch {
+	case missing <= 0:
+		return recoverDone, phase
+	case phase == recoverStart:
+		return recoverTake, recoverPolling
+	case phase == recoverLastLook:
+		return recoverGiveUp, phase
+	case pastBound:
+		// Every message whose holder is gone has lapsed and is queued
+		// now: take it a last time.
+		return recoverTake, recoverLastLook
+	default:
+		return recoverWait, recoverPolling
 	}
 }
 
@@ -174,7 +213,13 @@ func (s *jsSource) missing(info *jetstream.ConsumerInfo) int {
 	s.mu.Lock()
 	ours := len(s.held)
 	s.mu.Unlock()
-	return info.NumAckPending - ours - int(s.outstanding.Load())
+	return notOurs(info.NumAckPending, ours, int(s.outstanding.Load()))
+}
+
+// notOurs is how many of ackPending messages are neither held nor with
+// the engine.
+func notOurs(ackPending, held, outstanding int) int {
+	return ackPending - held - outstanding
 }
 
 // takeRedeliveries takes what the consumer has queued for redelivery
