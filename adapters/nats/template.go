@@ -5,136 +5,74 @@ import (
 	"strings"
 
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/rules"
 )
 
-// subjectTemplate is a compiled sink subject: literal text and placeholders
-// {group}, {id}, {subject} and {attr.NAME}, spelled as in mapping/rules'
-// templates. It is not rules.Template because a subject needs each
-// placeholder escaped on its own. A placeholder's value becomes
-// one subject token ({subject} may span several), with characters a token
-// cannot hold ('.', '*', '>', white space) replaced by '_'; an empty value
-// becomes the default token, so a rendered subject never has an empty token.
+// subjectTemplate is a compiled sink subject: a mapping/rules template
+// rendered with each placeholder's value escaped on its own. A value
+// becomes one subject token ({subject} may span several), with characters
+// a token cannot hold ('.', '*', '>', white space) replaced by '_'; an
+// empty value (a missing attribute too) becomes the default token, so a
+// rendered subject never has an empty token.
 type subjectTemplate struct {
-	raw   string
-	parts []tplPart // nil when the template has no placeholder
-}
-
-type tplKind uint8
-
-const (
-	tplLiteral tplKind = iota
-	tplGroup
-	tplID
-	tplSubject
-	tplAttr
-)
-
-type tplPart struct {
-	kind tplKind
-	text string // the literal, or the attribute name
+	raw string
+	tpl *rules.Template // nil when the template has no placeholder
 }
 
 func compileSubject(raw string) (*subjectTemplate, error) {
-	t := &subjectTemplate{raw: raw}
-	var parts []tplPart
-	var skeleton strings.Builder // placeholders replaced by "x", to validate the literal parts
-	rest := raw
-	for rest != "" {
-		open := strings.IndexByte(rest, '{')
-		if cl := strings.IndexByte(rest, '}'); cl >= 0 && (open < 0 || cl < open) {
-			return nil, fmt.Errorf("%q: '}' without '{'", raw)
-		}
-		if open < 0 {
-			parts = append(parts, tplPart{kind: tplLiteral, text: rest})
-			skeleton.WriteString(rest)
-			break
-		}
-		if open > 0 {
-			parts = append(parts, tplPart{kind: tplLiteral, text: rest[:open]})
-			skeleton.WriteString(rest[:open])
-		}
-		end := strings.IndexByte(rest[open:], '}')
-		if end < 0 {
-			return nil, fmt.Errorf("%q: unclosed '{'", raw)
-		}
-		name := rest[open+1 : open+end]
-		p, err := placeholder(name)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", raw, err)
-		}
-		parts = append(parts, p)
-		skeleton.WriteString("x")
-		rest = rest[open+end+1:]
+	tpl, err := rules.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", raw, err)
 	}
-	if err := checkSubject("subject", skeleton.String(), false); err != nil {
+	t := &subjectTemplate{raw: raw}
+	// placeholders replaced by "x", to validate the literal parts
+	skeleton := tpl.ExecuteEscaped(&mapping.Message{}, func(string, string) string { return "x" })
+	if err := checkSubject("subject", skeleton, false); err != nil {
 		return nil, fmt.Errorf("%q is not a subject to publish to (empty token, white space or wildcard)", raw)
 	}
-	for _, p := range parts {
-		if p.kind != tplLiteral {
-			t.parts = parts
+	for _, p := range tpl.Parts() {
+		if p.Placeholder != "" {
+			t.tpl = tpl
 			break
 		}
+	}
+	if t.tpl == nil {
+		t.raw = skeleton // "{{" and "}}" stand for braces
 	}
 	return t, nil
 }
 
-func placeholder(name string) (tplPart, error) {
-	switch {
-	case name == "group":
-		return tplPart{kind: tplGroup}, nil
-	case name == "id":
-		return tplPart{kind: tplID}, nil
-	case name == "subject":
-		return tplPart{kind: tplSubject}, nil
-	case strings.HasPrefix(name, "attr."):
-		// {attr.NAME?} (mapping/rules' "may be missing") is accepted too: a
-		// missing attribute is always the default token here.
-		attr := strings.TrimSuffix(name[len("attr."):], "?")
-		if attr == "" {
-			break
-		}
-		return tplPart{kind: tplAttr, text: attr}, nil
-	}
-	return tplPart{}, fmt.Errorf("unknown placeholder {%s}: want {group}, {id}, {subject} or {attr.NAME}", name)
-}
-
 // render returns the subject for m; def replaces empty values.
 func (t *subjectTemplate) render(m *mapping.Message, def string) string {
-	if t.parts == nil {
+	if t.tpl == nil {
 		return t.raw
 	}
-	var b strings.Builder
-	b.Grow(len(t.raw) + 16)
-	for _, p := range t.parts {
-		switch p.kind {
-		case tplLiteral:
-			b.WriteString(p.text)
-		case tplGroup:
-			writeToken(&b, m.GroupKey, def)
-		case tplID:
-			writeToken(&b, m.ID, def)
-		case tplAttr:
-			var s string
-			if v, ok := m.Attr(p.text); ok {
-				s, _ = v.Text() // a value without text renders as the default token
-				if v.Kind == mapping.KindStrings {
-					s = strings.Join(v.Strings(), ",")
-				}
-			}
-			writeToken(&b, s, def)
-		case tplSubject:
-			if m.Subject == "" {
-				b.WriteString(def)
-				continue
-			}
-			for i, tok := range strings.Split(m.Subject, ".") {
-				if i > 0 {
-					b.WriteByte('.')
-				}
-				writeToken(&b, tok, def)
-			}
+	return t.tpl.ExecuteEscaped(m, func(name, v string) string {
+		if name != "subject" || v == "" {
+			return subjectTokenOf(v, def)
 		}
+		// {subject} keeps its dots: each of its tokens is escaped alone.
+		var b strings.Builder
+		for i, tok := range strings.Split(v, ".") {
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			writeToken(&b, tok, def)
+		}
+		return b.String()
+	})
+}
+
+// subjectTokenOf returns s as a single valid token.
+func subjectTokenOf(s, def string) string {
+	if s == "" {
+		return def
 	}
+	if validToken(s) {
+		return s
+	}
+	var b strings.Builder
+	writeToken(&b, s, def)
 	return b.String()
 }
 
@@ -176,7 +114,7 @@ func validToken(s string) bool {
 // in the last token becomes '>'. ok is false when {subject} stands before
 // the last token (no single filter covers it).
 func (t *subjectTemplate) streamSubject() (string, bool) {
-	if t.parts == nil {
+	if t.tpl == nil {
 		return t.raw, true
 	}
 	var tokens []string
@@ -194,13 +132,13 @@ func (t *subjectTemplate) streamSubject() (string, bool) {
 		cur.Reset()
 		wild, multi = false, false
 	}
-	for _, p := range t.parts {
-		if p.kind != tplLiteral {
+	for _, p := range t.tpl.Parts() {
+		if p.Placeholder != "" {
 			wild = true
-			multi = multi || p.kind == tplSubject
+			multi = multi || p.Placeholder == "subject"
 			continue
 		}
-		segs := strings.Split(p.text, ".")
+		segs := strings.Split(p.Literal, ".")
 		for i, seg := range segs {
 			if i > 0 {
 				flush()

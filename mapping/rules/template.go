@@ -37,6 +37,7 @@ type Template struct {
 
 type segment struct {
 	lit      string // literal text when field == fieldLiteral
+	name     string // the placeholder as written, without braces and "?"
 	field    field
 	attr     string // attribute name for fieldAttr
 	optional bool   // {attr.NAME?}
@@ -126,12 +127,12 @@ func Parse(src string) (*Template, error) {
 
 func parsePlaceholder(name string) (segment, error) {
 	if f, ok := fieldNames[name]; ok {
-		return segment{field: f}, nil
+		return segment{field: f, name: name}, nil
 	}
 	if attr, ok := strings.CutPrefix(name, "attr."); ok {
-		seg := segment{field: fieldAttr, attr: attr}
+		seg := segment{field: fieldAttr, attr: attr, name: name}
 		if a, ok := strings.CutSuffix(attr, "?"); ok {
-			seg.attr, seg.optional = a, true
+			seg.attr, seg.optional, seg.name = a, true, "attr."+a
 		}
 		if seg.attr == "" {
 			return segment{}, errors.New(`placeholder "{` + name + `}" names no attribute: want {attr.NAME}`)
@@ -169,6 +170,59 @@ func (t *Template) Execute(m *mapping.Message) (string, error) {
 		b.WriteString(s)
 	}
 	return b.String(), nil
+}
+
+// Part is one piece of a template: literal text, or a placeholder.
+type Part struct {
+	Literal     string // the text, when Placeholder is ""
+	Placeholder string // as written, without braces and "?": "group", "attr.NAME"
+}
+
+// Parts returns the template's pieces in order, so that a caller can tell
+// what a rendering may hold where (a NATS sink derives a stream's subject
+// filter from them).
+func (t *Template) Parts() []Part {
+	out := make([]Part, len(t.segs))
+	for i, s := range t.segs {
+		if s.field == fieldLiteral {
+			out[i].Literal = s.lit
+		} else {
+			out[i].Placeholder = s.name
+		}
+	}
+	return out
+}
+
+// ExecuteEscaped renders the template for m passing each placeholder's value
+// through escape (placeholder named as in Part) before writing it; literal
+// text is written as is. It is for targets whose syntax each value must
+// fit on its own, such as a NATS subject token, so it never rejects: a
+// missing attribute, or one without text, is passed as "" (escape chooses
+// what stands for it), and a list of strings as its items joined by ",".
+func (t *Template) ExecuteEscaped(m *mapping.Message, escape func(placeholder, value string) string) string {
+	var b strings.Builder
+	b.Grow(len(t.src) + 16)
+	for i := range t.segs {
+		s := &t.segs[i]
+		if s.field == fieldLiteral {
+			b.WriteString(s.lit)
+			continue
+		}
+		var v string
+		if s.field == fieldAttr {
+			if a, ok := m.Attr(s.attr); ok {
+				if a.Kind == mapping.KindStrings {
+					v = strings.Join(a.Strings(), ",")
+				} else {
+					v, _ = a.Text() // no text: ""
+				}
+			}
+		} else {
+			v, _ = s.render(m) // only attributes fail
+		}
+		b.WriteString(escape(s.name, v))
+	}
+	return b.String()
 }
 
 func (s *segment) render(m *mapping.Message) (string, error) {

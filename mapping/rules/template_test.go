@@ -137,3 +137,31 @@ func BenchmarkTemplate(b *testing.B) {
 		}
 	}
 }
+
+// ExecuteEscaped passes each placeholder's value, never the literal text,
+// through escape, and never rejects.
+func TestExecuteEscaped(t *testing.T) {
+	m := &mapping.Message{ID: "m.1", GroupKey: "g", Subject: "a.b"}
+	m.SetAttr("multi", mapping.Strings("x", "y"))
+	m.SetAttr("n", mapping.Int32(7))
+	tpl, err := Parse("{{lit.}}{group}.{subject}.{id}.{attr.n}.{attr.multi}.{attr.gone}.{attr.gone?}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	got := tpl.ExecuteEscaped(m, func(name, v string) string {
+		names = append(names, name)
+		return "<" + v + ">"
+	})
+	if want := "{lit.}<g>.<a.b>.<m.1>.<7>.<x,y>.<>.<>"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if want := "group subject id attr.n attr.multi attr.gone attr.gone"; strings.Join(names, " ") != want {
+		t.Errorf("placeholders %q, want %q", names, want)
+	}
+	parts := tpl.Parts()
+	if len(parts) != 14 || parts[0] != (Part{Literal: "{lit.}"}) || parts[1] != (Part{Placeholder: "group"}) ||
+		parts[2] != (Part{Literal: "."}) || parts[13] != (Part{Placeholder: "attr.gone"}) {
+		t.Errorf("parts %+v", parts)
+	}
+}
