@@ -39,19 +39,21 @@ func (c memSourceConfig) Validate() error {
 }
 
 type memSinkConfig struct {
-	Block  bool `hcl:"block,optional"`
+	Block  bool   `hcl:"block,optional"`
+	Name   string `hcl:"name,optional"` // for memStats.blocked
 	Policy mapping.Policy
 	OnDrop func(field, reason string)
 }
 
 func (c memSinkConfig) Validate() error { return nil }
 
-// memStats counts opens and closes of sources by name.
+// memStats counts opens and closes of sources, and sends blocked in sinks,
+// by name.
 var memStats = struct {
 	sync.Mutex
-	opens, closes map[string]int
-	acked         int
-}{opens: map[string]int{}, closes: map[string]int{}}
+	opens, closes, blocked map[string]int
+	acked                  int
+}{opens: map[string]int{}, closes: map[string]int{}, blocked: map[string]int{}}
 
 func memCount(m map[string]int, name string) int {
 	memStats.Lock()
@@ -101,6 +103,9 @@ type memSink struct{ cfg memSinkConfig }
 func (s memSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	errs := make([]error, len(msgs))
 	if s.cfg.Block {
+		memStats.Lock()
+		memStats.blocked[s.cfg.Name]++
+		memStats.Unlock()
 		<-ctx.Done()
 		for i := range errs {
 			errs[i] = ctx.Err()
@@ -279,13 +284,12 @@ func TestDaemonSecondSignalCutsTheDrain(t *testing.T) {
 	dir := t.TempDir()
 	stuck := uniq("stuck")
 	src := "http { listen = \"127.0.0.1:0\" }\n" +
-		"pipeline \"stuck\" {\n  source \"memtest\" {\n    name = \"" + stuck + "\"\n    messages = 1\n  }\n  sink \"memtest\" { block = true }\n  shutdown_timeout = \"5s\"\n}\n"
+		"pipeline \"stuck\" {\n  source \"memtest\" {\n    name = \"" + stuck + "\"\n    messages = 1\n  }\n  sink \"memtest\" {\n    block = true\n    name = \"" + stuck + "\"\n  }\n  shutdown_timeout = \"5s\"\n}\n"
 	d := startDaemon(t, writeFile(t, dir, "q.hcl", src))
 	<-d.addr
-	eventually(t, "source opened", func() bool { return memCount(memStats.opens, stuck) == 1 })
-	time.Sleep(50 * time.Millisecond) // let the message reach the blocking sink
+	eventually(t, "the message blocked in the sink", func() bool { return memCount(memStats.blocked, stuck) == 1 })
 	d.sig <- syscall.SIGTERM
-	time.Sleep(50 * time.Millisecond)
+	eventually(t, "the drain began", func() bool { return strings.Contains(d.log.String(), "draining pipelines") })
 	began := time.Now()
 	d.sig <- os.Interrupt
 	if code := d.wait(t); code != 1 {
