@@ -316,7 +316,7 @@ pipeline "sb-copy" {
 	first.wait(t, 10*time.Second)
 	copied := migStreamMsgs(t, js, "MIG_COPY")
 
-	code, rep, _ := migRun(t, 2*time.Minute, "-copy", "-state", state, "-idle", "1s", "-progress", "off", cfg)
+	code, rep, _ := migRun(t, 2*time.Minute, "-copy", "-state", state, "-idle", "1s", "-progress", "log", "-progress-every", "2s", cfg)
 	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
 		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
 	}
