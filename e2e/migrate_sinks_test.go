@@ -80,16 +80,17 @@ func TestMigrateKillAndResumeDedupSinks(t *testing.T) {
 				block: fmt.Sprintf("  sink \"sqs\" {\n%s  }\n", e.conn(q)),
 				count: func() int { v, nv, d := e.approx(t, q); return v + nv + d },
 				drain: func() []string {
+					// A FIFO receive may come back empty while messages
+					// remain: collect up to the count, then the queue must be
+					// empty.
 					var bodies []string
-					for {
-						ms := e.receive(t, q, 1, true)
-						if len(ms) == 0 {
-							return bodies
-						}
-						for _, m := range ms {
-							bodies = append(bodies, *m.Body)
-						}
+					for _, m := range e.collect(t, q, n, time.Minute) {
+						bodies = append(bodies, *m.Body)
 					}
+					if v, nv, d := e.approx(t, q); v+nv+d != 0 {
+						t.Errorf("%d/%d/%d left in the queue after %d received", v, nv, d, len(bodies))
+					}
+					return bodies
 				},
 			}
 		}},

@@ -125,11 +125,18 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 
 	w = &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total}
 	outcome, by, reason := w.loop(ctx, done, prog)
+	if tr.hold {
+		// Hand the sample back while the source is still open: a closed
+		// source cannot (SQS answers "closed"), and the messages would stay
+		// invisible until their visibility timeout.
+		tr.quiesce()
+		j.release(tr)
+	}
 	stop()
 	runErr := <-done
 
 	if tr.hold {
-		j.release(tr)
+		j.release(tr) // what the engine settled while stopping
 	}
 	snap := tr.snapshot()
 	rep.Counts = readCounts(reg)

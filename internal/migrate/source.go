@@ -34,6 +34,7 @@ type tracker struct {
 	groupNames []string
 	browser    driver.Browser
 	held       []driver.Delivery
+	quiet      bool                // hold mode: the sample is being handed back, take no more
 	pending    map[uint64]struct{} // positions delivered, not yet done
 	maxDone    uint64
 	dlqNative  map[string]int64 // reason code → count, dead-lettered at the source
@@ -166,6 +167,20 @@ func (t *tracker) holdIt(d driver.Delivery) {
 	t.mu.Unlock()
 }
 
+// quiesce stops a held dry run from taking more messages, so that what it
+// holds can be handed back before the source closes.
+func (t *tracker) quiesce() {
+	t.mu.Lock()
+	t.quiet = true
+	t.mu.Unlock()
+}
+
+func (t *tracker) quiesced() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.quiet
+}
+
 func (t *tracker) takeHeld() []driver.Delivery {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -220,6 +235,10 @@ type trackedSource struct {
 
 func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
 	t := s.t
+	if t.hold && t.quiesced() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if t.hold && t.sample > 0 {
 		t.mu.Lock()
 		left := t.sample - t.taken
@@ -236,6 +255,14 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	}
 	ds, err := s.src.Receive(ctx, max)
 	if len(ds) == 0 {
+		return nil, err
+	}
+	if t.hold && t.quiesced() {
+		// Arrived while the sample was handed back: hold these too, for
+		// the release after the engine stops.
+		for _, d := range ds {
+			t.holdIt(d)
+		}
 		return nil, err
 	}
 	out := make([]driver.Delivery, 0, len(ds))
