@@ -81,7 +81,6 @@ type snapshot struct {
 
 func (t *tracker) snapshot() snapshot {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	s := snapshot{
 		lastRecv: t.lastRecv, taken: t.taken, skipped: t.skipped, groups: len(t.groups),
 		sampleDone: t.sample > 0 && t.taken >= t.sample,
@@ -89,8 +88,12 @@ func (t *tracker) snapshot() snapshot {
 		checkpoint: t.checkpointLocked(),
 		notCopied:  t.notCopied,
 	}
-	if t.browser != nil {
-		s.browsed = t.browser.Drained()
+	browser := t.browser
+	t.mu.Unlock()
+	// Asked outside the lock: an adapter's Drained may take its own locks,
+	// which its Receive holds while this tracker records through t.mu.
+	if browser != nil {
+		s.browsed = browser.Drained()
 	}
 	return s
 }
