@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,15 @@ func TestCoreReceiveBatch(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// All ten in the source's buffer, so that one Receive can take four.
+	ch := src.(*coreSource).ch
+	deadline := time.Now().Add(5 * time.Second)
+	for len(ch) < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 10 messages reached the source", len(ch))
+		}
+		runtime.Gosched()
+	}
 	ds, err := src.Receive(ctxT(t, 5*time.Second), 4)
 	if err != nil || len(ds) != 4 {
 		t.Fatalf("Receive(4) = %d, %v", len(ds), err)

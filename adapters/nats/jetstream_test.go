@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -515,10 +516,24 @@ func TestJetStreamSourceSurvivesServerRestart(t *testing.T) {
 		}
 		close(got)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Receive's pull is waiting on the server when it goes down.
+	probe, _ := jetstream.New(connect(t, srv.ClientURL()))
+	pctx := ctxT(t, 10*time.Second)
+	for {
+		cons, err := probe.Consumer(pctx, "RE", "d")
+		if err == nil {
+			if info, err := cons.Info(pctx); err == nil && info.NumWaiting > 0 {
+				break
+			}
+		}
+		if pctx.Err() != nil {
+			t.Fatalf("Receive never pulled; log:\n%s", logs)
+		}
+		runtime.Gosched()
+	}
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	time.Sleep(300 * time.Millisecond) // Receive meets the outage and retries
+	logs.waitFor(t, "fetch failed; retrying") // Receive meets the outage and retries
 	srv2 := startServer(t, func(o *server.Options) { o.Port = port; o.StoreDir = store })
 	nc := connect(t, srv2.ClientURL())
 	js, _ := jetstream.New(nc)
