@@ -847,52 +847,56 @@ func TestStubSinkFIFOFailureStopsGroup(t *testing.T) {
 // their order across batches.
 func TestStubSinkFIFOGroupSerialized(t *testing.T) {
 	t.Parallel()
-	var inGroup atomic.Int32
-	var order []string
-	var mu sync.Mutex
-	stub := &stubAPI{}
-	record := func(group, dedup string) {
-		mu.Lock()
-		if group == "one" {
-			order = append(order, dedup)
+	synctest.Test(t, func(t *testing.T) {
+		var inGroup atomic.Int32
+		var order []string
+		var mu sync.Mutex
+		stub := &stubAPI{}
+		record := func(group, dedup string) {
+			mu.Lock()
+			if group == "one" {
+				order = append(order, dedup)
+			}
+			mu.Unlock()
 		}
-		mu.Unlock()
-	}
-	stub.sendBatch = func(_ int, in *awssqs.SendMessageBatchInput) (*awssqs.SendMessageBatchOutput, error) {
-		has := slices.ContainsFunc(in.Entries, func(e types.SendMessageBatchRequestEntry) bool { return *e.MessageGroupId == "one" })
-		if has && inGroup.Add(1) > 1 {
-			t.Error("two calls with group one in flight")
+		stub.sendBatch = func(_ int, in *awssqs.SendMessageBatchInput) (*awssqs.SendMessageBatchOutput, error) {
+			has := slices.ContainsFunc(in.Entries, func(e types.SendMessageBatchRequestEntry) bool { return *e.MessageGroupId == "one" })
+			if has && inGroup.Add(1) > 1 {
+				t.Error("two calls with group one in flight")
+			}
+			for _, e := range in.Entries {
+				record(*e.MessageGroupId, *e.MessageDeduplicationId)
+			}
+			// In the bubble, the other senders run before this call ends:
+			// any overlap in group one shows.
+			time.Sleep(20 * time.Millisecond)
+			if has {
+				inGroup.Add(-1)
+			}
+			return okBatch(in.Entries), nil
 		}
-		for _, e := range in.Entries {
-			record(*e.MessageGroupId, *e.MessageDeduplicationId)
+		stub.send = func(_ int, in *awssqs.SendMessageInput) (*awssqs.SendMessageOutput, error) {
+			record(*in.MessageGroupId, *in.MessageDeduplicationId)
+			return &awssqs.SendMessageOutput{MD5OfMessageBody: aws.String(sqsmap.MD5OfBody(*in.MessageBody))}, nil
 		}
-		time.Sleep(20 * time.Millisecond)
-		if has {
-			inGroup.Add(-1)
+		snk := stubSink(t, stub, true, SinkConfig{Senders: 4})
+		var msgs []*mapping.Message
+		var want []string
+		for i := range 25 {
+			id := "one-" + strconv.Itoa(i)
+			want = append(want, id)
+			msgs = append(msgs, &mapping.Message{Body: []byte("x"), ID: id, GroupKey: "one"})
+			msgs = append(msgs, &mapping.Message{Body: []byte("y"), ID: "other-" + strconv.Itoa(i), GroupKey: "g" + strconv.Itoa(i)})
 		}
-		return okBatch(in.Entries), nil
-	}
-	stub.send = func(_ int, in *awssqs.SendMessageInput) (*awssqs.SendMessageOutput, error) {
-		record(*in.MessageGroupId, *in.MessageDeduplicationId)
-		return &awssqs.SendMessageOutput{MD5OfMessageBody: aws.String(sqsmap.MD5OfBody(*in.MessageBody))}, nil
-	}
-	snk := stubSink(t, stub, true, SinkConfig{Senders: 4})
-	var msgs []*mapping.Message
-	var want []string
-	for i := range 25 {
-		id := "one-" + strconv.Itoa(i)
-		want = append(want, id)
-		msgs = append(msgs, &mapping.Message{Body: []byte("x"), ID: id, GroupKey: "one"})
-		msgs = append(msgs, &mapping.Message{Body: []byte("y"), ID: "other-" + strconv.Itoa(i), GroupKey: "g" + strconv.Itoa(i)})
-	}
-	for i, err := range snk.Send(context.Background(), msgs) {
-		if err != nil {
-			t.Fatalf("%d: %v", i, err)
+		for i, err := range snk.Send(context.Background(), msgs) {
+			if err != nil {
+				t.Fatalf("%d: %v", i, err)
+			}
 		}
-	}
-	if !slices.Equal(order, want) {
-		t.Fatalf("group order %v", order)
-	}
+		if !slices.Equal(order, want) {
+			t.Fatalf("group order %v", order)
+		}
+	})
 }
 
 // A batch SQS finds too long as a whole is sent one message at a time.
