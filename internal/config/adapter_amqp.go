@@ -19,11 +19,9 @@ func init() {
 			}
 		},
 		SourceMapping: func(c *amqp.SourceConfig, o mapping.Options) { c.Policy = o.Policy },
-		// amqp.Browse is left out for now: whether a broker grants a copy
-		// link shows only when the source opens, and migrate does not yet
-		// fall back to a sample when that open fails with
-		// driver.ErrCannotBrowse (a dry run on RabbitMQ 3.x would then fail
-		// at -connect-timeout instead of sampling).
+		// Whether a broker grants a copy link shows only when the source
+		// opens: migrate then samples a dry run, and fails a copy at once.
+		Browse:     amqp.Browse,
 		NewDrySink: amqp.NewDrySink,
 	})
 }

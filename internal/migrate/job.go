@@ -28,6 +28,9 @@ type job struct {
 	from  uint64 // copy mode: resume after this position
 	log   *slog.Logger
 	state *stateFile
+	// noBrowse: a dry run whose broker refused to browse when the source
+	// opened; it samples instead.
+	noBrowse bool
 }
 
 func (j *job) key() string {
@@ -98,6 +101,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	cfg.Source = func(ctx context.Context) (driver.Source, error) {
 		s, err := openSource(ctx)
 		if err != nil {
+			if errors.Is(err, driver.ErrCannotBrowse) {
+				// Only the broker's answer tells (an AMQP copy link it
+				// does not grant): no retry will change it.
+				tr.refuse(err)
+			}
 			return nil, err
 		}
 		return tr.wrap(s), nil
@@ -125,6 +133,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 
 	w = &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total}
 	outcome, by, reason := w.loop(ctx, done, prog)
+	rep.browseRefused = tr.refused() != nil
 	if tr.hold {
 		// Hand the sample back while the source is still open: a closed
 		// source cannot (SQS answers "closed"), and the messages would stay
@@ -233,7 +242,9 @@ func (j *job) definition(tr *tracker) (bridge.Definition, bool, error) {
 		}
 		pipe, browsing = bp, true
 	case ModeDryRun:
-		if bp, err := pipe.WithBrowsingSource(0); err == nil {
+		if j.noBrowse {
+			tr.hold = true
+		} else if bp, err := pipe.WithBrowsingSource(0); err == nil {
 			pipe, browsing = bp, true
 		} else {
 			// Read and hold a bounded sample, then hand it all back.
@@ -352,6 +363,9 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 		case <-deadline:
 			return OutcomeNotDrained, "", fmt.Sprintf("-timeout %s passed before the source was drained", opt.Timeout)
 		case now := <-t.C:
+			if err := w.tr.refused(); err != nil {
+				return OutcomeFailed, "", err.Error()
+			}
 			st := w.p.Stats()
 			if st.Running || w.lastRunning.IsZero() {
 				w.lastRunning = now

@@ -25,6 +25,9 @@ type memBroker struct {
 	queues  map[string]*memQueue
 	// failOpen makes sources fail to open, for the connect timeout.
 	failOpen bool
+	// refuseBrowse makes browsing sources fail to open as a broker that
+	// does not grant a copy link does.
+	refuseBrowse bool
 }
 
 type memQueue struct {
@@ -214,6 +217,9 @@ func newMemSource(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.
 		return nil, errors.New("memq: connection refused")
 	}
 	s := &memSource{b: b, cfg: c, next: c.after}
+	if c.browse && b.refuseBrowse {
+		return nil, fmt.Errorf("memq: the broker did not grant a copy link: %w", driver.ErrCannotBrowse)
+	}
 	if c.browse {
 		b.mu.Lock()
 		s.end = b.queue(c.Queue).seq

@@ -85,6 +85,12 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				j.from = state.after(j.key())
 			}
 			jr := j.run(ctx, prog)
+			if jr.Outcome == OutcomeFailed && jr.browseRefused && opt.Mode == ModeDryRun {
+				// The broker refused to browse once asked: sample instead.
+				opt.Log.Warn("the source cannot be browsed; the dry run reads a sample instead", "pipeline", j.pipe.Name, "sample", opt.Sample, "cause", jr.Reason)
+				j.noBrowse = true
+				jr = j.run(ctx, prog)
+			}
 			rep.Jobs = append(rep.Jobs, jr)
 			if jr.Outcome == OutcomeInterrupted || jr.Outcome == OutcomeFailed || ctx.Err() != nil {
 				return finish()

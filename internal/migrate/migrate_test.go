@@ -478,3 +478,31 @@ pipeline "p" {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
 }
+
+// A broker that refuses to browse only when the source opens: a dry run
+// samples instead, a copy fails at once with the broker's reason.
+func TestBrowseRefusedWhenTheSourceOpens(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.refuseBrowse = true
+	b.put("in", msgs(40, 0)...)
+	opt := fastOptions(ModeDryRun)
+	opt.Sample = 10
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeComplete || len(rep.Jobs) != 1 {
+		t.Fatalf("dry run: %s, %d jobs: %s", rep.Outcome, len(rep.Jobs), rep.Reason)
+	}
+	if d := rep.Jobs[0].DryRun; d == nil || !d.Sampled || d.WouldWrite != 10 {
+		t.Errorf("dry run report %+v, want a sample of 10", d)
+	}
+	if got := b.backlog("in"); got.Ready != 40 {
+		t.Errorf("source after the dry run: %+v", got)
+	}
+	start := time.Now()
+	rep = Run(context.Background(), pipes, fastOptions(ModeCopy), nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "did not grant a copy link") {
+		t.Fatalf("copy: %s: %s", rep.Outcome, rep.Reason)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("the refused copy took %s: it should fail at once, not at the connect timeout", el)
+	}
+}

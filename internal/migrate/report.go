@@ -193,6 +193,8 @@ type JobReport struct {
 	// Examples holds one dead-lettered message per reason, with the
 	// description the engine gave.
 	Examples map[string]Example `json:"dead_letter_examples,omitempty"`
+
+	browseRefused bool // the broker refused to browse: a dry run samples instead
 }
 
 // DryRunReport is what would have happened.

@@ -41,6 +41,7 @@ type tracker struct {
 	rejects    map[string]int64 // dry run: reason code → count
 	examples   map[string]Example
 	notCopied  int64 // copy mode: deliveries handed back, so not copied
+	refusal    error // the broker refused to browse when the source opened
 	// groupsByRules: the mapping rules set the group key, so groups are
 	// recorded after them (job.transform), not from the source's message.
 	groupsByRules bool
@@ -168,6 +169,21 @@ func (t *tracker) holdIt(d driver.Delivery) {
 	t.mu.Lock()
 	t.held = append(t.held, d)
 	t.mu.Unlock()
+}
+
+// refuse records a broker's refusal to browse.
+func (t *tracker) refuse(err error) {
+	t.mu.Lock()
+	if t.refusal == nil {
+		t.refusal = err
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) refused() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refusal
 }
 
 // quiesce stops a held dry run from taking more messages, so that what it
