@@ -273,7 +273,7 @@ func TestJetStreamFetchBatchLatency(t *testing.T) {
 	// An idle source answers as soon as one message arrives.
 	published := make(chan error, 1)
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		waitPulling(t, f.js, "ORDERS", "bridge") // Receive waits on the server
 		_, err := f.js.Publish(context.Background(), "orders.a", []byte("late"))
 		published <- err
 	}()
@@ -518,19 +518,7 @@ func TestJetStreamSourceSurvivesServerRestart(t *testing.T) {
 	}()
 	// Receive's pull is waiting on the server when it goes down.
 	probe, _ := jetstream.New(connect(t, srv.ClientURL()))
-	pctx := ctxT(t, 10*time.Second)
-	for {
-		cons, err := probe.Consumer(pctx, "RE", "d")
-		if err == nil {
-			if info, err := cons.Info(pctx); err == nil && info.NumWaiting > 0 {
-				break
-			}
-		}
-		if pctx.Err() != nil {
-			t.Fatalf("Receive never pulled; log:\n%s", logs)
-		}
-		runtime.Gosched()
-	}
+	waitPulling(t, probe, "RE", "d")
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	logs.waitFor(t, "fetch failed; retrying") // Receive meets the outage and retries
@@ -646,4 +634,20 @@ func TestJetStreamNackAfterCancelledReceive(t *testing.T) {
 		t.Errorf("first after the nack: %s, want m1", b)
 	}
 	ackAll(t, got)
+}
+
+// waitPulling returns once a pull request waits on the consumer: a
+// Receive is under way on the server. Safe to call from a goroutine.
+func waitPulling(t *testing.T, js jetstream.JetStream, stream, durable string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if cons, err := js.Consumer(ctx, stream, durable); err == nil {
+			if info, err := cons.Info(ctx); err == nil && info.NumWaiting > 0 {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+	t.Errorf("no pull request waited on %s/%s", stream, durable)
 }
