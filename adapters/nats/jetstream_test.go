@@ -363,7 +363,15 @@ func TestJetStreamConsumerSetup(t *testing.T) {
 		}
 		published := make(chan error, 1)
 		go func() {
-			time.Sleep(200 * time.Millisecond)
+			// Published once Receive found the consumer gone; the new one
+			// delivers all, so it gets the message.
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "consumer is gone"); {
+				if time.Now().After(deadline) {
+					break // receiveN reports the failure
+				}
+				time.Sleep(10 * time.Millisecond) // a poll, as logBuf.waitFor's
+
+			}
 			_, err := f.js.Publish(context.Background(), "orders.z", []byte("after"))
 			published <- err
 		}()
