@@ -478,3 +478,44 @@ pipeline "sqs-mig" {
 		t.Errorf("SQS queue still holds %d/%d/%d", v, nv, d)
 	}
 }
+
+// A dry run on RabbitMQ 3.x, which grants no copy link: qbridge reads a
+// sample, hands it back (released), and the queue keeps every message. The
+// sample is as large as the link's credit lets unsettled messages be held:
+// 1 on RabbitMQ 3.x (docs/adapter-amqp.md, credit).
+func TestMigrateAMQPDryRunSamples(t *testing.T) {
+	url := amqpURL(t)
+	ns := natsStartServer(t)
+	q := "/queue/" + amqpQueueName(t, "dry")
+	snd := amqpSender(t, url, q)
+	const n = 30
+	for i := range n {
+		amqpSendAll(t, snd, amqpText(fmt.Sprintf("id-%04d", i), fmt.Sprintf("body %d", i)))
+	}
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "amqp-dry" {
+  source "amqp" {
+    url     = %q
+    address = %q
+  }
+  sink "nats" {
+    url     = %q
+    subject = "amqp.dry"
+  }
+}
+`, url, q, ns.URL()))
+	code, rep, m := migRun(t, 90*time.Second, "-dry-run", "-sample", "10", "-idle", "1s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if d := rep.Jobs[0].DryRun; d == nil || !d.Sampled || d.WouldWrite < 1 || d.WouldWrite > 10 {
+		t.Errorf("dry run %+v, drained by %q", d, rep.Jobs[0].DrainedBy)
+	}
+	if !strings.Contains(m.errb.String(), "reads a sample instead") {
+		t.Errorf("no word of the fallback to a sample:\n%s", natsTail(m.errb.String(), 10))
+	}
+	got := amqpReceiveN(t, amqpReceiver(t, url, q), n, 30*time.Second)
+	if len(got) != n {
+		t.Errorf("the queue holds %d after the dry run, want %d", len(got), n)
+	}
+}
