@@ -515,7 +515,16 @@ func TestNatsReload(t *testing.T) {
 	})
 	after := int(published.Load()) // every seq from here on is published after the reload
 	d.waitReady(20 * time.Second)
-	time.Sleep(500 * time.Millisecond)
+	// The new configuration carries messages before the publisher stops.
+	eventually(t, 20*time.Second, "messages on the new subject", func() bool {
+		n := 0
+		for _, r := range out.Records() {
+			if strings.HasPrefix(r.Subject, "out.new.") {
+				n++
+			}
+		}
+		return n >= 100
+	})
 	close(stop)
 	wg.Wait()
 	per := int(published.Load())
