@@ -9,6 +9,8 @@ package sqs
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -1031,4 +1033,39 @@ func TestStubQueueAttributesAtStart(t *testing.T) {
 			t.Errorf("%v: started", e)
 		}
 	}
+}
+
+// The deprecated heartbeat setting still loads, with a warning.
+func TestStubHeartbeatDeprecated(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	cfg := SourceConfig{Pollers: 1, VisibilityTimeout: "30s", Heartbeat: "10s"}
+	cfg.QueueURL = stubURL(false)
+	set, err := cfg.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := newSource(context.Background(), &stubAPI{attrs: map[string]string{"FifoQueue": "false"}}, &cfg.ConnConfig, set, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close(context.Background()) })
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(buf.String(), "heartbeat is deprecated and ignored") {
+		t.Errorf("no deprecation warning in %q", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
