@@ -21,6 +21,8 @@
 #   QBRIDGE_SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
 #                                         (Send rights; Manage to count the queue)
 #   QBRIDGE_SQS_TO_SERVICEBUS_QUEUE       the Service Bus queue; default "orders"
+#   QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT where migrate counts the queue; default ""
+#                                         = https://<namespace> (set it for an emulator)
 #   AWS credentials come from the SDK chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
 #   profiles, web identity, instance role).
 #
@@ -36,6 +38,8 @@ pipeline "sqs-to-servicebus" {
   sink "servicebus" {
     connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
     queue             = env("QBRIDGE_SQS_TO_SERVICEBUS_QUEUE", "orders")
+
+    management_endpoint = env("QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT", "")
   }
 
   mapping {
