@@ -44,7 +44,7 @@ type Pipeline struct {
 	base context.Context
 
 	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every state change
+	changed  chan struct{} // nil, or closed on the next state change: see waitChan
 	groups   map[string]*group
 	ready    []*item
 	live     map[*item]struct{}
@@ -56,7 +56,12 @@ type Pipeline struct {
 
 	lastErr error // the last failure to open or receive, for /readyz; nil once open
 
-	settling sync.WaitGroup // settlement goroutines
+	// acks holds the items the sink confirmed, for the ackers (guarded by
+	// mu); ackWake wakes one acker.
+	acks    []*item
+	ackWake chan struct{}
+
+	settling sync.WaitGroup // goroutines of the rare settlements: nacks, dead letters
 	admitted uint64         // items placed so far: the next item's seq
 }
 
@@ -89,7 +94,7 @@ func New(cfg Config) (*Pipeline, error) {
 		opt:     opt,
 		log:     log.With("pipeline", cfg.Name),
 		met:     met.forPipeline(cfg.Name, cfg.SourceKind, cfg.SinkKind),
-		changed: make(chan struct{}),
+		ackWake: make(chan struct{}, 1),
 		groups:  map[string]*group{},
 		live:    map[*item]struct{}{},
 	}, nil
@@ -124,6 +129,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range p.opt.Batch.Concurrency {
 		wg.Go(func() { p.sendLoop(workers, work) })
+	}
+	for range ackers {
+		wg.Go(func() { p.ackLoop(workers) })
 	}
 	wg.Go(func() { p.heartbeat(workers) })
 
@@ -307,9 +315,7 @@ func (p *Pipeline) receive(ctx context.Context, src driver.Source) error {
 			return nil
 		}
 		ds, err := src.Receive(ctx, n)
-		for _, d := range ds {
-			p.admit(d)
-		}
+		p.admit(src, ds)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -332,7 +338,7 @@ func (p *Pipeline) waitCapacity(ctx context.Context) (int, bool) {
 		if free := p.opt.Ordering.MaxInFlight - len(p.live); free > 0 {
 			return min(free, p.opt.Batch.Size), true
 		}
-		ch := p.changed
+		ch := p.waitChan()
 		p.mu.Unlock()
 		select {
 		case <-ch:
@@ -344,16 +350,33 @@ func (p *Pipeline) waitCapacity(ctx context.Context) (int, bool) {
 	}
 }
 
-// admit applies the mapping rules and queues a delivery in order.
-func (p *Pipeline) admit(d driver.Delivery) {
-	p.met.received.Inc()
+// admit applies the mapping rules and queues the deliveries in order.
+func (p *Pipeline) admit(src driver.Source, ds []driver.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	p.met.received.Add(float64(len(ds)))
 	now := time.Now()
-	it := &item{d: d, orig: d.Message(), recvAt: now, extendedAt: now}
+	items := make([]item, len(ds)) // one allocation for the batch
+	for i, d := range ds {
+		it := &items[i]
+		*it = item{d: d, src: src, orig: d.Message(), recvAt: now, extendedAt: now}
+		p.prepare(it)
+	}
+	p.mu.Lock()
+	for i := range items {
+		p.place(&items[i])
+	}
+	p.mu.Unlock()
+}
+
+// prepare checks what the source delivered and applies the mapping rules.
+func (p *Pipeline) prepare(it *item) {
 	if it.orig == nil {
 		it.orig = &mapping.Message{}
 		it.preErr, it.preReason = errors.New("source delivered no message"), ReasonCorrupt
 	}
-	if de, ok := d.(driver.DecodeErrorer); ok && it.preErr == nil {
+	if de, ok := it.d.(driver.DecodeErrorer); ok && it.preErr == nil {
 		if err := de.DecodeError(); err != nil {
 			it.preErr, it.preReason = fmt.Errorf("cannot decode the source's message: %w", err), ReasonCorrupt
 		}
@@ -368,9 +391,6 @@ func (p *Pipeline) admit(d driver.Delivery) {
 		}
 	}
 	it.group = it.msg.GroupKey
-	p.mu.Lock()
-	p.place(it)
-	p.mu.Unlock()
 }
 
 // drain settles everything in flight: messages waiting for a retry are
@@ -433,7 +453,7 @@ func (p *Pipeline) waitIdle(d time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.live) > 0 {
-		ch := p.changed
+		ch := p.waitChan()
 		p.mu.Unlock()
 		select {
 		case <-ch:

@@ -11,6 +11,7 @@ import (
 // item is one received delivery on its way through the pipeline.
 type item struct {
 	d         driver.Delivery
+	src       driver.Source // the source that delivered d (for driver.BatchAcker)
 	orig      *mapping.Message // as the source decoded it; what a dead-letter sink gets
 	msg       *mapping.Message // after Transform; what the sink gets
 	group     string
@@ -54,10 +55,22 @@ type group struct {
 
 // The methods below are called with p.mu held.
 
-// broadcast wakes everyone waiting for a state change.
+// broadcast wakes everyone waiting for a state change. The channel is
+// made only when someone waits (waitChan): most changes on the hot path
+// have no waiter and cost nothing.
 func (p *Pipeline) broadcast() {
-	close(p.changed)
-	p.changed = make(chan struct{})
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
+}
+
+// waitChan returns a channel closed on the next state change.
+func (p *Pipeline) waitChan() <-chan struct{} {
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	return p.changed
 }
 
 // place puts a new item in its group's order, or straight to the senders.

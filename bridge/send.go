@@ -46,7 +46,7 @@ func (p *Pipeline) nextBatch(ctx context.Context) []*item {
 			timer = time.NewTimer(linger)
 			deadline = timer.C
 		}
-		ch := p.changed
+		ch := p.waitChan()
 		p.mu.Unlock()
 		select {
 		case <-ch:
@@ -174,12 +174,14 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		log("sink failed; retrying", "error", r.err, "group", r.it.group, "id", r.it.msg.ID, "attempt", r.attempt, "retry_in", r.delay)
 	}
 
-	for _, it := range acks {
-		p.met.sent.Inc()
-		if t := it.orig.Source.EnqueuedTime; !t.IsZero() {
-			p.met.e2eLatency.Observe(done.Sub(t).Seconds())
+	if len(acks) > 0 {
+		p.met.sent.Add(float64(len(acks)))
+		for _, it := range acks {
+			if t := it.orig.Source.EnqueuedTime; !t.IsZero() {
+				p.met.e2eLatency.Observe(done.Sub(t).Seconds())
+			}
 		}
-		p.goSettle(func() { p.ack(it) })
+		p.queueAcks(acks)
 	}
 	for _, d := range dls {
 		p.goSettle(func() { p.deadLetter(d.it, d.reason, d.err) })
@@ -209,8 +211,9 @@ func (p *Pipeline) scheduleRetry(it *item) time.Duration {
 	return delay
 }
 
-// goSettle runs a settlement in its own goroutine so that a slow ack does
-// not hold up sending; their number is bounded by MaxInFlight.
+// goSettle runs a nack or a dead-letter in its own goroutine so that it
+// does not hold up sending; their number is bounded by MaxInFlight. Acks,
+// the common case, go to the ackers instead (ack.go).
 func (p *Pipeline) goSettle(f func()) {
 	p.settling.Go(f)
 }

@@ -43,6 +43,17 @@ type Delivery interface {
 	Extend(ctx context.Context, d time.Duration) error
 }
 
+// BatchAcker is implemented by sources that acknowledge many deliveries in
+// one call, as gocloud.dev/pubsub's driver does with SendAcks: SQS
+// DeleteMessageBatch, JetStream acks pipelined on one connection. ds are
+// deliveries this source returned, none settled yet; AckBatch returns one
+// error per delivery and settles each at most once, like Ack. The engine
+// calls it instead of Ack with what the sink confirmed since the last call,
+// under one deadline for the whole batch.
+type BatchAcker interface {
+	AckBatch(ctx context.Context, ds []Delivery) []error
+}
+
 // DeadLetterer is implemented by deliveries whose broker has a native
 // dead-letter queue (Service Bus dead-letter, JetStream Term, AMQP reject).
 type DeadLetterer interface {
