@@ -719,7 +719,7 @@ pipeline "restart" {
 	const n = 1000
 	// The producer: qbridge's own AMQP sink adapter (it reconnects), paced
 	// at ~400 msg/s, retrying every failed message.
-	snk, err := amqpadapter.NewSink(amqpCtx(t, 15*time.Second), amqpadapter.SinkConfig{ConnConfig: amqpadapter.ConnConfig{URL: url, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}, Address: addr}, amqpDiscardLogger())
+	snk, err := amqpadapter.NewSink(amqpCtx(t, 15*time.Second), amqpadapter.SinkConfig{ConnConfig: amqpadapter.ConnConfig{URL: url, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}, Address: addr}, nil, amqpDiscardLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

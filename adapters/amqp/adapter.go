@@ -54,12 +54,14 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 }
 
 // NewSink validates cfg and connects; with a fixed address it also attaches
-// the sender link, so a refused address fails here.
-func NewSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+// the sender link, so a refused address fails here. onDrop (may be nil) is
+// told about each item the Drop policy leaves out.
+func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("amqp sink: %w", err)
 	}
+	set.opt.OnDrop = onDrop
 	if log == nil {
 		log = slog.Default()
 	}

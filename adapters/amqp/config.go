@@ -152,10 +152,10 @@ type SinkConfig struct {
 	MaxLinks int `hcl:"max_links,optional"`
 
 	// Set by the config layer from the pipeline's mapping block (untagged:
-	// see SourceConfig.Policy).
+	// see SourceConfig.Policy). The drop callback is not configuration:
+	// NewSink takes it.
 	Policy      mapping.Policy
 	CarrySource bool
-	OnDrop      func(field, reason string)
 }
 
 // endpoint is one broker URL, parsed.
@@ -397,7 +397,7 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 	if c.Policy > mapping.Encode {
 		return s, adaptercfg.Errorf("policy", "invalid value %d", c.Policy)
 	}
-	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: c.MaxMessageSize, CarrySource: c.CarrySource, OnDrop: c.OnDrop}
+	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: c.MaxMessageSize, CarrySource: c.CarrySource}
 	return s, nil
 }
 

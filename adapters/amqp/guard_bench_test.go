@@ -32,7 +32,7 @@ func BenchmarkSourceDecodeGuard(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			q := fmt.Sprintf("/queue/qb-bench-guard-%s-%d", mode, time.Now().UnixNano())
-			snk, err := NewSink(ctx, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q}, log)
+			snk, err := NewSink(ctx, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q}, nil, log)
 			if err != nil {
 				b.Fatal(err)
 			}

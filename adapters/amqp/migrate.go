@@ -148,11 +148,12 @@ func (d browseDelivery) DecodeError() error {
 // (address template, amqpmap, policy, durable) and sends nothing. Without
 // a link there is no broker max-message-size: max_message_size, when set,
 // is the only limit.
-func NewDrySink(_ context.Context, cfg SinkConfig, _ *slog.Logger) (driver.Sink, error) {
+func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("amqp sink: %w", err)
 	}
+	set.opt.OnDrop = onDrop
 	return &drySink{sink: &sink{set: set}}, nil
 }
 

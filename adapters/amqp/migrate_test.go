@@ -94,7 +94,7 @@ func TestParseAttachReply(t *testing.T) {
 func TestDrySink(t *testing.T) {
 	t.Parallel()
 	cfg := SinkConfig{ConnConfig: ConnConfig{URL: "amqp://127.0.0.1:1"}, Address: "/queue/{attr.region}", MaxMessageSize: 1024}
-	snk, err := NewDrySink(context.Background(), cfg, nil)
+	snk, err := NewDrySink(context.Background(), cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

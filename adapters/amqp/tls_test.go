@@ -134,12 +134,12 @@ func TestTLSAndSASL(t *testing.T) {
 
 	// wrong server name: the handshake fails, naming TLS
 	bad := SinkConfig{ConnConfig: ConnConfig{URL: "amqps://" + addr, TLS: &TLSConfig{CAFile: pki.caFile, CertFile: pki.certFile, KeyFile: pki.keyFile}}, Address: q}
-	if _, err := NewSink(ctxT(t, 10*time.Second), bad, nil); err == nil || !strings.Contains(err.Error(), "tls:") {
+	if _, err := NewSink(ctxT(t, 10*time.Second), bad, nil, nil); err == nil || !strings.Contains(err.Error(), "tls:") {
 		t.Fatalf("want a TLS error, got %v", err)
 	}
 	// no client certificate: refused by the server
 	noCert := SinkConfig{ConnConfig: ConnConfig{URL: "amqps://" + addr, TLS: &TLSConfig{CAFile: pki.caFile, ServerName: "broker.test"}}, Address: q}
-	if _, err := NewSink(ctxT(t, 10*time.Second), noCert, nil); err == nil {
+	if _, err := NewSink(ctxT(t, 10*time.Second), noCert, nil, nil); err == nil {
 		t.Fatal("connected without a client certificate")
 	}
 	// wrong password: SASL fails

@@ -44,7 +44,8 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 }
 
 // NewSink connects (and with jetstream.create_stream creates the stream).
-func NewSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+// onDrop (may be nil) is told about each item the Drop policy leaves out.
+func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: %w", err)
@@ -53,5 +54,5 @@ func NewSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink
 		log = slog.Default()
 	}
 	log = log.With("adapter", "nats", "role", "sink")
-	return newSink(ctx, set, &cfg, log)
+	return newSink(ctx, set, &cfg, onDrop, log)
 }

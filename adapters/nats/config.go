@@ -113,11 +113,11 @@ type SinkConfig struct {
 
 	// Set by the caller from the pipeline's mapping block, not from HCL.
 	// They carry no hcl tag because gohcl reads `hcl:"-"` as a required
-	// attribute named "-"; untagged fields are skipped.
+	// attribute named "-"; untagged fields are skipped. The drop callback
+	// is not configuration: NewSink takes it.
 	Policy         mapping.Policy
 	MaxMessageSize int
 	CarrySource    bool
-	OnDrop         func(field, reason string)
 }
 
 // connConfig is the resolved connection part shared by source and sink.

@@ -34,7 +34,7 @@ func TestEmbeddedServerShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snk, err := NewSink(ctx, SinkConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir}, Subject: "demo.in", JetStream: &JetStreamSinkConfig{}}, log)
+	snk, err := NewSink(ctx, SinkConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir}, Subject: "demo.in", JetStream: &JetStreamSinkConfig{}}, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestEmbeddedFixedPortAndConflicts(t *testing.T) {
 		{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir, User: "u", Password: "other"}, Subject: "x"},
 		{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir, User: "u", Password: "p", Port: port + 1}, Subject: "x"},
 	} {
-		if _, err := NewSink(ctxT(t, 5*time.Second), cfg, nil); err == nil || !strings.Contains(err.Error(), "already running") {
+		if _, err := NewSink(ctxT(t, 5*time.Second), cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "already running") {
 			t.Errorf("conflicting embedded settings: %v", err)
 		}
 	}
@@ -149,7 +149,7 @@ func TestEmbeddedAuth(t *testing.T) {
 			} else {
 				bad.Password = "wrong"
 			}
-			if _, err := NewSink(ctxT(t, 5*time.Second), bad, nil); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			if _, err := NewSink(ctxT(t, 5*time.Second), bad, nil, nil); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 				t.Errorf("wrong credentials: %v", err)
 			}
 			nc := connect(t, url, tt.good...)

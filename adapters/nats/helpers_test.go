@@ -89,7 +89,7 @@ func mustSource(t testing.TB, cfg SourceConfig) (driver.Source, *logBuf) {
 func mustSink(t testing.TB, cfg SinkConfig) (driver.Sink, *logBuf) {
 	t.Helper()
 	log, buf := testLog()
-	snk, err := NewSink(ctxT(t, 10*time.Second), cfg, log)
+	snk, err := NewSink(ctxT(t, 10*time.Second), cfg, nil, log)
 	if err != nil {
 		t.Fatalf("NewSink: %v", err)
 	}

@@ -453,7 +453,7 @@ func TestJetStreamSinkErrors(t *testing.T) {
 
 	// jetstream.stream must exist at start.
 	if _, err := NewSink(ctxT(t, 5*time.Second), SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.x",
-		JetStream: &JetStreamSinkConfig{Stream: "MISSING"}}, nil); err == nil || !strings.Contains(err.Error(), "create_stream") {
+		JetStream: &JetStreamSinkConfig{Stream: "MISSING"}}, nil, nil); err == nil || !strings.Contains(err.Error(), "create_stream") {
 		t.Errorf("missing stream: %v", err)
 	}
 }

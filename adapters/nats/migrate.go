@@ -292,7 +292,7 @@ func (d *browseDelivery) DeadLetter(context.Context, string, string) error { ret
 
 // NewDrySink encodes every message exactly as the sink would (subject
 // template, headers, size limit, policy) and publishes nothing.
-func NewDrySink(_ context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: %w", err)
@@ -304,7 +304,7 @@ func NewDrySink(_ context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sin
 		limit = cfg.MaxMessageSize
 	}
 	return &drySink{set: set, codec: newCodec(set.groupHeader, mapping.Options{
-		Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: cfg.OnDrop,
+		Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: onDrop,
 	})}, nil
 }
 

@@ -121,7 +121,7 @@ func TestMigrateBrowse(t *testing.T) {
 func TestMigrateDrySink(t *testing.T) {
 	t.Parallel()
 	cfg := SinkConfig{ConnConfig: ConnConfig{URL: "nats://127.0.0.1:1"}, Subject: "orders.{attr.region}", MaxMessageSize: 1024}
-	snk, err := NewDrySink(context.Background(), cfg, nil)
+	snk, err := NewDrySink(context.Background(), cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ type sink struct {
 	dups  duplicates
 }
 
-func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, log *slog.Logger) (*sink, error) {
+func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop func(field, reason string), log *slog.Logger) (*sink, error) {
 	c, err := dial(ctx, set.conn, log)
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, log *slog.
 	s := &sink{
 		conn: c, set: set, log: log,
 		codec: newCodec(set.groupHeader, mapping.Options{
-			Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: cfg.OnDrop,
+			Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: onDrop,
 		}),
 	}
 	if set.js == nil {

@@ -427,7 +427,7 @@ func TestSinkFailsAtStart(t *testing.T) {
 		"bad key":   {ConnConfig: ConnConfig{ConnectionString: strings.Replace(brokerConn, testKey, "wrong", 1), MaxRetries: -1}, Queue: entity("batch")},
 		"no entity": {ConnConfig: ConnConfig{ConnectionString: brokerConn, MaxRetries: -1}, Queue: "no-such-queue"},
 	} {
-		snk, err := NewSink(ctxT(t, 20*time.Second), cfg, log)
+		snk, err := NewSink(ctxT(t, 20*time.Second), cfg, nil, log)
 		if err == nil {
 			_ = snk.Close(context.Background())
 			t.Fatalf("%s: NewSink succeeded", name)

@@ -185,9 +185,9 @@ type SinkConfig struct {
 	MaxSenders int `hcl:"max_senders,optional"`
 
 	// Set by the config layer from the pipeline's mapping block (untagged).
+	// The drop callback is not configuration: NewSink takes it.
 	Policy      mapping.Policy
 	CarrySource bool
-	OnDrop      func(field, reason string)
 }
 
 // connSettings is ConnConfig resolved.
@@ -606,7 +606,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	case s.maxSenders < 1 || s.maxSenders > 1024:
 		return nil, adaptercfg.Errorf("max_senders", "%d: want 1 to 1024", s.maxSenders)
 	}
-	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: s.maxMessageSize, CarrySource: c.CarrySource, OnDrop: c.OnDrop}
+	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: s.maxMessageSize, CarrySource: c.CarrySource}
 	if conn.https && s.opt.MaxMessageSize == 0 {
 		s.opt.MaxMessageSize = sbrest.DefaultMaxMessageSize
 	}

@@ -71,7 +71,7 @@ func newTestSink(t *testing.T, cfg SinkConfig) (driver.Sink, *logBuf) {
 		cfg.ConnConfig = fastConn()
 	}
 	log, lb := testLog(t)
-	snk, err := NewSink(context.Background(), cfg, log)
+	snk, err := NewSink(context.Background(), cfg, nil, log)
 	if err != nil {
 		t.Fatalf("NewSink: %v", err)
 	}

@@ -329,11 +329,12 @@ func (d *browseDelivery) DeadLetter(context.Context, string, string) error { ret
 // NewDrySink returns a sink that resolves each message's entity and
 // encodes it as NewSink's sink would, over AMQP (sbmap) or HTTPS (sbrest),
 // with the same policy and max_message_size, and sends nothing.
-func NewDrySink(_ context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}
+	set.opt.OnDrop = onDrop
 	if log == nil {
 		log = slog.Default()
 	}

@@ -230,7 +230,7 @@ func TestMigrateDrySink(t *testing.T) {
 	for _, transport := range []string{transportAMQP, transportHTTPS} {
 		t.Run(transport, func(t *testing.T) {
 			cfg := SinkConfig{ConnConfig: ConnConfig{ConnectionString: cs, Transport: transport}, Queue: "orders-{attr.region}", MaxMessageSize: 1024}
-			snk, err := NewDrySink(context.Background(), cfg, nil)
+			snk, err := NewDrySink(context.Background(), cfg, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,12 +23,14 @@ import (
 const sendParallel = 8
 
 // NewSink returns a sink for a queue or topic, over AMQP (the Azure SDK)
-// or HTTPS.
-func NewSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+// or HTTPS. onDrop (may be nil) is told about each item the Drop policy
+// leaves out.
+func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}
+	set.opt.OnDrop = onDrop
 	if log == nil {
 		log = slog.Default()
 	}

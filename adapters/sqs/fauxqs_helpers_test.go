@@ -211,7 +211,7 @@ func startSink(t *testing.T, cfg SinkConfig) (*Sink, *recorder) {
 		t.Fatal(err)
 	}
 	rec := newRecorder(client)
-	snk, err := newSink(ctx, rec, &cfg, set, testLogger(t))
+	snk, err := newSink(ctx, rec, &cfg, set, nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -471,7 +471,7 @@ func TestFauxqsReadyAndMissingQueue(t *testing.T) {
 	}
 	// By name: GetQueueUrl.
 	c.QueueName = queueNameOf(url)
-	s, err := NewSink(context.Background(), SinkConfig{ConnConfig: c}, nil)
+	s, err := NewSink(context.Background(), SinkConfig{ConnConfig: c}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

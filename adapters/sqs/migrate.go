@@ -207,7 +207,7 @@ var _ driver.Sink = drySink{}
 // nothing. Without the network, FIFO-ness comes from the queue's name
 // (.fifo, which SQS requires of FIFO queues) and content-based
 // deduplication from content_based_dedup; the latter changes no verdict.
-func NewDrySink(_ context.Context, cfg SinkConfig, _ *slog.Logger) (driver.Sink, error) {
+func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ func NewDrySink(_ context.Context, cfg SinkConfig, _ *slog.Logger) (driver.Sink,
 		name = queueNameOf(cfg.QueueURL)
 	}
 	cbd := cfg.ContentBasedDedup != nil && *cfg.ContentBasedDedup
-	return drySink{enc: encodeOptions(&cfg, set, strings.HasSuffix(name, ".fifo"), cbd)}, nil
+	return drySink{enc: encodeOptions(&cfg, set, strings.HasSuffix(name, ".fifo"), cbd, onDrop)}, nil
 }
 
 // Send returns the encoder's verdict for each message.

@@ -204,7 +204,7 @@ func TestStubDrySinkMatchesSink(t *testing.T) {
 			want := real.Send(context.Background(), msgs())
 
 			cfg.QueueURL = stubURL(tc.fifo)
-			dry, err := NewDrySink(context.Background(), cfg, testLogger(t))
+			dry, err := NewDrySink(context.Background(), cfg, nil, testLogger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

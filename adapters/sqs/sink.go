@@ -98,8 +98,9 @@ func (c *sendCall) blocked(e *entry) error {
 
 var errAbandoned = fmt.Errorf("sqs: not sent: the send was cancelled")
 
-// NewSink connects to the queue.
-func NewSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink, error) {
+// NewSink connects to the queue. onDrop (may be nil) is told about each
+// item the Drop policy leaves out.
+func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, err
@@ -108,10 +109,10 @@ func NewSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Sink
 	if err != nil {
 		return nil, err
 	}
-	return newSink(ctx, client, &cfg, set, log)
+	return newSink(ctx, client, &cfg, set, onDrop, log)
 }
 
-func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings, log *slog.Logger) (*Sink, error) {
+func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings, onDrop func(field, reason string), log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -129,7 +130,7 @@ func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings
 	}
 	s := &Sink{
 		api: client, queue: q, set: set, log: log.With("queue", q.url),
-		enc:      encodeOptions(cfg, set, q.fifo, cbd),
+		enc:      encodeOptions(cfg, set, q.fifo, cbd, onDrop),
 		inflight: map[string]int{},
 		wake:     make(chan struct{}, 1),
 		senders:  make(chan struct{}, set.senders),
@@ -142,10 +143,10 @@ func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings
 
 // encodeOptions is how a sink with cfg encodes for a queue: shared by the
 // sink and the dry-run sink, so both reach the same verdicts.
-func encodeOptions(cfg *SinkConfig, set *sinkSettings, fifo, contentBasedDedup bool) sqsmap.EncodeOptions {
+func encodeOptions(cfg *SinkConfig, set *sinkSettings, fifo, contentBasedDedup bool, onDrop func(field, reason string)) sqsmap.EncodeOptions {
 	return sqsmap.EncodeOptions{
 		Options: mapping.Options{
-			Policy: cfg.Policy, MaxMessageSize: set.maxMessageSize, CarrySource: cfg.CarrySource, OnDrop: cfg.OnDrop,
+			Policy: cfg.Policy, MaxMessageSize: set.maxMessageSize, CarrySource: cfg.CarrySource, OnDrop: onDrop,
 		},
 		FIFO: fifo, DefaultGroup: set.defaultGroup, ContentBasedDedup: contentBasedDedup,
 	}

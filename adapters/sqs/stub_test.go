@@ -193,7 +193,7 @@ func stubSink(t *testing.T, stub *stubAPI, fifo bool, cfg SinkConfig) *Sink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snk, err := newSink(context.Background(), stub, &cfg, set, testLogger(t))
+	snk, err := newSink(context.Background(), stub, &cfg, set, nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1020,7 +1020,7 @@ func TestStubQueueAttributesAtStart(t *testing.T) {
 	c := ConnConfig{QueueURL: stubURL(true)}
 	set, _ := (&SinkConfig{ConnConfig: c}).resolve()
 	denied := &stubAPI{attrsErr: &smithy.GenericAPIError{Code: "AccessDenied", Fault: smithy.FaultClient}}
-	snk, err := newSink(context.Background(), denied, &SinkConfig{ConnConfig: c}, set, testLogger(t))
+	snk, err := newSink(context.Background(), denied, &SinkConfig{ConnConfig: c}, set, nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1029,7 +1029,7 @@ func TestStubQueueAttributesAtStart(t *testing.T) {
 		t.Fatalf("queue %+v", snk.queue)
 	}
 	for _, e := range []error{connReset(), &types.QueueDoesNotExist{}} {
-		if _, err := newSink(context.Background(), &stubAPI{attrsErr: e}, &SinkConfig{ConnConfig: c}, set, testLogger(t)); err == nil {
+		if _, err := newSink(context.Background(), &stubAPI{attrsErr: e}, &SinkConfig{ConnConfig: c}, set, nil, testLogger(t)); err == nil {
 			t.Errorf("%v: started", e)
 		}
 	}

@@ -42,7 +42,6 @@ type memSinkConfig struct {
 	Block  bool   `hcl:"block,optional"`
 	Name   string `hcl:"name,optional"` // for memStats.blocked
 	Policy mapping.Policy
-	OnDrop func(field, reason string)
 }
 
 func (c memSinkConfig) Validate() error { return nil }
@@ -127,10 +126,10 @@ func init() {
 			}
 			return &memSource{cfg: c, left: c.Messages}, nil
 		},
-		NewSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Sink, error) {
+		NewSink: func(_ context.Context, c memSinkConfig, _ func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
 			return memSink{c}, nil
 		},
-		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.Policy, c.OnDrop = o.Policy, o.OnDrop },
+		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.Policy = o.Policy },
 	})
 }
 

@@ -14,7 +14,7 @@ func init() {
 		NewSource: nats.NewSource,
 		NewSink:   nats.NewSink,
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
-			c.Policy, c.MaxMessageSize, c.CarrySource, c.OnDrop = o.Policy, o.MaxMessageSize, o.CarrySource, o.OnDrop
+			c.Policy, c.MaxMessageSize, c.CarrySource = o.Policy, o.MaxMessageSize, o.CarrySource
 		},
 		CountSource: nats.CountSource,
 		CountSink:   nats.CountSink,

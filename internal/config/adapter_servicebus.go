@@ -13,7 +13,7 @@ func init() {
 		// The sink block has its own max_message_size: the mapping block's
 		// value applies only where it is set.
 		SinkMapping: func(c *servicebus.SinkConfig, o mapping.Options) {
-			c.Policy, c.OnDrop = o.Policy, o.OnDrop
+			c.Policy = o.Policy
 			if o.MaxMessageSize != 0 {
 				c.MaxMessageSize = o.MaxMessageSize
 			}

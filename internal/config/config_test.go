@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,6 @@ type testSinkConfig struct {
 	Address string `hcl:"address,optional"`
 	Policy  mapping.Policy
 	Carry   bool
-	OnDrop  func(field, reason string)
 }
 
 func (c *testSinkConfig) Validate() error {
@@ -54,9 +54,15 @@ func (c *testSinkConfig) Validate() error {
 	return nil
 }
 
+// openedSink is what the test kind's NewSink was given.
+type openedSink struct {
+	testSinkConfig
+	onDrop func(field, reason string)
+}
+
 var (
 	openedMu    sync.Mutex
-	openedSinks []testSinkConfig
+	openedSinks []openedSink
 )
 
 type nopSource struct{}
@@ -80,14 +86,14 @@ func init() {
 		NewSource: func(context.Context, testSourceConfig, *slog.Logger) (driver.Source, error) {
 			return nopSource{}, nil
 		},
-		NewSink: func(_ context.Context, c testSinkConfig, _ *slog.Logger) (driver.Sink, error) {
+		NewSink: func(_ context.Context, c testSinkConfig, onDrop func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
 			openedMu.Lock()
-			openedSinks = append(openedSinks, c)
+			openedSinks = append(openedSinks, openedSink{c, onDrop})
 			openedMu.Unlock()
 			return nopSink{}, nil
 		},
 		SinkMapping: func(c *testSinkConfig, o mapping.Options) {
-			c.Policy, c.Carry, c.OnDrop = o.Policy, o.CarrySource, o.OnDrop
+			c.Policy, c.Carry = o.Policy, o.CarrySource
 		},
 	})
 }
@@ -516,19 +522,21 @@ func TestDefinitions(t *testing.T) {
 		t.Fatalf("opened %d sinks", len(openedSinks))
 	}
 	sink, dlq := openedSinks[0], openedSinks[1]
-	if sink.Address != "/out" || sink.Policy != mapping.Drop || sink.OnDrop == nil {
-		t.Errorf("sink opened with %+v", sink)
+	if sink.Address != "/out" || sink.Policy != mapping.Drop || sink.onDrop == nil {
+		t.Errorf("sink opened with %+v", sink.testSinkConfig)
 	}
-	if dlq.Address != "/dlq" || dlq.Policy != mapping.Encode || !dlq.Carry || dlq.OnDrop == nil {
-		t.Errorf("dead-letter sink opened with %+v", dlq)
+	if dlq.Address != "/dlq" || dlq.Policy != mapping.Encode || !dlq.Carry || dlq.onDrop == nil {
+		t.Errorf("dead-letter sink opened with %+v", dlq.testSinkConfig)
 	}
-	sink.OnDrop("attribute \"x\"", "too many")
-	if len(dropped) != 1 {
-		t.Error("OnDrop not wired to the engine's callback")
+	sink.onDrop("attribute \"x\"", "too many")
+	dlq.onDrop("attribute \"y\"", "too many")
+	if !slices.Equal(dropped, []string{`attribute "x"`, `attribute "y"`}) {
+		t.Errorf("dropped %q: the constructors' onDrop is not the engine's callback", dropped)
 	}
-	// The stored configuration keeps no callback, so it still compares.
-	if cfg.Pipelines[0].Spec.Sink.Config.(testSinkConfig).OnDrop != nil {
-		t.Error("the spec's sink config holds a callback")
+	// Opening changed nothing stored: the spec holds no callback and
+	// still compares.
+	if !reflect.DeepEqual(d.Spec, cfg.Pipelines[0].Spec) {
+		t.Error("the spec changed when its sinks were opened")
 	}
 }
 
@@ -566,6 +574,57 @@ pipeline "broken" {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("diags =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Each real adapter's sink reports what the Drop policy leaves out to the
+// callback its constructor is given (the config layer passes the engine's):
+// a dry-run sink, which encodes as the sink does, without a broker.
+func TestRealAdaptersReportDrops(t *testing.T) {
+	for _, tc := range []struct{ kind, body, field string }{
+		{"amqp", `url = "amqp://127.0.0.1:1"
+    address = "/queue/out"`, `application-properties "bad"`},
+		{"nats", `url = "nats://127.0.0.1:1"
+    subject = "out"`, `attribute "bad"`},
+		{"servicebus", `connection_string = "Endpoint=sb://127.0.0.1/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"
+    queue = "out"`, `application-properties "bad"`},
+		{"sqs", `queue_url = "http://127.0.0.1:1/000000000000/out"
+    region    = "us-east-1"`, `attribute "bad"`},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			src := fmt.Sprintf(`pipeline "p" {
+  source "test" { address = "/in" }
+  sink %q {
+    %s
+  }
+  mapping { policy = "drop" }
+}
+`, tc.kind, tc.body)
+			cfg, diags := load(t, src)
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			d, err := cfg.Pipelines[0].DryRunDefinition(slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dropped []string
+			snk, err := d.Config.Sink(context.Background(), func(field, _ string) { dropped = append(dropped, field) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snk.Close(context.Background())
+			m := &mapping.Message{Body: []byte("hello"), Attributes: []mapping.Attribute{
+				{Name: "small", Value: mapping.String("s")},
+				{Name: "bad", Value: mapping.String("\xff")}, // not UTF-8: no wire takes it
+			}}
+			if errs := snk.Send(context.Background(), []*mapping.Message{m}); errs[0] != nil {
+				t.Fatalf("Send: %v", errs[0])
+			}
+			if !slices.Equal(dropped, []string{tc.field}) {
+				t.Errorf("dropped %q, want [%q]", dropped, tc.field)
+			}
+		})
 	}
 }
 

@@ -27,10 +27,13 @@ var KnownKinds = []string{"amqp", "nats", "servicebus", "sqs"}
 type AdapterKind[S, K any] struct {
 	Name      string
 	NewSource func(ctx context.Context, cfg S, log *slog.Logger) (driver.Source, error)
-	NewSink   func(ctx context.Context, cfg K, log *slog.Logger) (driver.Sink, error)
+	// NewSink's onDrop is the engine's drop callback (logged and counted
+	// per pipeline): runtime state, so an argument rather than a field of
+	// the configuration, which stays a value decoded once and shared.
+	NewSink func(ctx context.Context, cfg K, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error)
 	// SinkMapping copies the pipeline's mapping options (policy, size limit,
-	// carry-source, the drop callback) into the sink's configuration, whose
-	// untagged fields hold them.
+	// carry-source; not the drop callback) into the sink's configuration,
+	// whose untagged fields hold them.
 	SinkMapping func(cfg *K, opt mapping.Options)
 	// SourceMapping does the same for a source that takes options (optional).
 	SourceMapping func(cfg *S, opt mapping.Options)
@@ -51,16 +54,17 @@ type AdapterKind[S, K any] struct {
 	// queue, or an error wrapping driver.ErrNoDeadLetterQueue.
 	DeadLetterSource func(ctx context.Context, cfg S, log *slog.Logger) (S, error)
 	// NewDrySink opens a sink that encodes every message exactly as
-	// NewSink's would (same checks, limits and policy) and sends nothing:
-	// Send returns the encoder's verdict per message.
-	NewDrySink func(ctx context.Context, cfg K, log *slog.Logger) (driver.Sink, error)
+	// NewSink's would (same checks, limits, policy and drop reports) and
+	// sends nothing: Send returns the encoder's verdict per message.
+	NewDrySink func(ctx context.Context, cfg K, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error)
 }
 
 // kind is the type-erased registry entry.
 type kind struct {
 	name string
 	// decode reads and validates an adapter block body; opt are the mapping
-	// options to apply before validation (OnDrop nil).
+	// options to apply before validation (OnDrop nil). open passes
+	// opt.OnDrop to the constructor.
 	decodeSource func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error)
 	decodeSink   func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error)
 	openSource   func(ctx context.Context, cfg any, log *slog.Logger) (driver.Source, error)
@@ -117,9 +121,9 @@ func Register[S, K any](a AdapterKind[S, K]) {
 			return a.NewSource(ctx, cfg.(S), log)
 		},
 		openSink: func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error) {
-			c := cfg.(K) // a copy: the stored config stays free of the callback
+			c := cfg.(K)
 			a.SinkMapping(&c, opt)
-			return a.NewSink(ctx, c, log)
+			return a.NewSink(ctx, c, opt.OnDrop, log)
 		},
 	}
 	if a.CountSource != nil {
@@ -144,7 +148,7 @@ func Register[S, K any](a AdapterKind[S, K]) {
 		k.openDrySink = func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error) {
 			c := cfg.(K)
 			a.SinkMapping(&c, opt)
-			return a.NewDrySink(ctx, c, log)
+			return a.NewDrySink(ctx, c, opt.OnDrop, log)
 		}
 	}
 	registryMu.Lock()

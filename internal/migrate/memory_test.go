@@ -60,7 +60,7 @@ func init() {
 		NewSource: func(_ context.Context, c genSourceConfig, _ *slog.Logger) (driver.Source, error) {
 			return &genSource{c: c, st: genOf(c.Name)}, nil
 		},
-		NewSink: func(_ context.Context, c genSinkConfig, _ *slog.Logger) (driver.Sink, error) {
+		NewSink: func(_ context.Context, c genSinkConfig, _ func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
 			return &genSink{st: genOf(c.Name)}, nil
 		},
 		SinkMapping: func(*genSinkConfig, mapping.Options) {},

@@ -342,8 +342,8 @@ type memSink struct {
 	dry bool
 }
 
-func newMemSink(dry bool) func(context.Context, memSinkConfig, *slog.Logger) (driver.Sink, error) {
-	return func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Sink, error) {
+func newMemSink(dry bool) func(context.Context, memSinkConfig, func(field, reason string), *slog.Logger) (driver.Sink, error) {
+	return func(_ context.Context, c memSinkConfig, _ func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
 		return &memSink{b: brokerOf(c.Broker), cfg: c, dry: dry}, nil
 	}
 }
