@@ -483,3 +483,55 @@ func TestFauxqsReadyAndMissingQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// AckBatch (the engine's batched acknowledgement) deletes 23 messages in
+// three full-or-rest DeleteMessageBatch calls without waiting for the
+// coalescer's linger, reports a delivery settled before as errSettled, and
+// nothing comes back after the visibility timeout.
+func TestAckBatchDeletes(t *testing.T) {
+	t.Parallel()
+	admin := adminClient(t)
+	url := createQueue(t, admin, false, nil)
+	snk, _ := startSink(t, SinkConfig{ConnConfig: conn(t, url)})
+	src, rec := startSource(t, SourceConfig{ConnConfig: conn(t, url), WaitTime: "1s", VisibilityTimeout: "2s", Linger: "1s"})
+	var msgs []*mapping.Message
+	for i := range 23 {
+		msgs = append(msgs, &mapping.Message{Body: []byte("m" + strconv.Itoa(i))})
+	}
+	sendAll(t, snk, msgs)
+	got := receiveN(t, src, len(msgs), 10*time.Second)
+	if err := got[0].Nack(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	ds := make([]driver.Delivery, len(got))
+	for i, d := range got {
+		ds[i] = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := src.AckBatch(ctx, ds)
+	if len(errs) != len(ds) || errs[0] != errSettled {
+		t.Fatalf("results %v", errs)
+	}
+	for i, err := range errs[1:] {
+		if err != nil {
+			t.Errorf("ack %d: %v", i+1, err)
+		}
+	}
+	calls := rec.count("DeleteMessageBatch")
+	slices.Sort(calls)
+	if !slices.Equal(calls, []int{2, 10, 10}) {
+		t.Errorf("DeleteMessageBatch calls %v, want 10, 10 and 2 entries", calls)
+	}
+	// Only the nacked message is left: received once more, it is the only one.
+	again := receiveN(t, src, 1, 10*time.Second)
+	if again[0].id != got[0].id {
+		t.Errorf("redelivered %s, want the nacked %s", again[0].id, got[0].id)
+	}
+	if err := again[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ms := rawReceive(t, admin, url, 3*time.Second); len(ms) > 0 {
+		t.Fatalf("%d acked messages came back", len(ms))
+	}
+}
