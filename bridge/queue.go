@@ -11,7 +11,7 @@ import (
 // item is one received delivery on its way through the pipeline.
 type item struct {
 	d         driver.Delivery
-	src       driver.Source // the source that delivered d (for driver.BatchAcker)
+	src       driver.Source    // the source that delivered d (for driver.BatchAcker)
 	orig      *mapping.Message // as the source decoded it; what a dead-letter sink gets
 	msg       *mapping.Message // after Transform; what the sink gets
 	group     string
