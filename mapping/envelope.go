@@ -65,6 +65,10 @@ type Envelope struct {
 	// cannot say it natively (e.g. Number.float over AMQP, where the value
 	// travels as a double).
 	Types map[string]string `json:"types,omitempty"`
+	// Texts maps an attribute name to its exact text where the wire form
+	// holds the value in its natural type and that type's rendering differs
+	// (an SQS Number.float "3.50" travels as the double 3.5).
+	Texts map[string]string `json:"text,omitempty"`
 	// Attrs are attributes moved here under the Encode policy.
 	Attrs []Attribute `json:"attrs,omitempty"`
 	// BodyEncoding is "base64" when the body was base64-encoded to fit.
@@ -289,7 +293,23 @@ func traceFits(t Trace, native Field) bool {
 
 // Empty reports whether the envelope carries nothing.
 func (e *Envelope) Empty() bool {
-	return e == nil || len(e.Types) == 0 && len(e.Attrs) == 0 && e.BodyEncoding == "" && e.Fields == nil
+	return e == nil || len(e.Types) == 0 && len(e.Texts) == 0 && len(e.Attrs) == 0 && e.BodyEncoding == "" && e.Fields == nil
+}
+
+// SetText records the exact text of attribute name, whose value travels in
+// a natural type that renders differently.
+func (e *Envelope) SetText(name, text string) {
+	if e.Texts == nil {
+		e.Texts = make(map[string]string)
+	}
+	e.Texts[name] = text
+}
+
+// Forget removes what the envelope records about attribute name (its type
+// and exact text): for an attribute an encoder left out after all.
+func (e *Envelope) Forget(name string) {
+	delete(e.Types, name)
+	delete(e.Texts, name)
 }
 
 // SetType records that attribute name has data type dt.
@@ -324,6 +344,11 @@ func (e *Envelope) invalidUTF8() string {
 	for name, dt := range e.Types {
 		if !utf8.ValidString(name) || !utf8.ValidString(dt) {
 			return "types[" + name + "]"
+		}
+	}
+	for name, t := range e.Texts {
+		if !utf8.ValidString(name) || !utf8.ValidString(t) {
+			return "text[" + name + "]"
 		}
 	}
 	if p := invalidAttrs("attrs", e.Attrs); p != "" {
@@ -406,6 +431,9 @@ func ParseEnvelope(s string) (*Envelope, error) {
 // decoded natively. Types are not applied here: the codec uses them while
 // decoding attribute values (see TypeOf).
 func (e *Envelope) Apply(m *Message) error {
+	if err := e.applyTexts(m); err != nil {
+		return err
+	}
 	if len(e.Attrs) > 0 {
 		// Appended, not merged: a message may carry two attributes of one
 		// name (SQS refuses the second, so it rode here).
@@ -527,6 +555,26 @@ func (e *Envelope) Apply(m *Message) error {
 			set(&src.DeadLetterReason, s.DeadLetterReason)
 			set(&src.DeadLetterDesc, s.DeadLetterDesc)
 			set(&src.Address, s.Address)
+		}
+	}
+	return nil
+}
+
+// applyTexts puts back the exact text of attributes that travelled in their
+// natural type: the value is rebuilt from its data type and the text.
+func (e *Envelope) applyTexts(m *Message) error {
+	for name, text := range e.Texts {
+		for i := range m.Attributes {
+			a := &m.Attributes[i]
+			if a.Name != name {
+				continue
+			}
+			v, err := ParseValue(a.Value.DataType(), text)
+			if err != nil {
+				return fmt.Errorf("%s: text of %q: %w", EnvelopeName, name, err)
+			}
+			a.Value = v
+			break
 		}
 	}
 	return nil

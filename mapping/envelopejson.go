@@ -18,7 +18,7 @@ import (
 // appendEnvelopeFast appends the JSON of e as json.Marshal renders it, or
 // returns false when e holds something only the general path writes.
 func appendEnvelopeFast(dst []byte, e *Envelope) ([]byte, bool) {
-	if len(e.Attrs) > 0 {
+	if len(e.Attrs) > 0 || len(e.Texts) > 0 {
 		return dst, false
 	}
 	c := e.Fields

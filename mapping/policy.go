@@ -55,6 +55,64 @@ type Options struct {
 	CarrySource bool
 	// OnDrop is told about each item left out under the Drop policy.
 	OnDrop func(field, reason string)
+	// Envelope says whether the carry envelope is written (EnvelopeAuto, the
+	// default) or never (EnvelopeOff).
+	Envelope EnvelopeMode
+	// OnShed is told, once per encoded message, the envelope members (their
+	// JSON names, see ShedOrder) left out because the envelope did not fit
+	// on the target, or because Envelope is EnvelopeOff. Nil: not reported.
+	OnShed func(fields []string)
+}
+
+// Shed reports envelope members left out of one message.
+func (o *Options) Shed(fields []string) {
+	if o != nil && o.OnShed != nil && len(fields) > 0 {
+		o.OnShed(fields)
+	}
+}
+
+// EnvelopeMode says whether encoders write the carry envelope.
+type EnvelopeMode uint8
+
+const (
+	// EnvelopeAuto writes the envelope when something needs carrying and
+	// sheds what it carries (see ShedOrder) where it does not fit: the
+	// envelope never costs a message that fits natively.
+	EnvelopeAuto EnvelopeMode = iota
+	// EnvelopeOff never writes it: native consumers see only native
+	// properties. What the envelope would carry is left out and reported
+	// through Options.OnShed; round trips are lossy by choice. The Encode
+	// policy, whose reversible encodings live in the envelope, acts as
+	// Reject.
+	EnvelopeOff
+)
+
+var envelopeModeNames = [...]string{"auto", "off"}
+
+func (m EnvelopeMode) String() string {
+	if int(m) < len(envelopeModeNames) {
+		return envelopeModeNames[m]
+	}
+	return fmt.Sprintf("envelope(%d)", m)
+}
+
+// ParseEnvelopeMode parses "auto" or "off".
+func ParseEnvelopeMode(s string) (EnvelopeMode, error) {
+	for i, n := range envelopeModeNames {
+		if n == s {
+			return EnvelopeMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown envelope mode %q: want auto or off", s)
+}
+
+// Effective returns o as encoders apply it: with the envelope off, the
+// Encode policy has nowhere to put what it encodes, so it rejects.
+func (o Options) Effective() Options {
+	if o.Envelope == EnvelopeOff && o.Policy == Encode {
+		o.Policy = Reject
+	}
+	return o
 }
 
 // Dropped reports an item left out under the Drop policy.

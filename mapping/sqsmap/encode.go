@@ -58,6 +58,10 @@ type encoder struct {
 	opt EncodeOptions
 	env *mapping.Envelope
 	out *Outbound
+	// home: fields also written to a native home (the id as a FIFO
+	// MessageDeduplicationId, the group key as MessageGroupId on a standard
+	// queue); the envelope is not written for them alone.
+	home mapping.Field
 }
 
 // Encode translates m into an SQS send. What SQS cannot take is handled by
@@ -68,6 +72,7 @@ func Encode(m *mapping.Message, opt EncodeOptions) (*Outbound, error) {
 	}
 	var buf [MaxAttributes + 1]wireAttr // no allocation for the usual case
 	native := buf[:0]
+	opt.Options = opt.Options.Effective()
 	e := encoder{m: m, opt: opt, out: new(Outbound)}
 	bodyEnc, err := e.body()
 	if err != nil {
@@ -85,7 +90,7 @@ func Encode(m *mapping.Message, opt EncodeOptions) (*Outbound, error) {
 		e.env.Fields.IDKind = ""
 		e.tidyFields()
 	}
-	if emptyGroup {
+	if emptyGroup && opt.Envelope != mapping.EnvelopeOff {
 		// The default group is an SQS artefact: say the message had none.
 		e.fields().GroupKey = new("")
 	}
@@ -166,6 +171,12 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 		}
 	}
 	if !opt.FIFO {
+		// Standard queues take a MessageGroupId too (fair queues, 2025):
+		// it names the tenant for fair delivery, and a consumer reads it.
+		if g := m.GroupKey; g != "" && checkID(g) == "" {
+			e.out.GroupID = g
+			e.home |= mapping.FieldGroupKey
+		}
 		return native, false, nil
 	}
 
@@ -216,9 +227,13 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 	case opt.ContentBasedDedup:
 		// SQS hashes the body.
 	case m.ID != "":
+		// The id's native home on FIFO: a Service Bus MessageId means what
+		// MessageDeduplicationId means.
 		e.out.DedupID = m.ID
 		if checkID(m.ID) != "" {
 			e.out.DedupID = hashID(m.ID)
+		} else {
+			e.home |= mapping.FieldID
 		}
 	default:
 		// What content-based deduplication would use: SHA-256 of the body.
@@ -375,6 +390,19 @@ func (e *encoder) unnote(w *wireAttr) {
 // attribute map.
 func (e *encoder) fit(native []wireAttr) error {
 	opt := &e.opt
+	var shed []string
+	if opt.Envelope == mapping.EnvelopeOff {
+		shed = e.env.ShedAll(shed)
+	}
+	e.env.DropIfOnly(e.home)
+	if len(native)+b2i(!e.env.Empty()) > MaxAttributes && !e.env.Essential() &&
+		(len(native) <= MaxAttributes || opt.Policy == mapping.Drop) {
+		// The envelope must not cost an attribute: it goes whole (it is
+		// one attribute). Attributes that are too many by themselves are
+		// the policy's below; Encode then carries them, and the rest, in
+		// the envelope.
+		shed = e.env.ShedAll(shed)
+	}
 	if len(native)+b2i(!e.env.Empty()) > MaxAttributes {
 		// Which attributes stay native must not depend on the model's order,
 		// or every SQS hop would reshuffle them (decoders sort by name).
@@ -429,7 +457,13 @@ func (e *encoder) fit(native []wireAttr) error {
 		size := len(e.out.Body) + attrs
 		if size <= limit {
 			e.build(native, envText)
+			opt.Shed(shed)
 			return nil
+		}
+		if name := e.env.ShedNext(); name != "" {
+			// The envelope gives way before any attribute of the message.
+			shed = append(shed, name)
+			continue
 		}
 		if opt.Policy != mapping.Drop || big < 0 || len(e.out.Body)+envSize > limit {
 			return mapping.TooLargef(Wire, "message", "size %d bytes exceeds the limit of %d (body %d, attributes %d)",

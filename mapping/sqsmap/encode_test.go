@@ -238,15 +238,21 @@ func TestEncodeAttributeCount(t *testing.T) {
 		envelope  bool     // qbridge.envelope present
 		moved     []string // attributes in the envelope
 		dropped   []string
+		shed      []string // envelope members shed
 		roundTrip bool
 	}{
 		{name: "10 fit", m: sqsMsg("b", nAttrs(10)...), policy: mapping.Reject, native: 10, roundTrip: true},
 		{name: "11 reject", m: sqsMsg("b", nAttrs(11)...), policy: mapping.Reject, reject: true},
 		{name: "11 drop", m: sqsMsg("b", nAttrs(11)...), policy: mapping.Drop, native: 10, dropped: []string{`attribute "k"`}},
 		{name: "11 encode", m: sqsMsg("b", nAttrs(11)...), policy: mapping.Encode, native: 9, envelope: true, moved: []string{"j", "k"}, roundTrip: true},
-		{name: "10 + envelope reject", m: withID(sqsMsg("b", nAttrs(10)...)), policy: mapping.Reject, reject: true},
-		{name: "10 + envelope drop", m: withID(sqsMsg("b", nAttrs(10)...)), policy: mapping.Drop, native: 9, envelope: true, dropped: []string{`attribute "j"`}},
-		{name: "10 + envelope encode", m: withID(sqsMsg("b", nAttrs(10)...)), policy: mapping.Encode, native: 9, envelope: true, moved: []string{"j"}, roundTrip: true},
+		// Ten attributes fit natively: the envelope (here the id alone) is
+		// shed, whatever the policy.
+		{name: "10 + envelope reject", m: withID(sqsMsg("b", nAttrs(10)...)), policy: mapping.Reject, native: 10, shed: []string{"id"}},
+		{name: "10 + envelope drop", m: withID(sqsMsg("b", nAttrs(10)...)), policy: mapping.Drop, native: 10, shed: []string{"id"}},
+		{name: "10 + envelope encode", m: withID(sqsMsg("b", nAttrs(10)...)), policy: mapping.Encode, native: 10, shed: []string{"id"}},
+		{name: "11 + envelope drop", m: withID(sqsMsg("b", nAttrs(11)...)), policy: mapping.Drop, native: 10,
+			dropped: []string{`attribute "k"`}, shed: []string{"id"}},
+		{name: "9 + envelope", m: withID(sqsMsg("b", nAttrs(9)...)), policy: mapping.Reject, native: 9, envelope: true, roundTrip: true},
 		// The 11th needs a type note: dropping it empties the envelope, so 10 fit.
 		{name: "drop frees the envelope", m: sqsMsg("b", append(nAttrs(10), at("z", mapping.Float64(math.NaN())))...),
 			policy: mapping.Drop, native: 10, dropped: []string{`attribute "z"`}},
@@ -256,7 +262,10 @@ func TestEncodeAttributeCount(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var r recorder
-			o, err := Encode(tc.m, opts(tc.policy, &r))
+			var shed []string
+			op := opts(tc.policy, &r)
+			op.OnShed = func(f []string) { shed = append(shed, f...) }
+			o, err := Encode(tc.m, op)
 			if tc.reject {
 				wantReject(t, err, "attributes")
 				if !strings.Contains(err.Error(), "at most 10") {
@@ -279,6 +288,9 @@ func TestEncodeAttributeCount(t *testing.T) {
 			}
 			if !slices.Equal(r.fields, tc.dropped) {
 				t.Errorf("dropped %v, want %v", r.fields, tc.dropped)
+			}
+			if !slices.Equal(shed, tc.shed) {
+				t.Errorf("shed %v, want %v", shed, tc.shed)
 			}
 			if tc.roundTrip {
 				_, back := roundTrip(t, tc.m, opts(tc.policy, nil))
@@ -379,6 +391,9 @@ func TestEncodeFIFO(t *testing.T) {
 		envDedup     string
 		reject       string // field
 		dropped      []string
+		// idAsDedup: the id went to its native home alone, so it decodes
+		// as the dedup id (the SQS message id becomes the id).
+		idAsDedup bool
 	}
 	tests := []struct {
 		name string
@@ -389,7 +404,7 @@ func TestEncodeFIFO(t *testing.T) {
 		{"explicit", &mapping.Message{Body: []byte("b"), GroupKey: "g1", DedupID: "d1"}, fifo(mapping.Reject, nil),
 			want{group: "g1", dedup: "d1"}},
 		{"dedup from ID", &mapping.Message{Body: []byte("b"), ID: "id-1", GroupKey: "g1"}, fifo(mapping.Reject, nil),
-			want{group: "g1", dedup: "id-1"}},
+			want{group: "g1", dedup: "id-1", idAsDedup: true}},
 		{"dedup equal to carried ID is carried", &mapping.Message{Body: []byte("b"), ID: "x", DedupID: "x", GroupKey: "g"}, fifo(mapping.Reject, nil),
 			want{group: "g", dedup: "x", envDedup: "x"}},
 		{"no group: default", &mapping.Message{Body: []byte("b"), DedupID: "d"}, fifo(mapping.Reject, nil),
@@ -417,8 +432,14 @@ func TestEncodeFIFO(t *testing.T) {
 			want{group: "g", dedup: hashID(strings.Repeat("d", 129)), envDedup: strings.Repeat("d", 129)}},
 		{"invalid ID as dedup is hashed", &mapping.Message{Body: []byte("b"), GroupKey: "g", ID: "id with space"}, fifo(mapping.Reject, nil),
 			want{group: "g", dedup: hashID("id with space")}},
+		// Standard queues take MessageGroupId (fair queues); the envelope,
+		// written for the dedup id, carries the group too.
 		{"standard queue", &mapping.Message{Body: []byte("b"), GroupKey: "g", DedupID: "d"}, opts(mapping.Reject, nil),
-			want{envGroup: new("g"), envDedup: "d"}},
+			want{group: "g", envGroup: new("g"), envDedup: "d"}},
+		{"standard queue, group alone", &mapping.Message{Body: []byte("b"), GroupKey: "g"}, opts(mapping.Reject, nil),
+			want{group: "g"}},
+		{"standard queue, group not an SQS id", &mapping.Message{Body: []byte("b"), GroupKey: "grüße"}, opts(mapping.Reject, nil),
+			want{envGroup: new("grüße")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -450,7 +471,12 @@ func TestEncodeFIFO(t *testing.T) {
 			if !slices.Equal(r.fields, tc.want.dropped) {
 				t.Errorf("dropped %v, want %v", r.fields, tc.want.dropped)
 			}
-			if tc.opt.Policy != mapping.Drop && !tc.opt.ContentBasedDedup && tc.m.DedupKey() != "" {
+			if tc.want.idAsDedup {
+				out, back := roundTrip(t, tc.m, tc.opt)
+				if envelopeOf(t, out) != nil || back.DedupID != tc.m.ID || back.ID == tc.m.ID {
+					t.Errorf("id %q: envelope %v, decoded id %q dedup %q", tc.m.ID, envelopeOf(t, out), back.ID, back.DedupID)
+				}
+			} else if tc.opt.Policy != mapping.Drop && !tc.opt.ContentBasedDedup && tc.m.DedupKey() != "" {
 				_, back := roundTrip(t, tc.m, tc.opt)
 				if d := diffMessages(tc.m, back); d != "" {
 					t.Error(d)

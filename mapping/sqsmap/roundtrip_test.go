@@ -158,15 +158,24 @@ func TestRoundTripCarrySource(t *testing.T) {
 }
 
 // TestRoundTripDedupFromID: a FIFO send whose dedup id is the ID decodes
-// without a DedupID, as it was.
+// without a DedupID, as it was, when the envelope carries the id; an id
+// that is the only thing to carry stays at its native home alone (no
+// envelope) and decodes as the dedup id.
 func TestRoundTripDedupFromID(t *testing.T) {
-	for _, id := range []string{"amqp-id-1", "id with spaces"} {
-		m := &mapping.Message{Body: []byte("b"), ID: id, GroupKey: "g", Source: mapping.Source{Protocol: "amqp"}}
+	for _, tc := range []struct {
+		id, corr string
+		atHome   bool
+	}{{"amqp-id-1", "", true}, {"amqp-id-1", "c-1", false}, {"id with spaces", "", false}} {
+		m := &mapping.Message{Body: []byte("b"), ID: tc.id, CorrelationID: tc.corr, GroupKey: "g", Source: mapping.Source{Protocol: "amqp"}}
 		o := opts(mapping.Reject, nil)
 		o.FIFO = true
 		out, back := roundTrip(t, m, o)
-		if out.DedupID == "" || back.DedupID != "" || back.ID != id {
-			t.Errorf("%q: sent dedup %q, decoded %q / %q", id, out.DedupID, back.DedupID, back.ID)
+		_, hasEnv := out.Attributes[mapping.EnvelopeName]
+		switch {
+		case tc.atHome && (hasEnv || out.DedupID != tc.id || back.DedupID != tc.id):
+			t.Errorf("%q: envelope %v, sent dedup %q, decoded dedup %q", tc.id, hasEnv, out.DedupID, back.DedupID)
+		case !tc.atHome && (out.DedupID == "" || back.DedupID != "" || back.ID != tc.id):
+			t.Errorf("%q: sent dedup %q, decoded %q / %q", tc.id, out.DedupID, back.DedupID, back.ID)
 		}
 	}
 }
