@@ -12,7 +12,7 @@ var traceGolden = []struct {
 	xray        string
 	traceparent string
 }{
-	{"seed 000 sampled",
+	{"wire-sqs.md §5 example, sampled",
 		"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
 		"00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"},
 	{"not sampled",

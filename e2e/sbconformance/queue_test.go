@@ -192,7 +192,7 @@ func TestLockExpiry(t *testing.T) {
 }
 
 // MaxDeliveryCount: the last failed delivery moves the message to the DLQ
-// with reason MaxDeliveryCountExceeded (§1, DOC-DLQ).
+// with reason MaxDeliveryCountExceeded (§1, [DLQ]).
 func TestMaxDeliveryCount(t *testing.T) {
 	requireServer(t)
 	t.Parallel()

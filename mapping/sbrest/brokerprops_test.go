@@ -17,9 +17,10 @@ func date(s string) time.Time {
 	return t.UTC()
 }
 
-// Seed 004's example, with the get-only properties of §7's peek-lock
-// response: settable ones go to the message, get-only ones to Source.
-func TestDecodeBrokerPropertiesSeedExample(t *testing.T) {
+// The BrokerProperties example of the REST reference (docs/wire-servicebus.md
+// §7, [REST]), with the get-only properties of a peek-lock response:
+// settable ones go to the message, get-only ones to Source.
+func TestDecodeBrokerPropertiesRESTExample(t *testing.T) {
 	bp := `{"SessionId":"{27729E1-B37B-4D29-AA0A-E367906C206E}","MessageId":"{701332E1-B37B-4D29-AA0A-E367906C206E}",` +
 		`"TimeToLive":90,"CorrelationId":"{701332F3-B37B-4D29-AA0A-E367906C206E}","SequenceNumber":12345,` +
 		`"DeliveryCount":2,"To":"http://contoso.com","ReplyTo":"http://fabrikam.com",` +

@@ -69,7 +69,7 @@ func Decode(h http.Header, body []byte) (*mapping.Message, error) {
 		m.ContentType = info.contentType
 	}
 	if !info.hasEnqueued && date != "" {
-		// Seed 004: EnqueuedTimeUtc is the response's Date header.
+		// EnqueuedTimeUtc is the response's Date header (docs/wire-servicebus.md §7).
 		if t, err := parseDate(date); err == nil {
 			m.Source.EnqueuedTime = t
 		}

@@ -135,7 +135,8 @@ func TestDecodeSpecialHeaders(t *testing.T) {
 	if m.Source.DeadLetterReason != "MaxDeliveryCountExceeded" || !strings.HasPrefix(m.Source.DeadLetterDesc, "Message could") {
 		t.Errorf("%+v", m.Source)
 	}
-	// Seed 004: EnqueuedTimeUtc comes from Date when BrokerProperties lacks it.
+	// EnqueuedTimeUtc comes from Date when BrokerProperties lacks it
+	// (docs/wire-servicebus.md §7).
 	if !m.Source.EnqueuedTime.Equal(date("Wed, 02 Jul 2014 01:32:30 GMT")) || !m.Source.ExpiresAt.Equal(date("Wed, 02 Jul 2014 01:33:30 GMT")) {
 		t.Errorf("%+v", m.Source)
 	}

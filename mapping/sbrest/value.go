@@ -12,8 +12,8 @@ import (
 	"github.com/qbridge/qbridge/mapping"
 )
 
-// Service Bus infers one of five types from a custom property's text (seed
-// 004): String, Boolean, Int64, Double, DateTime. In the model: these kinds,
+// Service Bus infers one of five types from a custom property's text
+// (docs/wire-servicebus.md §7): String, Boolean, Int64, Double, DateTime. In the model: these kinds,
 // with their default labels.
 const (
 	dtString    = mapping.KindString

@@ -10,7 +10,8 @@ import (
 	"github.com/qbridge/qbridge/mapping"
 )
 
-// Seed 004's inference of a custom property header, decode direction.
+// Service Bus's inference of a custom property header (docs/wire-servicebus.md
+// §7), decode direction.
 func TestInferHeader(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -73,7 +74,7 @@ func TestInferHeaderRejects(t *testing.T) {
 	}
 }
 
-// Seed 004's inference, encode direction: what each kind is written as.
+// The same inference, encode direction: what each kind is written as.
 func TestFormatHeader(t *testing.T) {
 	ts := func(s string) mapping.Value {
 		tm, err := time.Parse(time.RFC3339Nano, s)

@@ -16,8 +16,8 @@ type mdAttr struct {
 	bin      []byte // Binary value
 }
 
-// layout builds the seed-000 byte layout by hand, independently of
-// MD5OfAttributes: 4-byte big-endian length + UTF-8 name, length + data type,
+// layout builds the byte layout of docs/wire-sqs.md §2 by hand,
+// independently of MD5OfAttributes: 4-byte big-endian length + UTF-8 name, length + data type,
 // transport byte (1 String/Number, 2 Binary), length + value.
 func layout(attrs []mdAttr) []byte {
 	var b []byte

@@ -145,7 +145,7 @@ export class AmqpServer {
     const mech = st && (st.mechanism || (st.transports && st.transports[3] && st.transports[3].mechanism));
     if (mech instanceof PlainMechanism && mech.claim) conn.sb.claims.add(mech.claim);
     if (this.opts.cbsGraceMs > 0) {
-      // DOC-PROTO: a valid token must be put within 20 s of opening.
+      // docs/wire-servicebus.md §3.1: a valid token must be put within 20 s of opening.
       conn.sb.graceTimer = setTimeout(() => {
         if (!conn.sb.claims.everAccepted && conn.is_open()) {
           this.log('closing a connection that put no valid token in time');
@@ -648,7 +648,7 @@ export class AmqpServer {
           const okay = l.right ? conn.sb.claims.allows(l.path, l.right)
             : conn.sb.claims.allows(l.path, 'Listen') || conn.sb.claims.allows(l.path, 'Send');
           if (!okay) {
-            // DOC-PROTO: when a token expires the links to the entity are dropped.
+            // docs/wire-servicebus.md §3.1: when a token expires the links to the entity are dropped.
             conn.sb.links.delete(l);
             this.guard(() => l.link.close(errorObj(COND.unauthorized, `The token for '${l.path}' has expired.`)));
           }

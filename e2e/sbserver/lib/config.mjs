@@ -7,7 +7,7 @@ export const DEFAULTS = {
   maxDeliveryCount: 10, // docs/wire-servicebus.md §5.2 (MaxDeliveryCount)
   defaultMessageTimeToLiveMs: null, // null = effectively infinite (Standard tier)
   requiresDuplicateDetection: false,
-  duplicateDetectionHistoryTimeWindowMs: 10 * 60_000, // DOC-DUP default 10 min
+  duplicateDetectionHistoryTimeWindowMs: 10 * 60_000, // docs/wire-servicebus.md §6.2: default 10 min
   requiresSession: false,
   maxMessageSizeInKilobytes: 256, // §6.3 Standard / emulator
   deadLetteringOnMessageExpiration: false,

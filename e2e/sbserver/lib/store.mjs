@@ -509,7 +509,7 @@ class SendTarget {
     msg.ttlMs = minTtl(msg.sentTtlMs, this.props.defaultMessageTimeToLiveMs, extraDefaultTtl);
     msg.expiresAt = msg.ttlMs === null ? null : msg.enqueuedTime + msg.ttlMs;
     if (target.requiresSession && msg.sessionId === undefined) {
-      // DOC-DLQ: a message without a session id forwarded into a session
+      // docs/wire-servicebus.md [DLQ]: a message without a session id forwarded into a session
       // subscription is dead-lettered with "Session id is null.".
       target.messages.set(msg.seq, msg);
       msg.entity = target;
