@@ -25,7 +25,7 @@ type Metrics struct {
 	e2eLatency   *prometheus.HistogramVec
 
 	// Gauges are read from the pipelines at scrape time.
-	inFlightDesc, backloggedDesc, backlogMaxDesc, runningDesc, oldestDesc *prometheus.Desc
+	inFlightDesc, backloggedDesc, backlogMaxDesc, runningDesc, oldestDesc, lostDesc *prometheus.Desc
 
 	mu        sync.Mutex
 	pipelines map[string]*Pipeline
@@ -40,6 +40,10 @@ type Stats struct {
 	// OldestUnsettled is when the oldest message still in flight was
 	// received; zero when none is.
 	OldestUnsettled time.Time
+	// SourceLost counts messages an at-most-once source dropped before the
+	// pipeline took them (driver.LossCounter: a core NATS slow consumer),
+	// over every source this pipeline opened.
+	SourceLost uint64
 }
 
 // latencyBuckets span a fast local hop to messages that sat in a queue for an
@@ -75,6 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		backloggedDesc: prometheus.NewDesc("qbridge_groups_backlogged", "Groups with messages waiting behind their in-flight ones.", []string{"pipeline"}, nil),
 		backlogMaxDesc: prometheus.NewDesc("qbridge_group_backlog_max", "Messages waiting in the most backlogged group.", []string{"pipeline"}, nil),
 		runningDesc:    prometheus.NewDesc("qbridge_pipeline_running", "1 while the pipeline's adapters are open and it is receiving.", []string{"pipeline"}, nil),
+		lostDesc:       prometheus.NewDesc("qbridge_source_lost_total", "Messages an at-most-once source dropped before the pipeline took them (a core NATS slow consumer: the client's buffer_size/buffer_bytes were reached).", []string{"pipeline"}, nil),
 		oldestDesc:     prometheus.NewDesc("qbridge_oldest_unsettled_age_seconds", "Age of the oldest message received and not yet settled (0 when none is): a stuck group or sink shows here before anywhere else.", []string{"pipeline"}, nil),
 		pipelines:      map[string]*Pipeline{},
 	}
@@ -96,6 +101,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.backlogMaxDesc
 	ch <- m.runningDesc
 	ch <- m.oldestDesc
+	ch <- m.lostDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -121,6 +127,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			age = time.Since(s.OldestUnsettled).Seconds()
 		}
 		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, age, p.name)
+		ch <- prometheus.MustNewConstMetric(m.lostDesc, prometheus.CounterValue, float64(s.SourceLost), p.name)
 	}
 }
 

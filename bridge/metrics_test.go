@@ -1,12 +1,17 @@
 package bridge
 
 import (
+	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/qbridge/qbridge/bridge/driver"
 )
 
 func counterValue(t *testing.T, v *prometheus.CounterVec, labels ...string) float64 {
@@ -116,4 +121,52 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// lossySource is an at-most-once source that dropped some messages and
+// has a warning for the operator.
+type lossySource struct {
+	memSource
+	lost uint64
+}
+
+func (s *lossySource) Lost() uint64       { return s.lost }
+func (s *lossySource) Warnings() []string { return []string{"another client reads this consumer"} }
+
+// A source's losses (driver.LossCounter) are exported as a counter that
+// keeps what earlier sources lost across a restart, and shown with the
+// adapters' warnings (driver.Warner) in the pipeline's readiness detail.
+func TestSourceLossAndWarnings(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	q := newQueue(t)
+	var fail atomic.Bool
+	q.receiveErr = func(int) error {
+		if fail.CompareAndSwap(true, false) {
+			return errors.New("connection reset")
+		}
+		return nil
+	}
+	var opens atomic.Int64
+	open := func(ctx context.Context) (driver.Source, error) {
+		n := opens.Add(1)
+		return &lossySource{memSource: memSource{q: q}, lost: uint64(10 * n)}, nil
+	}
+	h := start(t, Config{Options: fastOptions(), Metrics: NewMetrics(reg), Source: open}, q, newSink(t))
+	const lost = `qbridge_source_lost_total{pipeline="test"}`
+	eventually(t, 5*time.Second, "running", func() bool { return h.p.Stats().Running })
+	if got := gather(t, reg)[lost]; got != 10 {
+		t.Errorf("%s = %v, want 10", lost, got)
+	}
+	w := h.p.Warnings()
+	if len(w) != 2 || !strings.Contains(w[0], "dropped 10 messages") || w[1] != "another client reads this consumer" {
+		t.Errorf("warnings %q", w)
+	}
+	// A failing receive restarts the source: the first one's 10 are kept.
+	// (the blocked Receive returns the pushed message; the next one fails)
+	fail.Store(true)
+	q.push(msg("", 0))
+	eventually(t, 10*time.Second, "reopened", func() bool { return opens.Load() == 2 && h.p.Stats().Running })
+	if got := gather(t, reg)[lost]; got != 30 {
+		t.Errorf("%s = %v after a restart, want 10 + 20", lost, got)
+	}
 }

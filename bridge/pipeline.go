@@ -54,7 +54,8 @@ type Pipeline struct {
 	sink     driver.Sink
 	dlq      driver.Sink
 
-	lastErr error // the last failure to open or receive, for /readyz; nil once open
+	lastErr    error  // the last failure to open or receive, for /readyz; nil once open
+	lostBefore uint64 // what closed sources lost (driver.LossCounter)
 
 	// acks holds the items the sink confirmed, for the ackers (guarded by
 	// mu); ackWake wakes one acker.
@@ -268,6 +269,14 @@ func (p *Pipeline) closeSource(src driver.Source) error {
 	p.mu.Lock()
 	p.source = nil
 	p.mu.Unlock()
+	defer func() {
+		// Read after the close: the count is final then.
+		if lc, ok := src.(driver.LossCounter); ok {
+			p.mu.Lock()
+			p.lostBefore += lc.Lost()
+			p.mu.Unlock()
+		}
+	}()
 	ctx, cancel := context.WithTimeout(p.base, opTimeout)
 	defer cancel()
 	if err := src.Close(ctx); err != nil {
@@ -464,6 +473,27 @@ func (p *Pipeline) waitIdle(d time.Duration) bool {
 		p.mu.Lock()
 	}
 	return true
+}
+
+// Warnings lists what the operator should fix while messages still flow:
+// messages a source lost (driver.LossCounter) and the adapters' own
+// warnings (driver.Warner). /readyz shows them; they do not make the
+// pipeline unready.
+func (p *Pipeline) Warnings() []string {
+	p.mu.Lock()
+	lost := p.lostLocked()
+	adapters := []any{p.source, p.sink, p.dlq}
+	p.mu.Unlock()
+	var out []string
+	if lost > 0 {
+		out = append(out, fmt.Sprintf("the source dropped %d messages before the pipeline took them (a slow consumer: raise the source's buffer_size/buffer_bytes, or use JetStream for at-least-once)", lost))
+	}
+	for _, a := range adapters {
+		if w, ok := a.(driver.Warner); ok && a != nil {
+			out = append(out, w.Warnings()...)
+		}
+	}
+	return out
 }
 
 // Ready reports whether the pipeline is running and its adapters say they

@@ -167,7 +167,7 @@ func (p *Pipeline) finish(it *item) {
 func (p *Pipeline) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Running: p.running, InFlight: len(p.live)}
+	s := Stats{Running: p.running, InFlight: len(p.live), SourceLost: p.lostLocked()}
 	for it := range p.live {
 		if s.OldestUnsettled.IsZero() || it.recvAt.Before(s.OldestUnsettled) {
 			s.OldestUnsettled = it.recvAt
@@ -180,4 +180,13 @@ func (p *Pipeline) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// lostLocked is what the sources lost so far (Stats.SourceLost).
+func (p *Pipeline) lostLocked() uint64 {
+	n := p.lostBefore
+	if lc, ok := p.source.(driver.LossCounter); ok {
+		n += lc.Lost()
+	}
+	return n
 }

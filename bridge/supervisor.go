@@ -172,8 +172,9 @@ func (s *Supervisor) Names() []string {
 
 // PipelineReady is one pipeline's readiness.
 type PipelineReady struct {
-	Name string
-	Err  error // why it is not ready (with the last connection error); nil when ready
+	Name     string
+	Err      error    // why it is not ready (with the last connection error); nil when ready
+	Warnings []string // Pipeline.Warnings
 }
 
 // ReadyEach reports each running pipeline's readiness, by name.
@@ -187,7 +188,7 @@ func (s *Supervisor) ReadyEach(ctx context.Context) []PipelineReady {
 	slices.SortFunc(ps, func(a, b *Pipeline) int { return strings.Compare(a.name, b.name) })
 	out := make([]PipelineReady, len(ps))
 	for i, p := range ps {
-		out[i] = PipelineReady{Name: p.name, Err: p.Ready(ctx)}
+		out[i] = PipelineReady{Name: p.name, Err: p.Ready(ctx), Warnings: p.Warnings()}
 	}
 	return out
 }

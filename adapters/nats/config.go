@@ -7,15 +7,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 )
 
 // Defaults applied by NewSource/NewSink to fields left at their zero value.
 const (
-	DefaultGroupHeader       = "Qbridge-Group"
-	DefaultGroupToken        = "_"
-	DefaultBufferSize        = 4096
+	DefaultGroupHeader = "Qbridge-Group"
+	DefaultGroupToken  = "_"
+	// Core subscriptions buffer like nats.go's own defaults: a burst the
+	// pipeline has not taken yet waits in the client instead of being
+	// dropped (the slow-consumer limit).
+	DefaultBufferSize        = nats.DefaultSubPendingMsgsLimit
+	DefaultBufferBytes       = nats.DefaultSubPendingBytesLimit
 	DefaultConnectTimeout    = 5 * time.Second
 	DefaultReconnectWait     = 2 * time.Second
 	DefaultAckWait           = 30 * time.Second
@@ -84,10 +90,11 @@ type ConnConfig struct {
 
 // SourceConfig is the body of `source "nats" { ... }`.
 type SourceConfig struct {
-	ConnConfig `hcl:",remain"`
-	Subject    string `hcl:"subject,optional"`
-	QueueGroup string `hcl:"queue_group,optional"`
-	BufferSize int    `hcl:"buffer_size,optional"`
+	ConnConfig  `hcl:",remain"`
+	Subject     string `hcl:"subject,optional"`
+	QueueGroup  string `hcl:"queue_group,optional"`
+	BufferSize  int    `hcl:"buffer_size,optional"`
+	BufferBytes int    `hcl:"buffer_bytes,optional"`
 
 	JetStream *JetStreamSourceConfig `hcl:"jetstream,block"`
 
@@ -205,6 +212,7 @@ type sourceSettings struct {
 	subject     string
 	queue       string
 	bufferSize  int
+	bufferBytes int
 	groupHeader string
 	groupToken  int
 	js          *jsSourceSettings
@@ -236,7 +244,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, err
 	}
 	s := &sourceSettings{
-		conn: cc, subject: c.Subject, queue: c.QueueGroup, bufferSize: c.BufferSize,
+		conn: cc, subject: c.Subject, queue: c.QueueGroup, bufferSize: c.BufferSize, bufferBytes: c.BufferBytes,
 		groupHeader: c.GroupHeader, groupToken: c.GroupFromSubjectToken,
 	}
 	if s.groupHeader == "" {
@@ -253,6 +261,12 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	}
 	if s.bufferSize == 0 {
 		s.bufferSize = DefaultBufferSize
+	}
+	if s.bufferBytes < 0 {
+		return nil, adaptercfg.Errorf("buffer_bytes", "%d must be positive", s.bufferBytes)
+	}
+	if s.bufferBytes == 0 {
+		s.bufferBytes = DefaultBufferBytes
 	}
 	if s.subject != "" {
 		if err := checkSubject("subject", s.subject, true); err != nil {

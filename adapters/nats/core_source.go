@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,19 +18,32 @@ import (
 // coreSource subscribes to a subject (optionally in a queue group). Core
 // NATS has no acknowledgement and no redelivery: what the client buffer
 // holds is lost if the process stops, and a full buffer drops messages
-// (the slow-consumer warning). Core → anything is at-most-once on the NATS
-// side; Ack, Nack and Extend are no-ops.
+// (the slow-consumer event, counted in Lost). Core → anything is
+// at-most-once on the NATS side; Ack, Nack and Extend are no-ops.
+//
+// The subscription is an asynchronous one: nats.go queues what arrives in
+// its pending list, bounded by buffer_size/buffer_bytes (nats.go's own
+// defaults unless set), and its delivery goroutine decodes each message and
+// hands it over on out, waiting while the pipeline is behind. So a burst
+// waits in the client, like it does for a plain nats.go subscriber, and the
+// decoding runs beside the engine instead of on its receive path.
 type coreSource struct {
 	conn  *conn
 	sub   *nats.Subscription
-	ch    chan *nats.Msg
+	out   chan driver.Delivery
 	codec codec
 	set   *sourceSettings
 	log   *slog.Logger
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	lost      atomic.Uint64 // dropped by the client, read at close
 }
+
+// coreHandoff is the most the channel between the subscription's goroutine
+// and Receive holds (never more than buffer_size); the buffering proper is
+// nats.go's pending list.
+const coreHandoff = 1024
 
 func newCoreSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*coreSource, error) {
 	c, err := dial(ctx, set.conn, log)
@@ -37,65 +51,82 @@ func newCoreSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (
 		return nil, err
 	}
 	s := &coreSource{
-		conn: c, ch: make(chan *nats.Msg, set.bufferSize), codec: newCodec(set.groupHeader, mapping.Options{}),
+		conn: c, out: make(chan driver.Delivery, min(coreHandoff, set.bufferSize)), codec: newCodec(set.groupHeader, mapping.Options{}),
 		set: set, log: log, closed: make(chan struct{}),
 	}
-	// A channel subscription drops (and reports a slow consumer) when ch is
-	// full instead of blocking the connection's reader.
 	if set.queue != "" {
-		s.sub, err = c.nc.ChanQueueSubscribe(set.subject, set.queue, s.ch)
+		s.sub, err = c.nc.QueueSubscribe(set.subject, set.queue, s.deliver)
 	} else {
-		s.sub, err = c.nc.ChanSubscribe(set.subject, s.ch)
+		s.sub, err = c.nc.Subscribe(set.subject, s.deliver)
+	}
+	if err == nil {
+		err = s.sub.SetPendingLimits(set.bufferSize, set.bufferBytes)
 	}
 	if err != nil {
-		c.close()
+		s.close()
 		return nil, fmt.Errorf("nats: subscribe %q: %w", set.subject, err)
 	}
 	if err := c.nc.FlushTimeout(set.conn.ConnectTimeout); err != nil {
 		s.close()
 		return nil, fmt.Errorf("nats: subscribe %q: %w", set.subject, err)
 	}
-	log.Info("nats core source subscribed", "subject", set.subject, "queue_group", set.queue)
+	log.Info("nats core source subscribed", "subject", set.subject, "queue_group", set.queue,
+		"buffer_size", set.bufferSize, "buffer_bytes", set.bufferBytes)
 	return s, nil
+}
+
+// deliver runs on the subscription's goroutine, one message at a time.
+func (s *coreSource) deliver(m *nats.Msg) {
+	d := s.wrap(m)
+	select {
+	case s.out <- d:
+	case <-s.closed:
+	}
 }
 
 func (s *coreSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
 	if max <= 0 {
 		max = 1
 	}
-	for {
-		var first *nats.Msg
+	var first driver.Delivery
+	select {
+	case first = <-s.out:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closed:
+		return nil, errors.New("nats: source closed")
+	}
+	out := make([]driver.Delivery, 1, min(max, 1+len(s.out)))
+	out[0] = first
+	for len(out) < max {
 		select {
-		case first = <-s.ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.closed:
-			return nil, errors.New("nats: source closed")
-		}
-		out := make([]driver.Delivery, 0, min(max, 1+len(s.ch)))
-		if d := s.wrap(first); d != nil {
+		case d := <-s.out:
 			out = append(out, d)
-		}
-	drain:
-		for len(out) < max {
-			select {
-			case m := <-s.ch:
-				if d := s.wrap(m); d != nil {
-					out = append(out, d)
-				}
-			default:
-				break drain
-			}
-		}
-		if len(out) > 0 {
+		default:
 			return out, nil
 		}
 	}
+	return out, nil
+}
+
+// Lost reports how many messages the client dropped because the pipeline
+// did not keep up (driver.LossCounter): the subscription's pending limits
+// were reached.
+func (s *coreSource) Lost() uint64 {
+	select {
+	case <-s.closed:
+		return s.lost.Load()
+	default:
+	}
+	if n, err := s.sub.Dropped(); err == nil && n > 0 {
+		return uint64(n)
+	}
+	return s.lost.Load()
 }
 
 // wrap decodes m. A message natsmap refuses still becomes a delivery, with
 // what could be read and its DecodeError, so the engine dead-letters it.
-func (s *coreSource) wrap(m *nats.Msg) driver.Delivery {
+func (s *coreSource) wrap(m *nats.Msg) *coreDelivery {
 	d := &coreDelivery{log: s.log}
 	d.msg, d.decodeErr = s.codec.decode(m)
 	if d.decodeErr != nil {
@@ -125,12 +156,17 @@ func (s *coreSource) Close(ctx context.Context) error {
 
 func (s *coreSource) close() {
 	s.closeOnce.Do(func() {
+		if s.sub != nil {
+			if n, err := s.sub.Dropped(); err == nil && n > 0 {
+				s.lost.Store(uint64(n))
+			}
+		}
 		close(s.closed)
 		if s.sub != nil {
 			_ = s.sub.Unsubscribe()
 		}
 		s.conn.close()
-		if n := len(s.ch); n > 0 {
+		if n := len(s.out); n > 0 {
 			s.log.Warn("nats core source closed with buffered messages; they are lost (core NATS is at-most-once)", "count", n)
 		}
 	})

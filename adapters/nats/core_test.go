@@ -73,7 +73,7 @@ func TestCoreReceiveBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// All ten in the source's buffer, so that one Receive can take four.
-	ch := src.(*coreSource).ch
+	ch := src.(*coreSource).out
 	deadline := time.Now().Add(5 * time.Second)
 	for len(ch) < 10 {
 		if time.Now().After(deadline) {
@@ -137,6 +137,41 @@ func TestCoreSlowConsumerLogged(t *testing.T) {
 	ds, err := src.Receive(ctxT(t, 5*time.Second), 100)
 	if err != nil || len(ds) == 0 || len(ds) >= 500 {
 		t.Fatalf("after overflow Receive = %d deliveries, %v; want some, not all", len(ds), err)
+	}
+	// The drops are counted for the engine's metric (driver.LossCounter).
+	lc, ok := src.(driver.LossCounter)
+	if !ok {
+		t.Fatal("the core source must be a driver.LossCounter")
+	}
+	if lost := lc.Lost(); lost == 0 || lost > uint64(500-len(ds)) {
+		t.Errorf("Lost() = %d after %d of 500 were received", lost, len(ds))
+	}
+}
+
+// With the default buffer (nats.go's pending limits), a burst far larger
+// than the hand-off to the pipeline waits in the client: nothing is lost
+// while Receive is not called.
+func TestCoreBurstWaitsInClient(t *testing.T) {
+	srv := startServer(t)
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "burst"})
+	nc := connect(t, srv.ClientURL())
+	const n = 20000
+	for i := range n {
+		if err := nc.Publish("burst", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ds := receiveN(t, src, n, 30*time.Second)
+	for i, d := range ds {
+		if string(d.Message().Body) != fmt.Sprint(i) {
+			t.Fatalf("message %d = %q: order lost", i, d.Message().Body)
+		}
+	}
+	if lost := src.(driver.LossCounter).Lost(); lost != 0 {
+		t.Errorf("Lost() = %d", lost)
 	}
 }
 

@@ -54,6 +54,22 @@ type BatchAcker interface {
 	AckBatch(ctx context.Context, ds []Delivery) []error
 }
 
+// LossCounter is implemented by at-most-once sources that can lose messages
+// before the engine sees them (a core NATS subscription whose client buffer
+// overflowed: a slow consumer). Lost returns how many so far; the engine
+// exports it as a metric and shows it on /readyz.
+type LossCounter interface {
+	Lost() uint64
+}
+
+// Warner is implemented by adapters that know of a condition the operator
+// should fix while messages still flow (another consumer on a consumer the
+// adapter needs alone, a broker setting that cannot keep order). /readyz
+// lists the warnings; they do not make the pipeline unready.
+type Warner interface {
+	Warnings() []string
+}
+
 // DeadLetterer is implemented by deliveries whose broker has a native
 // dead-letter queue (Service Bus dead-letter, JetStream Term, AMQP reject).
 type DeadLetterer interface {

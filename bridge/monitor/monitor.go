@@ -39,6 +39,8 @@ type PipelineReadiness struct {
 	// (readiness = "ignored", for sidecars).
 	Ignored bool
 	Err     error // why it is not ready, nil when it is
+	// Warnings are shown but do not make the pipeline unready.
+	Warnings []string
 }
 
 // Ready reports whether the process is ready.
@@ -73,6 +75,9 @@ func (r Readiness) write(w io.Writer) {
 			state += " (readiness ignored)"
 		}
 		fmt.Fprintf(w, "pipeline %s: %s\n", p.Name, state)
+		for _, warning := range p.Warnings {
+			fmt.Fprintf(w, "pipeline %s: warning: %s\n", p.Name, warning)
+		}
 	}
 }
 

@@ -38,6 +38,8 @@ func TestHandler(t *testing.T) {
 		{"ignored outage keeps the process ready", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a", Err: down, Ignored: true}, {Name: "b"}}}, 200,
 			"ok\npipeline a: not ready: " + down.Error() + " (readiness ignored)\npipeline b: ready\n"},
 		{"required outage among ignored ones", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a", Err: down, Ignored: true}, {Name: "b", Err: down}}}, 503, "not ready\n"},
+		{"warnings are shown and keep the pipeline ready", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a", Warnings: []string{"the source dropped 3 messages"}}}}, 200,
+			"ok\npipeline a: ready\npipeline a: warning: the source dropped 3 messages\n"},
 		{"metrics", "/metrics", Readiness{}, 200, "qbridge_test_total 3"},
 		{"unknown", "/nope", Readiness{}, 404, ""},
 	}

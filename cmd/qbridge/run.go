@@ -278,7 +278,7 @@ func (d *daemon) readiness(ctx context.Context, sup *bridge.Supervisor) monitor.
 	d.cfgMu.Unlock()
 	var r monitor.Readiness
 	for _, p := range sup.ReadyEach(ctx) {
-		r.Pipelines = append(r.Pipelines, monitor.PipelineReadiness{Name: p.Name, Err: p.Err, Ignored: ignored[p.Name]})
+		r.Pipelines = append(r.Pipelines, monitor.PipelineReadiness{Name: p.Name, Err: p.Err, Ignored: ignored[p.Name], Warnings: p.Warnings})
 	}
 	return r
 }
