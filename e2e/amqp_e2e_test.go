@@ -474,7 +474,10 @@ pipeline "outage" {
 		amqpSendAll(t, snd, amqpText(fmt.Sprintf("o%03d", i), "x"))
 	}
 	eventually(t, 15*time.Second, "retries while NATS is down", func() bool { return d.metric("qbridge_messages_retried_total") > 0 })
-	time.Sleep(500 * time.Millisecond)
+	// NATS stays down until the engine has retried again (it keeps trying,
+	// rather than giving up after the first failure).
+	retried := d.metric("qbridge_messages_retried_total")
+	eventually(t, 15*time.Second, "a later retry while NATS is down", func() bool { return d.metric("qbridge_messages_retried_total") > retried })
 	ns.Start()
 	eventually(t, 30*time.Second, "every message sent", func() bool { return d.metric("qbridge_messages_sent_total") >= n })
 
@@ -740,6 +743,8 @@ pipeline "restart" {
 				}
 			}
 			pending = append(retry, pending[len(batch):]...)
+			// Paced, so that the broker's restart hits the producer too
+			// (part of the scenario, not a wait).
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
@@ -762,7 +767,7 @@ pipeline "restart" {
 			wg.Go(func() {
 				t1 := time.Now()
 				if _, ok := amqpRabbitctl(t, "stop_app"); ok {
-					time.Sleep(500 * time.Millisecond)
+					time.Sleep(500 * time.Millisecond) // the outage lasts at least this long
 				}
 				amqpRabbitctl(t, "start_app")
 				down = time.Since(t1)

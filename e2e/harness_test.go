@@ -135,7 +135,7 @@ func (ns *natsServer) Start() {
 		}
 		s.Shutdown()
 		last = fmt.Errorf("nats-server on port %d not ready", ns.port)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // a pause between attempts, not a wait
 	}
 	ns.t.Fatal(last)
 }

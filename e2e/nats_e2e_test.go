@@ -83,13 +83,18 @@ func TestNatsSinkOutage(t *testing.T) {
 	eventually(t, 20*time.Second, "sends retried", func() bool {
 		return d.metric("qbridge_messages_retried_total") > 0
 	})
-	time.Sleep(2 * time.Second)
+	// The sink stays down until the engine has retried again (it keeps
+	// trying, rather than giving up after the first failure).
+	retried := d.metric("qbridge_messages_retried_total")
+	eventually(t, 20*time.Second, "a later retry", func() bool {
+		return d.metric("qbridge_messages_retried_total") > retried
+	})
 	dst.Start()
 
 	out := natsCollect(t, djs, "OUT")
 	out.WaitUnique(groups*per, 40*time.Second, d)
 	dups := natsCheckOrder(t, out.Records(), groups, per)
-	retried := d.metric("qbridge_messages_retried_total")
+	retried = d.metric("qbridge_messages_retried_total")
 	t.Logf("sink outage: %d messages, %v retries, %d duplicates at the sink", groups*per, retried, dups)
 	eventually(t, 10*time.Second, "every message acked", func() bool {
 		return d.metric("qbridge_messages_acked_total") >= groups*per
@@ -499,7 +504,7 @@ func TestNatsReload(t *testing.T) {
 			}
 			natsPublishGrouped(t, js, natsIn, groups, 1, seq)
 			published.Store(int64(seq + 1))
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // paced: a steady stream across the reload
 		}
 	})
 	out := natsCollect(t, js, "OUT")

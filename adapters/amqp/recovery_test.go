@@ -110,7 +110,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	dups := stream(t, snk, src, 1000, 100, func() {
 		t1 := time.Now()
 		if rabbitctl(t, "stop_app") {
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // the outage lasts at least this long
 		}
 		rabbitctl(t, "start_app")
 		down = time.Since(t1)
@@ -141,6 +141,8 @@ func TestNetworkFaultsAndFailover(t *testing.T) {
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URLs: urls, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"}, Address: q})
 	t0 := time.Now()
 	dups := stream(t, snk, src, 500, 150, func() {
+		// The fault's shape is the scenario: a cut, 100 ms of service, a
+		// second cut and 400 ms of refused connections.
 		p.cut()
 		time.Sleep(100 * time.Millisecond)
 		p.setDown(true)

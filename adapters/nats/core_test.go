@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,11 +275,16 @@ func TestReceiveStopsOnContextAndClose(t *testing.T) {
 				t.Errorf("Receive took %s after its context ended", d)
 			}
 			done := make(chan error, 1)
+			rctx := newStartedCtx(t)
 			go func() {
-				_, err := src.Receive(context.Background(), 1)
+				_, err := src.Receive(rctx, 1)
 				done <- err
 			}()
-			time.Sleep(100 * time.Millisecond)
+			select { // Receive is under way: Close must end it
+			case <-rctx.started:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Receive never waited on its context")
+			}
 			_ = src.Close(context.Background())
 			select {
 			case err := <-done:
@@ -290,6 +296,25 @@ func TestReceiveStopsOnContextAndClose(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startedCtx closes started the first time Done is asked for: a Receive
+// given it has begun and is about to wait on it.
+type startedCtx struct {
+	context.Context
+	once    sync.Once
+	started chan struct{}
+}
+
+func newStartedCtx(t *testing.T) *startedCtx {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return &startedCtx{Context: ctx, started: make(chan struct{})}
+}
+
+func (c *startedCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.started) })
+	return c.Context.Done()
 }
 
 func TestReady(t *testing.T) {

@@ -132,6 +132,8 @@ func TestHTTPSSettlement(t *testing.T) {
 	}
 	// Extend past the lock
 	for range 6 {
+		// Time passes on the fake's lock clock: without the renewals the
+		// 2 s lock would lapse.
 		time.Sleep(700 * time.Millisecond)
 		if err := d.Extend(ctxT(t, 5*time.Second), time.Minute); err != nil {
 			t.Fatalf("renew: %v", err)

@@ -105,6 +105,8 @@ func TestHTTPSRenewOnBroker(t *testing.T) {
 	sendAll(t, snk, textMsg("renewed"))
 	d := receiveN(t, src, 1, 10*time.Second)[0]
 	for range 7 {
+		// Time passes on the broker's lock clock: without the renewals
+		// the 2 s lock would lapse.
 		time.Sleep(700 * time.Millisecond)
 		if err := d.Extend(ctxT(t, 5*time.Second), time.Minute); err != nil {
 			t.Fatalf("renew: %v", err)

@@ -60,6 +60,8 @@ func TestSessionsOrderAndConcurrency(t *testing.T) {
 			maxInFlight = max(maxInFlight, len(inFlight))
 			total++
 			wg.Go(func() {
+				// A handler's processing time: the session stays in flight
+				// meanwhile, while the source serves the others.
 				time.Sleep(100 * time.Millisecond)
 				mu.Lock()
 				delete(inFlight, m.GroupKey)

@@ -158,6 +158,8 @@ func TestRenewLock(t *testing.T) {
 	r := newReceiver(t, c, "renew", nil)
 	m := receiveN(t, r, 1, 10*time.Second)[0]
 	first := *m.LockedUntil // lock duration 4 s
+	// The server's lock runs on its own clock: let part of it pass, so a
+	// renewal that extends it shows.
 	time.Sleep(1500 * time.Millisecond)
 	must(t, "renew", r.RenewMessageLock(ctxFor(t, 5*time.Second), m, nil))
 	if !m.LockedUntil.After(first.Add(time.Second)) {
@@ -286,6 +288,8 @@ func TestTimeToLive(t *testing.T) {
 	}
 	must(t, "complete", rd.CompleteMessage(ctxFor(t, 5*time.Second), m, nil))
 
+	// Past the 1 s TTL on the server's clock: what is tested is what the
+	// server does with an expired message.
 	time.Sleep(1500 * time.Millisecond)
 	r1 := newReceiver(t, c, "ttl-dlq", nil)
 	receiveNone(t, r1, 300*time.Millisecond)
