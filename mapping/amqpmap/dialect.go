@@ -63,6 +63,11 @@ type Dialect struct {
 	// Encoded writes the dialect's own fields of wire into msg, after the
 	// generic sections and before the envelope is written.
 	Encoded func(wire *mapping.Message, msg *amqp.Message) error
+	// Over reports whether msg exceeds a limit of the broker other than
+	// opt.MaxMessageSize (Service Bus: the property and header sizes), so
+	// that Encode sheds the envelope until it does not, or nothing is left
+	// to shed. The limits themselves are checked after Encode.
+	Over func(msg *amqp.Message, opt *mapping.Options) bool
 	// Decoded moves the dialect's own sections and properties into m after
 	// the generic decode and before the envelope applies; env may be nil.
 	Decoded func(msg *amqp.Message, m *mapping.Message, env *mapping.Envelope) error

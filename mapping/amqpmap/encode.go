@@ -22,6 +22,7 @@ func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message
 	if m == nil {
 		return nil, mapping.Rejectf(d.Wire, "", "nil message")
 	}
+	opt = opt.Effective()
 	wire, carry := m, mapping.Field(0)
 	if d.Prepare != nil {
 		var err error
@@ -64,22 +65,59 @@ func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message
 			return nil, err
 		}
 	}
-	if !env.Empty() {
-		s, err := env.Marshal()
-		if err != nil {
-			return nil, mapping.Rejectf(d.Wire, appProp(mapping.EnvelopeName), "%v", err)
-		}
-		if msg.ApplicationProperties == nil {
-			msg.ApplicationProperties = make(map[string]any, 1)
-		}
-		msg.ApplicationProperties[mapping.EnvelopeName] = s
+	var shed []string
+	if opt.Envelope == mapping.EnvelopeOff {
+		shed = env.ShedAll(shed)
 	}
+	for {
+		if err := d.writeEnvelope(env, msg); err != nil {
+			return nil, err
+		}
+		// The envelope gives way, member by member, before the message
+		// goes over a limit; the message's own content is the policy's.
+		if !d.over(msg, &opt) {
+			break
+		}
+		name := env.ShedNext()
+		if name == "" {
+			break
+		}
+		shed = append(shed, name)
+	}
+	opt.Shed(shed)
 	if opt.MaxMessageSize > 0 {
 		if n := MessageSize(msg).Total; n > opt.MaxMessageSize {
 			return nil, mapping.TooLargef(d.Wire, "message", "encoded size %d bytes exceeds the limit of %d", n, opt.MaxMessageSize)
 		}
 	}
 	return msg, nil
+}
+
+// writeEnvelope puts env into its application property, or removes the
+// property when env carries nothing.
+func (d *Dialect) writeEnvelope(env *mapping.Envelope, msg *amqp.Message) error {
+	if env.Empty() {
+		delete(msg.ApplicationProperties, mapping.EnvelopeName)
+		return nil
+	}
+	s, err := env.Marshal()
+	if err != nil {
+		return mapping.Rejectf(d.Wire, appProp(mapping.EnvelopeName), "%v", err)
+	}
+	if msg.ApplicationProperties == nil {
+		msg.ApplicationProperties = make(map[string]any, 1)
+	}
+	msg.ApplicationProperties[mapping.EnvelopeName] = s
+	return nil
+}
+
+// over reports whether msg exceeds a limit of the dialect (Over) or the
+// size limit.
+func (d *Dialect) over(msg *amqp.Message, opt *mapping.Options) bool {
+	if d.Over != nil && d.Over(msg, opt) {
+		return true
+	}
+	return opt.MaxMessageSize > 0 && MessageSize(msg).Total > opt.MaxMessageSize
 }
 
 func carried(env *mapping.Envelope) *mapping.CarriedFields {
@@ -290,6 +328,11 @@ func (d *Dialect) encodeAppProperties(m *mapping.Message, env *mapping.Envelope,
 		}
 		if f != exact || d.reserved(a.Name) {
 			env.SetType(a.Name, a.Value.DataType())
+		}
+		if a.Value.Kind == mapping.KindNumber {
+			if _, same := mapping.NaturalNumber(a.Value); !same {
+				env.SetText(a.Name, a.Value.Str())
+			}
 		}
 		props[a.Name] = n
 	}

@@ -53,7 +53,11 @@ func TestEncodeApplicationProperties(t *testing.T) {
 		{mapping.Float64(1.5).WithLabel("float"), 1.5, "Number.float"},
 		{mapping.Number("7"), int64(7), "Number"},
 		{mapping.Number("7.25"), 7.25, "Number"},
-		{mapping.Number("7.250"), "7.250", "Number"},
+		// Natural type first, the exact text in the envelope (see
+		// TestEncodeNaturalNumbers).
+		{mapping.Number("7.250"), 7.25, "Number"},
+		{mapping.Number("3.50").WithLabel("float"), 3.5, "Number.float"},
+		{mapping.Number("007").WithLabel("int"), int32(7), "Number.int"},
 		{mapping.Number("99999999999999999999"), "99999999999999999999", "Number"},
 		{mapping.Decimal(mapping.KindDecimal128, "1.10"), "1.10", "Number.decimal128"},
 		{mapping.Char('x'), "x", "String.char"},
@@ -82,6 +86,70 @@ func TestEncodeApplicationProperties(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEncodeNaturalNumbers: a Number travels in its natural AMQP type; where
+// that type renders another text, the envelope keeps the exact text and a
+// qbridge reader gets it back byte for byte. With the envelope off the text
+// is normalized, and reported.
+func TestEncodeNaturalNumbers(t *testing.T) {
+	for _, tt := range []struct {
+		v      mapping.Value
+		native any
+		text   string // kept in the envelope
+	}{
+		{parse(t, "Number.float", "3.5"), 3.5, ""},
+		{parse(t, "Number.float", "3.50"), 3.5, "3.50"},
+		{parse(t, "Number.int", "007"), int32(7), "007"},
+		{parse(t, "Number", "1e3"), int64(1000), "1e3"},
+		{parse(t, "Number.byte", "300"), int64(300), ""},
+		{parse(t, "Number", "12345678901234567890123456789012345678"), "12345678901234567890123456789012345678", ""},
+		{parse(t, "Number", "0.1000"), 0.1, "0.1000"},
+		{parse(t, "Number.price", "-2.50"), -2.5, "-2.50"},
+	} {
+		m := &mapping.Message{Attributes: mappingtest.Attrs("a", tt.v)}
+		msg, err := Encode(m, mapping.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := msg.ApplicationProperties["a"]; !reflect.DeepEqual(got, tt.native) {
+			t.Errorf("%s %q: native %#v (%T), want %#v", tt.v.DataType(), tt.v.Str(), got, got, tt.native)
+		}
+		env := envelopeOf(t, msg)
+		if got := env.Texts["a"]; got != tt.text {
+			t.Errorf("%s %q: envelope text %q, want %q", tt.v.DataType(), tt.v.Str(), got, tt.text)
+		}
+		back, err := Decode(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := back.Attr("a"); !v.Equal(tt.v) {
+			t.Errorf("%s %q came back as %#v", tt.v.DataType(), tt.v.Str(), v)
+		}
+		var shed []string
+		msg, err = Encode(m, mapping.Options{Envelope: mapping.EnvelopeOff, OnShed: func(f []string) { shed = f }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := msg.ApplicationProperties[mapping.EnvelopeName]; ok {
+			t.Errorf("envelope off: %v", msg.ApplicationProperties)
+		}
+		if got := msg.ApplicationProperties["a"]; !reflect.DeepEqual(got, tt.native) {
+			t.Errorf("envelope off: native %#v", got)
+		}
+		if tt.text != "" && !slices.Contains(shed, "text") {
+			t.Errorf("envelope off: shed %v, want the text reported", shed)
+		}
+	}
+}
+
+func parse(t *testing.T, dt, text string) mapping.Value {
+	t.Helper()
+	v, err := mapping.ParseValue(dt, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func TestEncodeHeader(t *testing.T) {

@@ -3,10 +3,8 @@ package amqpmap
 import (
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -122,7 +120,14 @@ func (e valueEncoder) native(v mapping.Value, p place) (any, fidelity, error) {
 		if e.strict {
 			return nil, inexact, fmt.Errorf("number: %w", errNotNative)
 		}
-		return numberNative(v.Str()), inexact, nil
+		// Its natural type (a Number.float "3.50" is the double 3.5); the
+		// encoder keeps the exact text in the envelope where it differs.
+		n, _ := mapping.NaturalNumber(v)
+		if n.Kind == mapping.KindNumber {
+			return v.Str(), inexact, nil
+		}
+		x, _, err := e.native(n, p)
+		return x, inexact, err
 	case mapping.KindStrings:
 		if p == inProperty {
 			return e.text(v)
@@ -231,19 +236,6 @@ func describedNative(v mapping.Value) (any, bool) {
 		return newDescribed(DescriptorTimeSpan, v.Ticks())
 	}
 	return nil, false
-}
-
-// numberNative writes a plain Number without losing a digit: a long when the
-// text is exactly an int64's, a double when exactly a float64's, else the text.
-func numberNative(s string) any {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && strconv.FormatInt(n, 10) == s {
-		return n
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) &&
-		strconv.FormatFloat(f, 'f', -1, 64) == s {
-		return f
-	}
-	return s
 }
 
 // value turns a Go value decoded by go-amqp (or built in memory) into a model

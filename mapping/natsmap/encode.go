@@ -72,9 +72,11 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 	if !validName(gh) {
 		return nil, fmt.Errorf("natsmap: group header %q is not a valid header name", gh)
 	}
+	opt.Options = opt.Options.Effective()
 	o := &opt.Options
 	mm := *m // dropped fields are cleared here, so the envelope does not carry them
 	native := mapping.FieldDedupID | mapping.FieldContentType | mapping.FieldGroupKey
+	var home mapping.Field
 	h := make(nats.Header, len(m.Attributes)+4)
 	// One backing array for the one-value headers: a message costs a few
 	// allocations, not one per header.
@@ -103,6 +105,11 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 			}
 		} else {
 			set(nats.MsgIdHdr, key)
+			if m.DedupID == "" {
+				// The id's native home: the envelope is not written for
+				// it alone (it then decodes as the dedup id).
+				home |= mapping.FieldID
+			}
 		}
 	}
 	for _, f := range []struct {
@@ -146,6 +153,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 		return nil, err
 	}
 	msg := &nats.Msg{Subject: subject, Header: h, Data: m.Body}
+	env.DropIfOnly(home)
 	if err := fit(msg, users, o, env); err != nil {
 		return nil, err
 	}
@@ -255,6 +263,10 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 	if limit <= 0 {
 		limit = DefaultMaxMessageSize
 	}
+	var shed []string
+	if o.Envelope == mapping.EnvelopeOff {
+		shed = env.ShedAll(shed)
+	}
 	for {
 		delete(msg.Header, mapping.EnvelopeName)
 		if !env.Empty() {
@@ -266,7 +278,13 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 		}
 		n := headerSize(msg.Header) + len(msg.Data)
 		if n <= limit {
+			o.Shed(shed)
 			return nil
+		}
+		if name := env.ShedNext(); name != "" {
+			// The envelope gives way before any attribute of the message.
+			shed = append(shed, name)
+			continue
 		}
 		if o.Policy != mapping.Drop || len(users) == 0 {
 			return mapping.TooLargef(Wire, "message", "%d bytes with headers, more than the limit of %d", n, limit)
@@ -279,7 +297,7 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 		}
 		o.Dropped(attrField(users[i].name), fmt.Sprintf("message larger than %d bytes", limit))
 		delete(msg.Header, users[i].name)
-		delete(env.Types, users[i].name)
+		env.Forget(users[i].name)
 		users = slices.Delete(users, i, i+1)
 	}
 }

@@ -60,16 +60,23 @@ func TestEncodeGolden(t *testing.T) {
 	}
 }
 
-// Nats-Msg-Id is DedupKey(); ID and DedupID both come back exactly.
+// Nats-Msg-Id is DedupKey(); ID and DedupID both come back exactly, except
+// an id that is the only thing to carry: it stays at its native home, with
+// no envelope, and comes back as the dedup id.
 func TestDedupIDs(t *testing.T) {
-	for _, tc := range []struct{ id, dedup, msgID string }{
-		{"", "", ""},
-		{"id", "", "id"},
-		{"", "dd", "dd"},
-		{"same", "same", "same"},
-		{"id", "dd", "dd"},
+	for _, tc := range []struct {
+		id, dedup, msgID string
+		subject          string // something else to carry
+		backID, backDD   string
+	}{
+		{"", "", "", "", "", ""},
+		{"id", "", "id", "", "", "id"},
+		{"id", "", "id", "s", "id", ""},
+		{"", "dd", "dd", "", "", "dd"},
+		{"same", "same", "same", "", "same", "same"},
+		{"id", "dd", "dd", "", "id", "dd"},
 	} {
-		msg, err := Encode(&mapping.Message{ID: tc.id, DedupID: tc.dedup}, "s", EncodeOptions{})
+		msg, err := Encode(&mapping.Message{ID: tc.id, DedupID: tc.dedup, Subject: tc.subject}, "s", EncodeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +87,7 @@ func TestDedupIDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if back.ID != tc.id || back.DedupID != tc.dedup {
+		if back.ID != tc.backID || back.DedupID != tc.backDD {
 			t.Errorf("%+v: decoded id %q dedup %q", tc, back.ID, back.DedupID)
 		}
 	}

@@ -25,12 +25,23 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 	if opt.MaxMessageSize == 0 {
 		opt.MaxMessageSize = DefaultMaxMessageSize
 	}
+	opt = opt.Effective()
+	// What the envelope shed is reported once, for the encode that is sent.
+	var shed []string
+	onShed := opt.OnShed
+	opt.OnShed = func(f []string) { shed = f }
+	defer func() {
+		if onShed != nil && len(shed) > 0 {
+			onShed(shed)
+		}
+	}()
 	if opt.Policy != mapping.Drop {
 		msg, err := Dialect.Encode(m, opt)
 		if err != nil {
 			return nil, err
 		}
 		if _, err := headerLimits(m, msg, opt.Policy); err != nil {
+			shed = nil
 			return nil, err
 		}
 		return msg, nil
@@ -45,12 +56,14 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 		var pending []report
 		o := opt
 		o.OnDrop = func(field, reason string) { pending = append(pending, report{field, reason}) }
+		shed = nil
 		msg, err := Dialect.Encode(cur, o)
 		if err != nil {
 			return nil, err
 		}
 		drop, err := headerLimits(cur, msg, opt.Policy)
 		if err != nil {
+			shed = nil
 			return nil, err
 		}
 		if len(drop) == 0 {
@@ -68,6 +81,17 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 }
 
 type sizeDrop struct{ name, reason string }
+
+// over reports whether the envelope property or the properties together
+// exceed the Service Bus limits: Dialect.Encode then sheds the envelope.
+func over(msg *amqp.Message, _ *mapping.Options) bool {
+	if v, ok := msg.ApplicationProperties[mapping.EnvelopeName]; ok {
+		if n, ok := amqpmap.PropertySize(mapping.EnvelopeName, v); ok && n > MaxPropertySize {
+			return true
+		}
+	}
+	return amqpmap.MessageSize(msg).Header > MaxHeaderSize
+}
 
 // headerLimits checks the Service Bus header limits. Under Drop it returns
 // the user attributes to leave out; otherwise a violation is a RejectError

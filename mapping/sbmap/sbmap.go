@@ -64,7 +64,7 @@ var Dialect = &amqpmap.Dialect{
 
 func init() {
 	// Set here: the hooks use Dialect themselves.
-	Dialect.Prepare, Dialect.Encoded, Dialect.Decoded = prepare, encoded, decoded
+	Dialect.Prepare, Dialect.Encoded, Dialect.Decoded, Dialect.Over = prepare, encoded, decoded, over
 }
 
 // Decode maps a message received from Service Bus over AMQP into the model.

@@ -42,6 +42,11 @@ func (e *encoded) encodeAttributes(attrs []mapping.Attribute, opt *mapping.Optio
 			// envelope keeps the exact spelling.
 			env.SetType(a.Name, a.Value.DataType())
 		}
+		if a.Value.Kind == mapping.KindNumber {
+			if _, same := mapping.NaturalNumber(a.Value); !same {
+				env.SetText(a.Name, a.Value.Str())
+			}
+		}
 	}
 	slices.SortStableFunc(env.Attrs, func(x, y mapping.Attribute) int { return cmp.Compare(x.Name, y.Name) })
 	return nil
@@ -67,7 +72,7 @@ func (e *encoded) checkAttribute(a mapping.Attribute, f form) (wireValue, string
 	if !validValue(a.Value) {
 		return wireValue{}, "value is not valid UTF-8", nil
 	}
-	w, err := formatValue(a.Value)
+	w, err := formatValue(a.Value, true)
 	if err != nil {
 		return w, "", err
 	}

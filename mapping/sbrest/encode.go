@@ -113,6 +113,8 @@ func Encode(m *mapping.Message, opt mapping.Options) (*Request, error) {
 // encodeMessage applies every rule of the wire form; f says whether the
 // properties become headers or batch JSON.
 func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, error) {
+	eff := opt.Effective()
+	opt = &eff
 	if err := checkText(m); err != nil {
 		return nil, err
 	}
@@ -204,19 +206,45 @@ func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, 
 	if err := e.encodeBody(m.Body, opt, f, env); err != nil {
 		return nil, err
 	}
-	if err := e.fitHeaders(opt, f, env); err != nil {
-		return nil, err
+	var shed []string
+	if opt.Envelope == mapping.EnvelopeOff {
+		shed = env.ShedAll(shed)
 	}
-	if f == formHeader {
-		max := opt.MaxMessageSize
-		if max <= 0 {
-			max = DefaultMaxMessageSize
+	for {
+		if err := e.fitHeaders(opt, f, env, &shed); err != nil {
+			return nil, err
 		}
-		if n := e.headerBytes + len(e.body); n > max {
+		max := maxSize(opt)
+		n := e.size(f, max)
+		if n <= max {
+			break
+		}
+		if name := env.ShedNext(); name != "" {
+			// The envelope gives way before the message goes over.
+			shed = append(shed, name)
+			e.unfit()
+			continue
+		}
+		if f == formHeader {
 			return nil, mapping.TooLargef(Wire, "message", "%d bytes with properties, more than the limit of %d", n, max)
 		}
+		break // the batch element's size is the caller's to judge
 	}
+	opt.Shed(shed)
 	return e, nil
+}
+
+// size is the message's size as Service Bus counts it: properties and body
+// for a single send; a batch element's JSON (computed only when it may be
+// near the limit: JSON escapes at most six bytes per byte of text).
+func (e *encoded) size(f form, max int) int {
+	if f == formHeader {
+		return e.headerBytes + len(e.body)
+	}
+	if bound := 2*e.headerBytes + 6*len(e.bodyText) + 256; bound <= max {
+		return bound
+	}
+	return len(appendElement(nil, e))
 }
 
 // decide applies the policy to an item the wire form cannot take as it is:

@@ -3,6 +3,7 @@ package sbrest
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -291,9 +292,17 @@ func TestMessageSizeLimit(t *testing.T) {
 		t.Errorf("Premium limit: %v", err)
 	}
 	m.Attributes = []mapping.Attribute{{Name: "A", Value: mapping.Int32(1)}}
-	m.Body = m.Body[:DefaultMaxMessageSize-4]
+	m.Body = m.Body[:DefaultMaxMessageSize-3]
 	if _, err := Encode(m, mapping.Options{}); !mapping.IsReject(err) {
 		t.Errorf("properties count towards the size: %v", err)
+	}
+	// At the limit without the envelope (its type note for A): sent, the
+	// envelope shed.
+	var shed []string
+	m.Body = m.Body[:DefaultMaxMessageSize-4]
+	r, err := Encode(m, mapping.Options{OnShed: func(f []string) { shed = f }})
+	if err != nil || r.Header[mapping.EnvelopeName] != nil || !slices.Equal(shed, []string{"types"}) {
+		t.Errorf("at the limit: %v, envelope %v, shed %v", err, r.Header[mapping.EnvelopeName], shed)
 	}
 }
 

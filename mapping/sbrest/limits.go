@@ -9,14 +9,22 @@ import (
 )
 
 // fitHeaders writes the envelope property and enforces the 32 KB per
-// property and 64 KB total limits; Drop leaves out the largest user
-// attributes until the properties fit.
-func (e *encoded) fitHeaders(opt *mapping.Options, f form, env *mapping.Envelope) error {
+// property and 64 KB total limits: the envelope is shed member by member
+// (mapping.ShedOrder) first, then Drop leaves out the largest user
+// attributes until the properties fit. Shed members are appended to *shed.
+func (e *encoded) fitHeaders(opt *mapping.Options, f form, env *mapping.Envelope, shed *[]string) error {
 	e.bpJSON = appendBrokerProperties(make([]byte, 0, 256), &e.bp)
 	for {
 		envProp, err := envelopeProp(env, f)
 		if err != nil {
 			return err
+		}
+		if envProp != nil && envProp.size() > MaxPropertySize {
+			if name := env.ShedNext(); name != "" {
+				*shed = append(*shed, name)
+				continue
+			}
+			return mapping.TooLargef(Wire, mapping.EnvelopeName, "%d bytes, more than Service Bus's %d per property", envProp.size(), MaxPropertySize)
 		}
 		total := len(e.bpJSON) + len(e.contentType)
 		for _, p := range e.props {
@@ -33,6 +41,10 @@ func (e *encoded) fitHeaders(opt *mapping.Options, f form, env *mapping.Envelope
 			e.headerBytes = total
 			return nil
 		}
+		if name := env.ShedNext(); name != "" {
+			*shed = append(*shed, name)
+			continue
+		}
 		if opt.Policy != mapping.Drop {
 			return mapping.TooLargef(Wire, "properties", "%d bytes of properties, more than Service Bus's %d", total, MaxHeaderSize)
 		}
@@ -48,9 +60,14 @@ func (e *encoded) fitHeaders(opt *mapping.Options, f form, env *mapping.Envelope
 		}
 		p := e.props[i]
 		opt.Dropped(attrField(p.name), fmt.Sprintf("properties exceed Service Bus's %d bytes", MaxHeaderSize))
-		delete(env.Types, p.name)
+		env.Forget(p.name)
 		e.props = slices.Delete(e.props, i, i+1)
 	}
+}
+
+// unfit takes the envelope property out again, for another fitHeaders.
+func (e *encoded) unfit() {
+	e.props = slices.DeleteFunc(e.props, func(p prop) bool { return !p.user && p.name == mapping.EnvelopeName })
 }
 
 // envelopeProp renders the envelope as the qbridge.envelope property, or nil.
@@ -66,9 +83,5 @@ func envelopeProp(env *mapping.Envelope, f form) (*prop, error) {
 	if f == formHeader {
 		s = asciiJSON(s)
 	}
-	p := &prop{name: mapping.EnvelopeName, v: wireValue{text: s, quoted: true, inferred: dtString}}
-	if p.size() > MaxPropertySize {
-		return nil, mapping.TooLargef(Wire, mapping.EnvelopeName, "%d bytes, more than Service Bus's %d per property", p.size(), MaxPropertySize)
-	}
-	return p, nil
+	return &prop{name: mapping.EnvelopeName, v: wireValue{text: s, quoted: true, inferred: dtString}}, nil
 }

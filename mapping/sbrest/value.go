@@ -61,7 +61,11 @@ func (w wireValue) size() int {
 // value has exactly v's Text(), so that mapping.ParseValue(v.DataType(),
 // inferred.Text()) rebuilds v on any receiving side (REST or AMQP), given
 // the data type that the caller records whenever inferred != v.DataType().
-func formatValue(v mapping.Value) (wireValue, error) {
+//
+// A Number goes as its natural type where it has one; where that type
+// renders another text, only when natural is set (the caller keeps the
+// exact text in the envelope), else as its text.
+func formatValue(v mapping.Value, natural bool) (wireValue, error) {
 	switch v.Kind {
 	case mapping.KindBool:
 		return wireValue{text: strconv.FormatBool(v.Bool()), inferred: dtBool}, nil
@@ -86,16 +90,10 @@ func formatValue(v mapping.Value) (wireValue, error) {
 			return wireValue{text: t, quoted: true, inferred: dtTimestamp}, nil
 		}
 	case mapping.KindNumber:
-		// As on AMQP (contract rule 2): a long when the text is exactly an
-		// int64's, a double when exactly a float64's fixed-point text.
-		t := v.Str()
-		if n, err := strconv.ParseInt(t, 10, 64); err == nil && strconv.FormatInt(n, 10) == t {
-			return wireValue{text: t, inferred: dtLong}, nil
-		}
-		if strings.IndexByte(t, '.') >= 0 {
-			if f, err := strconv.ParseFloat(t, 64); err == nil && strconv.FormatFloat(f, 'f', -1, 64) == t {
-				return wireValue{text: t, inferred: dtDouble}, nil
-			}
+		// As on AMQP: its natural type (a long, a double) when it has one;
+		// the encoder keeps the exact text in the envelope where it differs.
+		if n, same := mapping.NaturalNumber(v); n.Kind != mapping.KindNumber && (same || natural) {
+			return formatValue(n, natural)
 		}
 	case mapping.KindInvalid:
 		return wireValue{}, errors.New("invalid value")
@@ -245,7 +243,7 @@ func isIntegerText(s string) bool {
 // for values no header can carry as they are (non-ASCII or control
 // characters, or a string Service Bus would take for a date).
 func FormatHeader(v mapping.Value) (value, dataType string, err error) {
-	w, err := formatValue(v)
+	w, err := formatValue(v, false)
 	if err != nil {
 		return "", "", err
 	}

@@ -241,7 +241,7 @@ func TestFloat32Text(t *testing.T) {
 			continue
 		}
 		v := mapping.Float32(f)
-		w, err := formatValue(v)
+		w, err := formatValue(v, true)
 		if err != nil || w.quoted {
 			t.Fatalf("%v: %+v %v", f, w, err)
 		}
