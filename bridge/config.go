@@ -77,9 +77,27 @@ type Ordering struct {
 	// engine stops receiving while it is reached (backpressure).
 	MaxInFlight int
 	// PerGroup is how many messages of one group key may be at the sink at
-	// once. 1 keeps strict order within a group.
+	// once. 1 keeps strict order within a group; with a sink that keeps the
+	// order of a call (driver.OrderedSender) a group's consecutive messages
+	// then share one call. More than 1 sends a group's messages in
+	// separate concurrent calls, whose order is not kept.
 	PerGroup int
+	// Ungrouped says how messages without a group key travel:
+	// UngroupedAuto (""), UngroupedSource or UngroupedConcurrent.
+	Ungrouped string
 }
+
+// Ungrouped modes (Ordering.Ungrouped).
+const (
+	// UngroupedAuto keeps source order when the sink keeps the order of a
+	// call, PerGroup is 1 and the source has an order (not
+	// driver.Unordered); otherwise concurrent.
+	UngroupedAuto = ""
+	// UngroupedSource keeps source order: ungrouped messages are one group.
+	UngroupedSource = "source"
+	// UngroupedConcurrent sends them concurrently, in any order.
+	UngroupedConcurrent = "concurrent"
+)
 
 // Batch shapes calls to driver.Sink.Send.
 type Batch struct {
@@ -170,6 +188,11 @@ func (o Options) Validate() error {
 	}
 	if o.Ordering.PerGroup < 1 {
 		errs = append(errs, errors.New("ordering: per_group must be at least 1"))
+	}
+	switch o.Ordering.Ungrouped {
+	case UngroupedAuto, UngroupedSource, UngroupedConcurrent:
+	default:
+		errs = append(errs, fmt.Errorf("ordering: ungrouped %q: want \"source\" or \"concurrent\"", o.Ordering.Ungrouped))
 	}
 	if o.Ordering.PerGroup > o.Ordering.MaxInFlight {
 		errs = append(errs, errors.New("ordering: per_group cannot exceed max_in_flight"))

@@ -261,7 +261,8 @@ func (o *sourceOpener) allClosed() bool {
 // memSink records what it confirmed and checks the per-group limit.
 type memSink struct {
 	t        testing.TB
-	perGroup int // most messages of one group in flight; 0: no check
+	perGroup int  // most messages of one group in flight; 0: no check
+	ordered  bool // KeepsOrder: the engine may pipeline a group in one call
 
 	// fail decides a message's result on its n-th attempt (from 1).
 	fail  func(m *mapping.Message, attempt int) error
@@ -350,6 +351,8 @@ func (s *memSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	}
 	return errs
 }
+
+func (s *memSink) KeepsOrder() bool { return s.ordered }
 
 func (s *memSink) Close(ctx context.Context) error {
 	s.mu.Lock()

@@ -54,6 +54,10 @@ type Pipeline struct {
 	sink     driver.Sink
 	dlq      driver.Sink
 
+	// pipelined: the sink keeps the order of a call and PerGroup is 1, so a
+	// lane's consecutive messages share calls (set when the sink opens).
+	pipelined bool
+
 	lastErr    error  // the last failure to open or receive, for /readyz; nil once open
 	lostBefore uint64 // what closed sources lost (driver.LossCounter)
 
@@ -227,8 +231,10 @@ func (p *Pipeline) openSinks(ctx context.Context) bool {
 		if err != nil {
 			return fmt.Errorf("open %s sink: %w", p.cfg.SinkKind, err)
 		}
+		os, ok := s.(driver.OrderedSender)
 		p.mu.Lock()
 		p.sink = s
+		p.pipelined = ok && os.KeepsOrder() && p.opt.Ordering.PerGroup == 1
 		p.mu.Unlock()
 		return nil
 	})

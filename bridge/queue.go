@@ -15,6 +15,7 @@ type item struct {
 	orig      *mapping.Message // as the source decoded it; what a dead-letter sink gets
 	msg       *mapping.Message // after Transform; what the sink gets
 	group     string
+	lane      string // the ordering key: group, ungroupedLane, or "" (no order kept)
 	seq       uint64 // source order: items are numbered as they are placed
 	preErr    error  // undecodable or refused by Transform: dead-letter without sending
 	preReason string // ReasonCorrupt or ReasonMapping
@@ -47,6 +48,11 @@ const (
 	stDone
 )
 
+// ungroupedLane is the lane of ungrouped messages whose source order is
+// kept (Ordering.Ungrouped). A group key of a real message never starts
+// with a NUL byte in practice.
+const ungroupedLane = "\x00ungrouped"
+
 // group is the ordering state of one group key.
 type group struct {
 	queue  []*item // FIFO of stQueued items
@@ -78,15 +84,16 @@ func (p *Pipeline) place(it *item) {
 	it.seq = p.admitted
 	p.admitted++
 	p.live[it] = struct{}{}
-	if it.group == "" {
+	it.lane = p.laneOf(it)
+	if it.lane == "" {
 		it.active = true
 		p.pushReady(it)
 		return
 	}
-	g := p.groups[it.group]
+	g := p.groups[it.lane]
 	if g == nil {
 		g = &group{}
-		p.groups[it.group] = g
+		p.groups[it.lane] = g
 	}
 	if g.active < p.opt.Ordering.PerGroup && len(g.queue) == 0 {
 		g.active++
@@ -96,6 +103,24 @@ func (p *Pipeline) place(it *item) {
 	}
 	it.state = stQueued
 	g.queue = append(g.queue, it)
+}
+
+// laneOf is the key that orders it: its group, the ungrouped lane when the
+// source order of ungrouped messages is kept, or "" for none.
+func (p *Pipeline) laneOf(it *item) string {
+	if it.group != "" {
+		return it.group
+	}
+	switch p.opt.Ordering.Ungrouped {
+	case UngroupedSource:
+		return ungroupedLane
+	case UngroupedConcurrent:
+		return ""
+	}
+	if u, ok := it.src.(driver.Unordered); (ok && u.Unordered()) || !p.pipelined {
+		return ""
+	}
+	return ungroupedLane
 }
 
 func (p *Pipeline) pushReady(it *item) {
@@ -111,10 +136,10 @@ func (p *Pipeline) release(it *item) {
 		return
 	}
 	it.active = false
-	if it.group == "" {
+	if it.lane == "" {
 		return
 	}
-	g := p.groups[it.group]
+	g := p.groups[it.lane]
 	g.active--
 	for g.active < p.opt.Ordering.PerGroup && len(g.queue) > 0 {
 		next := g.queue[0]
@@ -125,7 +150,7 @@ func (p *Pipeline) release(it *item) {
 		p.pushReady(next)
 	}
 	if g.active == 0 && len(g.queue) == 0 {
-		delete(p.groups, it.group)
+		delete(p.groups, it.lane)
 	}
 }
 
@@ -133,10 +158,10 @@ func (p *Pipeline) release(it *item) {
 // marked stSettling, for nacking together with it so that order holds on
 // redelivery.
 func (p *Pipeline) takeFollowers(it *item) []*item {
-	if it.group == "" {
+	if it.lane == "" {
 		return nil
 	}
-	g := p.groups[it.group]
+	g := p.groups[it.lane]
 	if g == nil || len(g.queue) == 0 {
 		return nil
 	}
@@ -189,4 +214,21 @@ func (p *Pipeline) lostLocked() uint64 {
 		n += lc.Lost()
 	}
 	return n
+}
+
+// requeue puts items of one lane that were sent after a failed one of
+// their lane back at the front of the lane's queue, in order: the lane
+// resends from the failed message once it succeeds (pipelining, see
+// driver.OrderedSender). The failed item still holds the lane.
+func (p *Pipeline) requeue(items []*item) {
+	if len(items) == 0 {
+		return
+	}
+	g := p.groups[items[0].lane]
+	for _, it := range items {
+		it.active = false
+		it.state = stQueued
+		g.active--
+	}
+	g.queue = append(items, g.queue...)
 }

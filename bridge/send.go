@@ -64,18 +64,36 @@ func (p *Pipeline) nextBatch(ctx context.Context) []*item {
 	}
 }
 
-// takeReady removes up to n items from the ready queue; p.mu is held.
+// takeReady removes up to n items from the ready queue; p.mu is held. When
+// pipelining (p.pipelined), an item brings the messages queued behind it in
+// its lane, in order, while the batch has room: one call then carries
+// several messages of a group, and no other call has any.
 func (p *Pipeline) takeReady(n int) []*item {
-	n = min(n, len(p.ready))
-	batch := make([]*item, n)
-	copy(batch, p.ready)
-	clear(p.ready[:n])
-	p.ready = p.ready[n:]
+	batch := make([]*item, 0, min(n, len(p.ready)))
+	taken := 0
+	for taken < len(p.ready) && len(batch) < n {
+		it := p.ready[taken]
+		taken++
+		it.state = stSending
+		batch = append(batch, it)
+		if !p.pipelined || it.lane == "" || it.preErr != nil {
+			continue // a message to dead-letter goes alone: its followers wait for it
+		}
+		g := p.groups[it.lane]
+		for len(g.queue) > 0 && len(batch) < n && g.queue[0].preErr == nil {
+			f := g.queue[0]
+			g.queue[0] = nil
+			g.queue = g.queue[1:]
+			g.active++
+			f.active = true
+			f.state = stSending
+			batch = append(batch, f)
+		}
+	}
+	clear(p.ready[:taken])
+	p.ready = p.ready[taken:]
 	if len(p.ready) == 0 {
 		p.ready = nil // let the array go
-	}
-	for _, it := range batch {
-		it.state = stSending
 	}
 	return batch
 }
@@ -132,12 +150,30 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 	var acks, nacks []*item
 	var dls []dl
 	var retries []retry
+	// broken holds the lanes where a message failed and will be sent (or
+	// nacked) again: their later messages in this call go again after it,
+	// whatever their own result, so the lane keeps its order.
+	var broken map[string][]*item
 	p.mu.Lock()
 	for i, it := range items {
 		if it.state != stSending {
 			continue // settled by the drain deadline while it was sent
 		}
 		err := errs[i]
+		if p.pipelined && it.lane != "" {
+			if again, ok := broken[it.lane]; ok {
+				if err == nil {
+					it.attempts-- // not its failure: the attempt does not count against it
+				}
+				if p.draining {
+					it.state = stSettling
+					nacks = append(nacks, it)
+				} else {
+					broken[it.lane] = append(again, it)
+				}
+				continue
+			}
+		}
 		switch {
 		case err == nil:
 			it.state = stSettling
@@ -156,9 +192,14 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 			it.state = stSettling
 			nacks = append(nacks, it)
 			nacks = append(nacks, p.takeFollowers(it)...)
+			breakLane(&broken, it)
 		default:
 			retries = append(retries, retry{it, err, it.attempts, p.scheduleRetry(it)})
+			breakLane(&broken, it)
 		}
+	}
+	for _, again := range broken {
+		p.requeue(again)
 	}
 	p.mu.Unlock()
 
@@ -187,6 +228,19 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		p.goSettle(func() { p.deadLetter(d.it, d.reason, d.err) })
 	}
 	p.goNackInOrder(nacks)
+}
+
+// breakLane marks it's lane broken (sendBatch) when pipelining.
+func breakLane(broken *map[string][]*item, it *item) {
+	if it.lane == "" {
+		return
+	}
+	if *broken == nil {
+		*broken = map[string][]*item{}
+	}
+	if _, ok := (*broken)[it.lane]; !ok {
+		(*broken)[it.lane] = nil
+	}
 }
 
 func (p *Pipeline) exhausted(it *item, now time.Time) bool {
@@ -226,11 +280,11 @@ func (p *Pipeline) goSettle(f func()) {
 func (p *Pipeline) goNackInOrder(items []*item) {
 	chains := map[string][]*item{}
 	for _, it := range items {
-		if it.group == "" {
+		if it.lane == "" {
 			p.goSettle(func() { p.nack(it, 0) })
 			continue
 		}
-		chains[it.group] = append(chains[it.group], it)
+		chains[it.lane] = append(chains[it.lane], it)
 	}
 	for _, chain := range chains {
 		slices.SortFunc(chain, func(a, b *item) int { return cmp.Compare(a.seq, b.seq) })

@@ -84,6 +84,11 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	return errs
 }
 
+// KeepsOrder reports that a call's messages reach the server in slice order
+// (driver.OrderedSender): core publishes and JetStream async publishes go
+// out on one connection in order, and the server stores them in that order.
+func (s *sink) KeepsOrder() bool { return true }
+
 // sendCore publishes and flushes: a successful flush means the server has
 // read every message before it (not that anyone received them).
 func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {

@@ -77,6 +77,11 @@ type SourceStats struct {
 	PollErrors uint64 // failed ReceiveMessage calls
 }
 
+// Unordered reports that the queue's ungrouped messages have no order to
+// keep (driver.Unordered): a standard queue delivers in any order, and a
+// FIFO queue has no ungrouped messages.
+func (s *Source) Unordered() bool { return true }
+
 // Stats returns the source's counters.
 func (s *Source) Stats() SourceStats {
 	return SourceStats{s.stats.received.Load(), s.stats.corrupt.Load(), s.stats.expired.Load(), s.stats.pollErrors.Load()}

@@ -96,6 +96,25 @@ type Sink interface {
 	Close(ctx context.Context) error
 }
 
+// OrderedSender is implemented by sinks whose Send puts the messages of one
+// call on the broker in slice order, and the broker keeps that order
+// (publishes on one connection, transfers on one link). KeepsOrder may
+// depend on the configuration. The engine then sends consecutive messages
+// of a group in one call (pipelining) instead of one per call; when one
+// fails, it sends the group again from that message, in order, so the
+// later ones of the call may arrive twice (deduplicated by the message's
+// dedup id where the broker does).
+type OrderedSender interface {
+	KeepsOrder() bool
+}
+
+// Unordered is implemented by sources whose messages have no order to keep
+// apart from their group (an SQS standard queue): the engine sends their
+// ungrouped messages concurrently by default.
+type Unordered interface {
+	Unordered() bool
+}
+
 // ReadyChecker is implemented by adapters that can tell whether their
 // connection is up; /readyz reports it.
 type ReadyChecker interface {

@@ -173,6 +173,7 @@ pipeline "orders" {
   ordering {
     max_in_flight = 500
     per_group     = 2
+    ungrouped     = "concurrent"
   }
   batch {
     size        = 10
@@ -227,7 +228,7 @@ pipeline "orders" {
 		t.Errorf("rules = %+v", r)
 	}
 	want := bridge.DefaultOptions()
-	want.Ordering = bridge.Ordering{MaxInFlight: 500, PerGroup: 2}
+	want.Ordering = bridge.Ordering{MaxInFlight: 500, PerGroup: 2, Ungrouped: bridge.UngroupedConcurrent}
 	want.Batch = bridge.Batch{Size: 10, Linger: 5 * time.Millisecond, Concurrency: 8}
 	want.Retry = bridge.Retry{
 		Backoff:     bridge.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 1.5},
@@ -277,6 +278,7 @@ func TestDiagnostics(t *testing.T) {
 		{"not whole", pipe(`  ordering { max_in_flight = 1.5 }`), "Invalid value", "whole number", 4, 30},
 		{"out of range", pipe(`  ordering { max_in_flight = 0 }`), "Value out of range", "between 1 and", 4, 30},
 		{"per group above max", pipe("  ordering {\n    max_in_flight = 2\n    per_group = 3\n  }"), "Invalid value", "per_group (3) cannot exceed max_in_flight (2)", 6, 17},
+		{"ungrouped mode", pipe(`  ordering { ungrouped = "random" }`), "Invalid value", `"ungrouped" must be one of "auto", "source" or "concurrent", not "random"`, 4, 26},
 		{"jitter", pipe(`  retry { jitter = 2 }`), "Value out of range", "between 0 and 1", 4, 20},
 		{"max below initial", pipe("  retry {\n    initial = \"2s\"\n    max = \"1s\"\n  }"), "Invalid duration", "max (1s) cannot be shorter than initial (2s)", 6, 11},
 		{"lock lapses", pipe(`  lock { extend_by = "5s" }`), "Invalid lock settings", "extend_by (5s) must be longer than extend_every (10s)", 4, 22},

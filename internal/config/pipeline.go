@@ -44,6 +44,7 @@ type mappingBlock struct {
 	Policy         *hcl.Attribute `hcl:"policy,optional"`
 	CarrySource    *hcl.Attribute `hcl:"carry_source,optional"`
 	MaxMessageSize *hcl.Attribute `hcl:"max_message_size,optional"`
+	Envelope       *hcl.Attribute `hcl:"envelope,optional"`
 	Rename         []*renameBlock `hcl:"rename,block"`
 	Drop           *hcl.Attribute `hcl:"drop,optional"`
 	Set            []*setBlock    `hcl:"set,block"`
@@ -73,6 +74,7 @@ type setBlock struct {
 type orderingBlock struct {
 	MaxInFlight *hcl.Attribute `hcl:"max_in_flight,optional"`
 	PerGroup    *hcl.Attribute `hcl:"per_group,optional"`
+	Ungrouped   *hcl.Attribute `hcl:"ungrouped,optional"`
 }
 
 type batchBlock struct {
@@ -270,6 +272,18 @@ func decodeMapping(e *eval, b *mappingBlock, m *Mapping) {
 	}
 	e.boolean(b.CarrySource, &m.CarrySource)
 	e.integer(b.MaxMessageSize, 0, maxSize, &m.MaxMessageSize)
+	var env string
+	if e.str(b.Envelope, &env) {
+		mode, err := mapping.ParseEnvelopeMode(env)
+		switch {
+		case err != nil:
+			e.errorf(b.Envelope.Expr.Range(), "Invalid envelope mode", "%s.", err)
+		case mode == mapping.EnvelopeOff && m.Policy == mapping.Encode:
+			e.errorf(b.Envelope.Expr.Range(), "Conflicting mapping settings",
+				"policy = \"encode\" moves what the target cannot take into the carry envelope, which envelope = \"off\" never writes. Use policy \"reject\" or \"drop\" with the envelope off.")
+		}
+		m.Envelope = mode
+	}
 
 	r := &m.Rules
 	for _, rb := range b.Rename {
@@ -353,6 +367,9 @@ func decodeEngine(e *eval, b *pipelineBlock) bridge.Options {
 		e.integer(x.MaxInFlight, 1, maxInFlightLimit, &o.Ordering.MaxInFlight)
 		if e.integer(x.PerGroup, 1, maxInFlightLimit, &o.Ordering.PerGroup) && o.Ordering.PerGroup > o.Ordering.MaxInFlight {
 			e.errorf(x.PerGroup.Expr.Range(), "Invalid value", "per_group (%d) cannot exceed max_in_flight (%d).", o.Ordering.PerGroup, o.Ordering.MaxInFlight)
+		}
+		if e.oneOf(x.Ungrouped, []string{"auto", bridge.UngroupedSource, bridge.UngroupedConcurrent}, &o.Ordering.Ungrouped) && o.Ordering.Ungrouped == "auto" {
+			o.Ordering.Ungrouped = bridge.UngroupedAuto
 		}
 	}
 	if x := b.Batch; x != nil {
