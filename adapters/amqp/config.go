@@ -156,6 +156,7 @@ type SinkConfig struct {
 	// NewSink takes it.
 	Policy      mapping.Policy
 	CarrySource bool
+	Envelope    mapping.EnvelopeMode
 }
 
 // endpoint is one broker URL, parsed.
@@ -397,7 +398,7 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 	if c.Policy > mapping.Encode {
 		return s, adaptercfg.Errorf("policy", "invalid value %d", c.Policy)
 	}
-	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: c.MaxMessageSize, CarrySource: c.CarrySource}
+	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: c.MaxMessageSize, CarrySource: c.CarrySource, Envelope: c.Envelope}
 	return s, nil
 }
 

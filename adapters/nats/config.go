@@ -125,6 +125,7 @@ type SinkConfig struct {
 	Policy         mapping.Policy
 	MaxMessageSize int
 	CarrySource    bool
+	Envelope       mapping.EnvelopeMode
 }
 
 // connConfig is the resolved connection part shared by source and sink.

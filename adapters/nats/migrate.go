@@ -305,6 +305,7 @@ func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason str
 	}
 	return &drySink{set: set, codec: newCodec(set.groupHeader, mapping.Options{
 		Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: onDrop,
+		Envelope: cfg.Envelope,
 	})}, nil
 }
 

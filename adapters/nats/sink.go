@@ -39,6 +39,7 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop fun
 		conn: c, set: set, log: log,
 		codec: newCodec(set.groupHeader, mapping.Options{
 			Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: onDrop,
+			Envelope: cfg.Envelope,
 		}),
 	}
 	if set.js == nil {

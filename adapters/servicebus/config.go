@@ -188,6 +188,7 @@ type SinkConfig struct {
 	// The drop callback is not configuration: NewSink takes it.
 	Policy      mapping.Policy
 	CarrySource bool
+	Envelope    mapping.EnvelopeMode
 }
 
 // connSettings is ConnConfig resolved.
@@ -606,7 +607,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 	case s.maxSenders < 1 || s.maxSenders > 1024:
 		return nil, adaptercfg.Errorf("max_senders", "%d: want 1 to 1024", s.maxSenders)
 	}
-	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: s.maxMessageSize, CarrySource: c.CarrySource}
+	s.opt = mapping.Options{Policy: c.Policy, MaxMessageSize: s.maxMessageSize, CarrySource: c.CarrySource, Envelope: c.Envelope}
 	if conn.https && s.opt.MaxMessageSize == 0 {
 		s.opt.MaxMessageSize = sbrest.DefaultMaxMessageSize
 	}

@@ -87,7 +87,8 @@ type SinkConfig struct {
 	// Set by the config layer from the pipeline's mapping block. Untagged:
 	// gohcl skips untagged fields (it would read `hcl:"-"` as an attribute
 	// named "-"). The drop callback is not configuration: NewSink takes it.
-	Policy mapping.Policy
+	Policy   mapping.Policy
+	Envelope mapping.EnvelopeMode
 }
 
 // ConnConfig is the connection part shared by source and sink. It is decoded

@@ -147,6 +147,7 @@ func encodeOptions(cfg *SinkConfig, set *sinkSettings, fifo, contentBasedDedup b
 	return sqsmap.EncodeOptions{
 		Options: mapping.Options{
 			Policy: cfg.Policy, MaxMessageSize: set.maxMessageSize, CarrySource: cfg.CarrySource, OnDrop: onDrop,
+			Envelope: cfg.Envelope,
 		},
 		FIFO: fifo, DefaultGroup: set.defaultGroup, ContentBasedDedup: contentBasedDedup,
 	}

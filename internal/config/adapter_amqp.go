@@ -13,7 +13,7 @@ func init() {
 		// The sink block has its own max_message_size: the mapping block's
 		// value applies only where it is set.
 		SinkMapping: func(c *amqp.SinkConfig, o mapping.Options) {
-			c.Policy, c.CarrySource = o.Policy, o.CarrySource
+			c.Policy, c.CarrySource, c.Envelope = o.Policy, o.CarrySource, o.Envelope
 			if o.MaxMessageSize != 0 {
 				c.MaxMessageSize = o.MaxMessageSize
 			}

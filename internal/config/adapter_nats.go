@@ -14,7 +14,7 @@ func init() {
 		NewSource: nats.NewSource,
 		NewSink:   nats.NewSink,
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
-			c.Policy, c.MaxMessageSize, c.CarrySource = o.Policy, o.MaxMessageSize, o.CarrySource
+			c.Policy, c.MaxMessageSize, c.CarrySource, c.Envelope = o.Policy, o.MaxMessageSize, o.CarrySource, o.Envelope
 		},
 		CountSource: nats.CountSource,
 		CountSink:   nats.CountSink,

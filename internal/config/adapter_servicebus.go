@@ -13,7 +13,7 @@ func init() {
 		// The sink block has its own max_message_size: the mapping block's
 		// value applies only where it is set.
 		SinkMapping: func(c *servicebus.SinkConfig, o mapping.Options) {
-			c.Policy = o.Policy
+			c.Policy, c.Envelope = o.Policy, o.Envelope
 			if o.MaxMessageSize != 0 {
 				c.MaxMessageSize = o.MaxMessageSize
 			}

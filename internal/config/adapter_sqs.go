@@ -13,7 +13,7 @@ func init() {
 		// The sink block has its own max_message_size and carry_source: the
 		// mapping block's values apply only where they are set.
 		SinkMapping: func(c *sqs.SinkConfig, o mapping.Options) {
-			c.Policy = o.Policy
+			c.Policy, c.Envelope = o.Policy, o.Envelope
 			if o.MaxMessageSize != 0 {
 				c.MaxMessageSize = o.MaxMessageSize
 			}

@@ -98,12 +98,16 @@ type Mapping struct {
 	Policy         mapping.Policy
 	CarrySource    bool
 	MaxMessageSize int
-	Rules          rules.Spec
+	// Envelope: auto (the default) writes the carry envelope where
+	// something needs carrying and sheds it where it does not fit; off
+	// never writes it.
+	Envelope mapping.EnvelopeMode
+	Rules    rules.Spec
 }
 
 // options are the encoder options the pipeline's sinks get.
 func (m Mapping) options() mapping.Options {
-	return mapping.Options{Policy: m.Policy, MaxMessageSize: m.MaxMessageSize, CarrySource: m.CarrySource}
+	return mapping.Options{Policy: m.Policy, MaxMessageSize: m.MaxMessageSize, CarrySource: m.CarrySource, Envelope: m.Envelope}
 }
 
 // deadLetterOptions are the options of a dead-letter sink: Encode, so that
