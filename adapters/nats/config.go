@@ -31,6 +31,10 @@ const (
 	DefaultPublishMaxPending = 4000
 	DefaultAckTimeout        = 10 * time.Second
 	DefaultDuplicateWindow   = 2 * time.Minute
+	DefaultPriorityGroup     = "qbridge"
+	// MinPinTimeout: a pinned client that receives pulls again within
+	// maxPullWait; the timeout must leave it room.
+	MinPinTimeout = 2 * time.Second
 )
 
 // TLSConfig is the `tls { ... }` block.
@@ -53,6 +57,12 @@ type JetStreamSourceConfig struct {
 	FetchWait      string   `hcl:"fetch_wait,optional"`
 	CreateStream   bool     `hcl:"create_stream,optional"`
 	StreamSubjects []string `hcl:"stream_subjects,optional"`
+	// Pinned (default true) creates the consumer with a priority group and
+	// the pinned-client policy: one client receives at a time, the others
+	// stand by and take over after PinTimeout (nats-server 2.11+).
+	Pinned        *bool  `hcl:"pinned,optional"`
+	PriorityGroup string `hcl:"priority_group,optional"`
+	PinTimeout    string `hcl:"pin_timeout,optional"`
 }
 
 // JetStreamSinkConfig is the sink's `jetstream { ... }` block. Its presence
@@ -231,6 +241,11 @@ type jsSourceSettings struct {
 	fetchWait      time.Duration
 	createStream   bool
 	streamSubjects []string
+	// pinned: create the consumer with a pinned priority group.
+	pinned           bool
+	priorityGroup    string
+	priorityGroupSet bool // set in the configuration, not defaulted
+	pinTimeout       time.Duration
 }
 
 // Validate checks the configuration; messages name the offending field.
@@ -367,8 +382,49 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 			}
 		}
 	}
+	if err := js.resolvePinned(j); err != nil {
+		return nil, err
+	}
 	s.js = js
 	return s, nil
+}
+
+// resolvePinned applies the failover settings: pinned by default, the
+// pin timeout defaulting to ack_wait, at least MinPinTimeout (by then a
+// dead client's messages are back, so the next one starts at once).
+func (js *jsSourceSettings) resolvePinned(j *JetStreamSourceConfig) error {
+	js.pinned = j.Pinned == nil || *j.Pinned
+	js.priorityGroup, js.priorityGroupSet = j.PriorityGroup, j.PriorityGroup != ""
+	if js.priorityGroup == "" {
+		js.priorityGroup = DefaultPriorityGroup
+	}
+	if !validPriorityGroup(js.priorityGroup) {
+		return adaptercfg.Errorf("jetstream.priority_group", "%q must be 1 to 16 of A-Z a-z 0-9 / _ = -", js.priorityGroup)
+	}
+	var err error
+	if js.pinTimeout, err = adaptercfg.PositiveDuration("jetstream.pin_timeout", j.PinTimeout, max(js.ackWait, MinPinTimeout)); err != nil {
+		return err
+	}
+	if js.pinTimeout < MinPinTimeout {
+		return adaptercfg.Errorf("jetstream.pin_timeout", "%s is below %s (a receiving client pulls again within 1 s, and a slow engine must not lose the pin at every pause)", js.pinTimeout, MinPinTimeout)
+	}
+	if !js.pinned && (j.PinTimeout != "" || j.PriorityGroup != "") {
+		return adaptercfg.Fields("jetstream.pinned", "jetstream.pin_timeout/priority_group", "only used with pinned = true")
+	}
+	return nil
+}
+
+// validPriorityGroup applies nats-server's rule for group names.
+func validPriorityGroup(g string) bool {
+	if len(g) == 0 || len(g) > 16 {
+		return false
+	}
+	for _, r := range g {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/_=-", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // sinkSettings is SinkConfig with defaults applied and durations parsed.

@@ -23,6 +23,7 @@ type jsDelivery struct {
 	maxDeliver int
 	src        *jsSource
 	seq        uint64 // stream sequence
+	pending    uint64 // the consumer's NumPending when it was delivered
 
 	touchedAt atomic.Int64 // when it was delivered or last InProgress (unix ns), while held
 	handed    atomic.Bool  // given to the engine: counted in src.outstanding

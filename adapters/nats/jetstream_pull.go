@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,10 +44,20 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if out := s.takeHeld(batch); len(out) > 0 {
-			return out, nil
-		}
+		// What recoverPending holds waits for its end (in pinned mode it
+		// also holds what came with a new pin).
+		recovering := s.needRecover()
 		cons, maxDeliver := s.consumer()
+		if !recovering {
+			if out := s.takeHeld(batch); len(out) > 0 {
+				if len(out) < batch && s.pinnedMode() && !s.hasAbandoned() {
+					// The pull that brought the pin brought one message.
+					more, _ := s.fetch(cons, batch-len(out), 0, maxDeliver) // an error shows on the next call
+					out = append(out, s.handOut(more)...)
+				}
+				return out, nil
+			}
+		}
 		if s.hasAbandoned() {
 			// The pull a cancelled Receive left comes first: its
 			// messages are the next ones.
@@ -63,7 +74,7 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 			continue
 		}
 		var err error
-		if s.needRecover() {
+		if recovering {
 			if err = s.recoverPending(ctx, cons, maxDeliver); err == nil {
 				s.mu.Lock()
 				s.recover = false
@@ -73,14 +84,14 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		} else {
 			var out []*jsDelivery
 			start := time.Now()
-			out, err = s.fetch(cons, batch, false, maxDeliver)
+			out, err = s.fetch(cons, batch, 0, maxDeliver)
 			if len(out) == 0 && err == nil {
 				out, err = s.waitPull(ctx, cons, maxDeliver)
 				if ctx.Err() != nil && len(out) == 0 {
 					return nil, ctx.Err()
 				}
 				if len(out) > 0 && batch > 1 {
-					more, _ := s.fetch(cons, batch-1, false, maxDeliver) // an error shows on the next call
+					more, _ := s.fetch(cons, batch-1, 0, maxDeliver) // an error shows on the next call
 					out = append(out, more...)
 				}
 			}
@@ -104,8 +115,13 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		if ctx.Err() != nil {
 			// Whatever recoverPending collected is handed out: the
 			// engine settles it in order (or the broker redelivers it).
-			if out := s.takeHeld(batch); len(out) > 0 {
-				return out, nil
+			// In pinned mode it stays held until the recovery ends (or
+			// Close nacks it): a previous pinned client's messages may
+			// still come back ahead of it.
+			if !s.pinnedMode() {
+				if out := s.takeHeld(batch); len(out) > 0 {
+					return out, nil
+				}
 			}
 			return nil, ctx.Err()
 		}
@@ -146,7 +162,7 @@ func (s *jsSource) waitPull(ctx context.Context, cons jetstream.Consumer, maxDel
 		p = &pull{done: make(chan struct{})}
 		go func() {
 			defer close(p.done)
-			p.out, p.err = s.fetch(cons, 1, true, maxDeliver)
+			p.out, p.err = s.fetch(cons, 1, min(s.set.js.fetchWait, maxPullWait), maxDeliver)
 		}()
 	}
 	select {
@@ -221,25 +237,56 @@ func consumerGone(ctx context.Context, cons jetstream.Consumer, err error) bool 
 	return errors.Is(ierr, jetstream.ErrConsumerNotFound) || errors.Is(ierr, jetstream.ErrStreamNotFound)
 }
 
-// fetch runs one pull request for up to n messages to its end; wait
-// says whether to wait (up to fetch_wait, at most maxPullWait) for them or
-// take only what is there. It never cancels a pull on the client side
-// (see waitPull): it returns when the server ended the request.
-func (s *jsSource) fetch(cons jetstream.Consumer, n int, wait bool, maxDeliver int) ([]*jsDelivery, error) {
+// fetch runs one pull request for up to n messages to its end: it waits
+// up to wait for them, or with wait 0 takes only what is there. It never
+// cancels a pull on the client side (see waitPull): it returns when the
+// server ended the request.
+//
+// In pinned mode every pull names the priority group, and nats.go adds the
+// pin it was given. Such a pull cannot be a no-wait one (nats.go's
+// FetchNoWait takes no group, and the server refuses a pull without one),
+// so "what is there" is a waiting pull for no more than the consumer's
+// NumPending as of the last message: the server fills it at once. A
+// source that is not pinned takes nothing this way (waitPull stands by).
+func (s *jsSource) fetch(cons jetstream.Consumer, n int, wait time.Duration, maxDeliver int) ([]*jsDelivery, error) {
+	s.mu.Lock()
+	group, pinned, pending := s.group, s.pinID != "", s.lastPending
+	s.mu.Unlock()
+	var opts []jetstream.FetchOpt
+	if group != "" {
+		opts = append(opts, jetstream.FetchPriorityGroup(group))
+		if wait == 0 {
+			if !pinned || pending == 0 {
+				return nil, nil
+			}
+			n = int(min(uint64(n), pending))
+			wait = maxPullWait
+		}
+	}
+	s.pullStarts.Add(1)
+	s.pulls.Add(1)
+	defer s.pulls.Add(-1)
 	var (
 		mb  jetstream.MessageBatch
 		err error
 	)
-	if wait {
-		mb, err = cons.Fetch(n, jetstream.FetchMaxWait(min(s.set.js.fetchWait, maxPullWait)))
+	if wait > 0 {
+		mb, err = cons.Fetch(n, append(opts, jetstream.FetchMaxWait(wait))...)
 	} else {
 		mb, err = cons.FetchNoWait(n)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var out []*jsDelivery
+	var (
+		out []*jsDelivery
+		pin string
+	)
 	for m := range mb.Messages() {
+		s.delivered.Add(1)
+		if p := m.Headers().Get(pinIDHeader); p != "" {
+			pin = p
+		}
 		if d := s.wrap(m, maxDeliver); d != nil {
 			out = append(out, d)
 		}
@@ -247,6 +294,9 @@ func (s *jsSource) fetch(cons jetstream.Consumer, n int, wait bool, maxDeliver i
 	err = mb.Error()
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		err = nil // the pull's own expiry
+	}
+	if group != "" {
+		return s.trackPin(out, pin, err)
 	}
 	return out, err
 }
@@ -262,9 +312,16 @@ func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) *jsDelivery {
 		_ = m.TermWithReason("qbridge: no JetStream metadata")
 		return nil
 	}
-	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+	// The pin belongs to this delivery, not to the message: it must not
+	// travel on as an annotation.
+	hdr := m.Headers()
+	if _, ok := hdr[pinIDHeader]; ok {
+		hdr = maps.Clone(hdr)
+		delete(hdr, pinIDHeader)
+	}
+	raw := &nats.Msg{Subject: m.Subject(), Header: hdr, Data: m.Data()}
 	d := &jsDelivery{
-		m: m, log: s.log, src: s, seq: meta.Sequence.Stream,
+		m: m, log: s.log, src: s, seq: meta.Sequence.Stream, pending: meta.NumPending,
 		last: maxDeliver > 0 && meta.NumDelivered >= uint64(maxDeliver), maxDeliver: maxDeliver,
 	}
 	d.touchedAt.Store(time.Now().UnixNano())

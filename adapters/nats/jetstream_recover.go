@@ -21,7 +21,9 @@ func (s *jsSource) needRecover() bool {
 		s.reconnects = n
 		s.recover = true
 	}
-	return s.recover
+	// A source that stands by has nothing to recover: it does so when
+	// the server pins it (trackPin).
+	return s.recover && (s.group == "" || s.pinID != "")
 }
 
 // takeHeld hands out up to n held deliveries, refreshing the ack timer of
@@ -108,6 +110,9 @@ func recoverMargin(ackWait time.Duration) time.Duration {
 // the others are never ours: the wait ends at its bound. Per-group order
 // across processes sharing a consumer is then only as strong as ack_wait.
 func (s *jsSource) recoverPending(ctx context.Context, cons jetstream.Consumer, maxDeliver int) error {
+	if s.pinnedMode() {
+		return s.recoverPinned(ctx, cons, maxDeliver)
+	}
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return err
@@ -229,7 +234,7 @@ func notOurs(ackPending, held, outstanding int) int {
 func (s *jsSource) takeRedeliveries(cons jetstream.Consumer, floor uint64, missing, maxDeliver int) error {
 	for missing > 0 {
 		n := min(missing, s.set.js.fetchBatch)
-		ds, err := s.fetch(cons, n, false, maxDeliver)
+		ds, err := s.fetch(cons, n, 0, maxDeliver)
 		s.mu.Lock()
 		s.held = append(s.held, ds...)
 		s.mu.Unlock()

@@ -47,6 +47,26 @@ type jsSource struct {
 	// messages go to the next Receive, or are nacked by Close.
 	abandoned *pull
 
+	// Pinned mode (see jetstream_pinned.go): the consumer has a priority
+	// group with the pinned-client policy, so the server lets one client
+	// receive at a time. group is the priority group every pull names, ""
+	// when the consumer has none; pinID is the pin the server gave this
+	// source ("" while it stands by); lastPending is the consumer's
+	// NumPending as of the last message fetched. Under mu.
+	stream      jetstream.Stream
+	group       string
+	pinID       string
+	lastPending uint64
+
+	// delivered counts the messages pulls brought, pulls the pull requests
+	// under way and pullStarts those ever started: watchShared compares
+	// them with the consumer info to tell another client's deliveries and
+	// waiting pulls from ours. shared is set while it sees one.
+	delivered  atomic.Uint64
+	pulls      atomic.Int32
+	pullStarts atomic.Uint64
+	shared     atomic.Pointer[sharedErr]
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 }
@@ -70,6 +90,7 @@ func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*j
 		return nil, err
 	}
 	go s.keepHeld()
+	go s.watchShared()
 	return s, nil
 }
 
@@ -96,6 +117,11 @@ func (s *jsSource) setup(ctx context.Context) error {
 	if want.MaxDeliver == 0 {
 		want.MaxDeliver = -1
 	}
+	if j.pinned {
+		want.PriorityPolicy = jetstream.PriorityPolicyPinned
+		want.PriorityGroups = []string{j.priorityGroup}
+		want.PinnedTTL = j.pinTimeout
+	}
 	switch len(j.filterSubjects) {
 	case 0:
 	case 1:
@@ -104,6 +130,7 @@ func (s *jsSource) setup(ctx context.Context) error {
 		want.FilterSubjects = j.filterSubjects
 	}
 	cons, err := st.Consumer(ctx, j.durable)
+	created := false
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		if j.bind {
@@ -116,6 +143,7 @@ func (s *jsSource) setup(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("nats: create consumer %q on stream %q: %w", j.durable, j.stream, err)
 		}
+		created = true
 		s.log.Info("nats jetstream consumer created", "stream", j.stream, "durable", j.durable, "filter_subjects", j.filterSubjects)
 	case err != nil:
 		return fmt.Errorf("nats: consumer %q on stream %q: %w", j.durable, j.stream, err)
@@ -125,10 +153,16 @@ func (s *jsSource) setup(ctx context.Context) error {
 		}
 		s.log.Info("nats jetstream consumer bound", "stream", j.stream, "durable", j.durable)
 	}
+	group, err := s.pinMode(cons.CachedInfo().Config, created)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.cons = cons
+	s.stream = st
 	s.maxDeliver = cons.CachedInfo().Config.MaxDeliver
 	s.recover = true
+	s.group, s.pinID, s.lastPending = group, "", 0
 	s.mu.Unlock()
 	return nil
 }
@@ -152,6 +186,10 @@ func (s *jsSource) checkBound(have, want jetstream.ConsumerConfig) error {
 	hf, wf := filters(have), filters(want)
 	if len(wf) > 0 && !slices.Equal(hf, wf) {
 		diff = append(diff, fmt.Sprintf("filter_subjects %v (config %v)", hf, wf))
+	}
+	if have.PriorityPolicy == jetstream.PriorityPolicyPinned && want.PriorityPolicy == jetstream.PriorityPolicyPinned &&
+		have.PinnedTTL != want.PinnedTTL {
+		diff = append(diff, fmt.Sprintf("pin_timeout %s (config %s)", have.PinnedTTL, want.PinnedTTL))
 	}
 	if len(diff) > 0 {
 		s.log.Warn("nats: the existing consumer differs from the configuration and is used as it is; delete it to apply the configuration",
@@ -219,6 +257,15 @@ func (s *jsSource) Close(ctx context.Context) error {
 	left = append(left, s.held...)
 	s.held = nil
 	s.mu.Unlock()
+	s.nackInOrder(ctx, left)
+	s.releasePin(ctx)
+	s.cancel()
+	s.conn.close()
+	return nil
+}
+
+// nackInOrder hands back deliveries the engine never had, in stream order.
+func (s *jsSource) nackInOrder(ctx context.Context, left []*jsDelivery) {
 	slices.SortStableFunc(left, func(a, b *jsDelivery) int { return cmp.Compare(a.seq, b.seq) })
 	for _, d := range left {
 		if err := d.m.Nak(); err != nil {
@@ -229,10 +276,16 @@ func (s *jsSource) Close(ctx context.Context) error {
 	if len(left) > 0 {
 		_ = s.conn.nc.FlushWithContext(ctx)
 	}
-	s.cancel()
-	s.conn.close()
-	return nil
 }
 
 // Ready reports the connection status.
 func (s *jsSource) Ready(ctx context.Context) error { return s.conn.ready() }
+
+// Warnings reports another client seen on a consumer without a pinned
+// priority group (see watchShared); /readyz lists it.
+func (s *jsSource) Warnings() []string {
+	if e := s.shared.Load(); e != nil {
+		return []string{e.Error()}
+	}
+	return nil
+}
