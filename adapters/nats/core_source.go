@@ -109,6 +109,12 @@ func (s *coreSource) Receive(ctx context.Context, max int) ([]driver.Delivery, e
 	return out, nil
 }
 
+// AckBatch settles nothing (core NATS has no acknowledgement); it lets the
+// engine settle a whole batch in one step (driver.BatchAcker).
+func (s *coreSource) AckBatch(_ context.Context, ds []driver.Delivery) []error {
+	return make([]error, len(ds))
+}
+
 // Lost reports how many messages the client dropped because the pipeline
 // did not keep up (driver.LossCounter): the subscription's pending limits
 // were reached.
