@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -46,6 +47,23 @@ type Stats struct {
 	SourceLost uint64
 }
 
+// envelopeShed counts the carry envelope's members left out because the
+// envelope did not fit on the target or is off (mapping.ShedOrder names
+// them: a bounded set). Package-level because the report travels through
+// a sink's drop callback, which internal/config routes here
+// (CountEnvelopeShed); every registry NewMetrics is given exports it.
+var envelopeShed = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "qbridge", Name: "mapping_envelope_shed_total",
+	Help: "Members of the carry envelope (qbridge.envelope) left out because it did not fit on the target (attribute count, property or message size) or mapping envelope = off, by member.",
+}, []string{"pipeline", "field"})
+
+// CountEnvelopeShed counts the envelope members one message went without.
+func CountEnvelopeShed(pipeline string, fields []string) {
+	for _, f := range fields {
+		envelopeShed.WithLabelValues(pipeline, f).Inc()
+	}
+}
+
 // latencyBuckets span a fast local hop to messages that sat in a queue for an
 // hour (end-to-end latency includes the time in the source queue).
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
@@ -89,6 +107,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.errors, m.restarts, m.sinkLatency, m.e2eLatency, m,
 		} {
 			reg.MustRegister(c)
+		}
+		if err := reg.Register(envelopeShed); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			panic(err)
 		}
 	}
 	return m
@@ -157,6 +178,7 @@ func (m *Metrics) Forget(pipeline string) {
 	}
 	m.sinkLatency.DeletePartialMatch(l)
 	m.e2eLatency.DeletePartialMatch(l)
+	envelopeShed.DeletePartialMatch(l)
 }
 
 // pipelineMetrics are one pipeline's metrics, curried once so the hot path

@@ -3,6 +3,7 @@ package mapping
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Policy says what an encoder does when the target cannot take a message as
@@ -64,11 +65,32 @@ type Options struct {
 	OnShed func(fields []string)
 }
 
-// Shed reports envelope members left out of one message.
+// Shed reports envelope members left out of one message: to OnShed, or,
+// when that is not set, through OnDrop (the one callback a sink hands its
+// encoder) as the field EnvelopeName with a reason that ShedReport reads
+// back, so that the pipeline can count it apart from what Drop leaves out.
 func (o *Options) Shed(fields []string) {
-	if o != nil && o.OnShed != nil && len(fields) > 0 {
-		o.OnShed(fields)
+	if o == nil || len(fields) == 0 {
+		return
 	}
+	switch {
+	case o.OnShed != nil:
+		o.OnShed(fields)
+	case o.OnDrop != nil:
+		o.OnDrop(EnvelopeName, shedPrefix+strings.Join(fields, ","))
+	}
+}
+
+const shedPrefix = "envelope shed: "
+
+// ShedReport recognizes a report of Shed that came through OnDrop and
+// returns the envelope members it names.
+func ShedReport(field, reason string) (fields []string, ok bool) {
+	rest, found := strings.CutPrefix(reason, shedPrefix)
+	if field != EnvelopeName || !found || rest == "" {
+		return nil, false
+	}
+	return strings.Split(rest, ","), true
 }
 
 // EnvelopeMode says whether encoders write the carry envelope.

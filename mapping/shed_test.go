@@ -113,3 +113,23 @@ func TestEnvelopeModes(t *testing.T) {
 		t.Errorf("encode: %v", o.Policy)
 	}
 }
+
+// TestShedThroughOnDrop: without OnShed, a shed is reported through OnDrop
+// in the form ShedReport reads back, and nothing else reads as one.
+func TestShedThroughOnDrop(t *testing.T) {
+	var field, reason string
+	o := &Options{OnDrop: func(f, r string) { field, reason = f, r }}
+	o.Shed([]string{"id", "types"})
+	got, ok := ShedReport(field, reason)
+	if !ok || !slices.Equal(got, []string{"id", "types"}) {
+		t.Errorf("%q %q: %v %v", field, reason, got, ok)
+	}
+	for _, d := range [][2]string{{`attribute "qbridge.envelope"`, "envelope shed: id"}, {EnvelopeName, "reserved name"}, {EnvelopeName, "envelope shed: "}} {
+		if _, ok := ShedReport(d[0], d[1]); ok {
+			t.Errorf("%q %q read as a shed", d[0], d[1])
+		}
+	}
+	o.Shed(nil) // nothing to report: no call
+	o.OnDrop = func(string, string) { t.Error("empty shed reported") }
+	o.Shed(nil)
+}

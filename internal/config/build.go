@@ -7,6 +7,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/rules"
 )
 
@@ -23,6 +24,22 @@ func (c *Config) Definitions(log *slog.Logger) ([]bridge.Definition, error) {
 		defs = append(defs, d)
 	}
 	return defs, nil
+}
+
+// routeShed wraps a sink's drop callback: what the carry envelope shed
+// (mapping.ShedReport) is counted in qbridge_mapping_envelope_shed_total
+// and logged at debug level; real drops go on to the engine's callback.
+func routeShed(onDrop func(field, reason string), pipeline string, log *slog.Logger) func(field, reason string) {
+	return func(field, reason string) {
+		if fields, ok := mapping.ShedReport(field, reason); ok {
+			bridge.CountEnvelopeShed(pipeline, fields)
+			log.Debug("carry envelope shed", "fields", fields)
+			return
+		}
+		if onDrop != nil {
+			onDrop(field, reason)
+		}
+	}
 }
 
 // Definition builds the engine definition of one pipeline.
@@ -45,7 +62,7 @@ func (p *Pipeline) Definition(log *slog.Logger) (bridge.Definition, error) {
 		SinkKind: s.Sink.Kind,
 		Sink: func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 			opt := s.Mapping.options()
-			opt.OnDrop = onDrop
+			opt.OnDrop = routeShed(onDrop, p.Name, log)
 			return snk.openSink(ctx, s.Sink.Config, opt, log)
 		},
 		Options: s.Engine,
@@ -62,7 +79,7 @@ func (p *Pipeline) Definition(log *slog.Logger) (bridge.Definition, error) {
 		cfg.DeadLetter.SinkKind = dl.Sink.Kind
 		cfg.DeadLetter.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 			opt := deadLetterOptions()
-			opt.OnDrop = onDrop
+			opt.OnDrop = routeShed(onDrop, p.Name, log)
 			return k.openSink(ctx, dlCfg, opt, log.With("role", "dead-letter"))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -274,6 +275,8 @@ func TestDiagnostics(t *testing.T) {
 		{"duration wrong type", pipe(`  retry { initial = 5 }`), "Invalid duration", `"5" for "initial" is not a duration`, 4, 21},
 		{"duration not a string", pipe(`  retry { initial = ["1s"] }`), "Incorrect attribute value type", `"initial": a string is required`, 4, 21},
 		{"bad policy", pipe(`  mapping { policy = "ignore" }`), "Invalid mapping policy", `unknown policy "ignore": want reject, drop or encode`, 4, 22},
+		{"bad envelope", pipe(`  mapping { envelope = "none" }`), "Invalid envelope mode", `unknown envelope mode "none": want auto or off`, 4, 24},
+		{"encode without envelope", pipe("  mapping {\n    policy = \"encode\"\n    envelope = \"off\"\n  }"), "Conflicting mapping settings", `envelope = "off" never writes`, 6, 16},
 		{"wrong type", pipe(`  ordering { max_in_flight = "many" }`), "Incorrect attribute value type", `"max_in_flight": a number is required`, 4, 30},
 		{"not whole", pipe(`  ordering { max_in_flight = 1.5 }`), "Invalid value", "whole number", 4, 30},
 		{"out of range", pipe(`  ordering { max_in_flight = 0 }`), "Value out of range", "between 1 and", 4, 30},
@@ -628,6 +631,85 @@ func TestRealAdaptersReportDrops(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRealAdaptersReportShed: with envelope = "off", each real adapter's
+// sink leaves out what only the envelope could carry and reports it through
+// the drop callback it was given; the pipeline's wrapper counts it in
+// qbridge_mapping_envelope_shed_total, and the engine's callback sees no
+// drop.
+func TestRealAdaptersReportShed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	bridge.NewMetrics(reg)
+	for _, tc := range []struct{ kind, body, field string }{
+		{"amqp", `url = "amqp://127.0.0.1:1"
+    address = "/queue/out"`, "types"},
+		{"nats", `url = "nats://127.0.0.1:1"
+    subject = "out"`, "replyToGroup"},
+		{"servicebus", `connection_string = "Endpoint=sb://127.0.0.1/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"
+    queue = "out"`, "types"},
+		{"sqs", `queue_url = "http://127.0.0.1:1/000000000000/out"
+    region    = "us-east-1"`, "replyToGroup"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			src := fmt.Sprintf(`pipeline "shed-%s" {
+  source "test" { address = "/in" }
+  sink %q {
+    %s
+  }
+  mapping { envelope = "off" }
+}
+`, tc.kind, tc.kind, tc.body)
+			cfg, diags := load(t, src)
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			if cfg.Pipelines[0].Spec.Mapping.Envelope != mapping.EnvelopeOff {
+				t.Fatalf("mapping %+v", cfg.Pipelines[0].Spec.Mapping)
+			}
+			d, err := cfg.Pipelines[0].DryRunDefinition(slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			snk, err := d.Config.Sink(context.Background(), func(field, reason string) { t.Errorf("dropped %s: %s", field, reason) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snk.Close(context.Background())
+			m := &mapping.Message{Body: []byte("hello"), ReplyToGroup: "rg", Attributes: []mapping.Attribute{
+				{Name: "tagged", Value: mapping.String("s").WithLabel("x")},
+			}}
+			if errs := snk.Send(context.Background(), []*mapping.Message{m}); errs[0] != nil {
+				t.Fatalf("Send: %v", errs[0])
+			}
+			if n := shedCount(t, reg, "shed-"+tc.kind, tc.field); n != 1 {
+				t.Errorf("qbridge_mapping_envelope_shed_total{field=%q} = %v, want 1", tc.field, n)
+			}
+		})
+	}
+}
+
+func shedCount(t *testing.T, reg *prometheus.Registry, pipeline, field string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "qbridge_mapping_envelope_shed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["pipeline"] == pipeline && l["field"] == field {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func TestKinds(t *testing.T) {

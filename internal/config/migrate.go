@@ -95,7 +95,7 @@ func (p *Pipeline) DryRunDefinition(log *slog.Logger) (bridge.Definition, error)
 	mo, cfg := p.Spec.Mapping, p.Spec.Sink.Config
 	d.Config.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 		opt := mo.options()
-		opt.OnDrop = onDrop
+		opt.OnDrop = routeShed(onDrop, p.Name, log)
 		return k.openDrySink(ctx, cfg, opt, log)
 	}
 	d.Config.DeadLetter = bridge.DeadLetter{Native: true}

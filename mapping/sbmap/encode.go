@@ -31,9 +31,9 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 	onShed := opt.OnShed
 	opt.OnShed = func(f []string) { shed = f }
 	defer func() {
-		if onShed != nil && len(shed) > 0 {
-			onShed(shed)
-		}
+		report := opt
+		report.OnShed = onShed
+		report.Shed(shed)
 	}()
 	if opt.Policy != mapping.Drop {
 		msg, err := Dialect.Encode(m, opt)
