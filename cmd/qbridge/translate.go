@@ -18,6 +18,22 @@ func init() {
 	})
 }
 
+// translateExample is the worked example of -h.
+const translateExample = `
+Example: a Service Bus message (MessageId, CorrelationId, an int property)
+as an SQS consumer would receive it, then the same without the envelope:
+
+  echo '{"properties":{"messageId":{"type":"string","value":"m-1"},"correlationId":{"type":"string","value":"c-9"}},"applicationProperties":[{"key":"qty","value":{"type":"int","value":3}}],"body":{"data":["aGVsbG8="]}}' |
+    qbridge translate -from servicebus -to sqs
+
+  ... | qbridge translate -from servicebus -to sqs -envelope off
+
+The first keeps MessageId and CorrelationId in the qbridge.envelope attribute
+(qty is a Number.int); the second sends qty alone and names what it left
+out on stderr. See docs/what-consumers-see.md.
+
+`
+
 // maxTranslateInput bounds what translate reads: SQS and Service Bus premium
 // allow 1 MiB bodies, and the JSON rendering may base64 them.
 const maxTranslateInput = 8 << 20
@@ -30,12 +46,13 @@ func runTranslate(_ context.Context, args []string, std stdio) int {
 	policy := fs.String("policy", "reject", "what to do when the target cannot take the message as it is: reject, drop or encode")
 	maxSize := fs.Int("max-size", 0, "target size limit in bytes (0: the target's default)")
 	carry := fs.Bool("carry-source", false, "carry read-only source facts (enqueued time, sequence number, ...) in the qbridge.envelope attribute")
+	envelope := fs.String("envelope", "auto", "the qbridge.envelope attribute: auto (written when something needs carrying, shed where it does not fit) or off (never; what it would carry is left out and reported)")
 	fs.Usage = func() {
-		fmt.Fprintf(std.Err, "usage: qbridge translate -from FORM -to FORM [-policy reject|drop|encode] < message.json\n\nForms:\n")
+		fmt.Fprintf(std.Err, "usage: qbridge translate -from FORM -to FORM [-policy reject|drop|encode] [-envelope auto|off] < message.json\n\nForms:\n")
 		for _, f := range wire.All() {
 			fmt.Fprintf(std.Err, "  %-17s %s\n", f.Name, f.Doc)
 		}
-		fmt.Fprintln(std.Err)
+		fmt.Fprint(std.Err, translateExample)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -60,6 +77,15 @@ func runTranslate(_ context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.Err, "qbridge translate: -policy:", err)
 		return 2
 	}
+	env, err := mapping.ParseEnvelopeMode(*envelope)
+	if err != nil {
+		fmt.Fprintln(std.Err, "qbridge translate: -envelope:", err)
+		return 2
+	}
+	if env == mapping.EnvelopeOff && pol == mapping.Encode {
+		fmt.Fprintln(std.Err, "qbridge translate: -policy encode needs the envelope, which -envelope off never writes")
+		return 2
+	}
 	in, err := io.ReadAll(io.LimitReader(std.In, maxTranslateInput+1))
 	if err != nil {
 		fmt.Fprintln(std.Err, "qbridge translate: reading stdin:", err)
@@ -78,8 +104,12 @@ func runTranslate(_ context.Context, args []string, std stdio) int {
 		Policy:         pol,
 		MaxMessageSize: *maxSize,
 		CarrySource:    *carry,
+		Envelope:       env,
 		OnDrop: func(field, reason string) {
 			fmt.Fprintf(std.Err, "qbridge translate: dropped %s: %s\n", field, reason)
+		},
+		OnShed: func(fields []string) {
+			fmt.Fprintf(std.Err, "qbridge translate: %s shed %s\n", mapping.EnvelopeName, strings.Join(fields, ", "))
 		},
 	}
 	out, err := dst.Render(m, opt)
