@@ -139,6 +139,7 @@ type memDelivery struct {
 	received    atomic.Int64
 	acks        atomic.Int64
 	nacks       atomic.Int64
+	releases    atomic.Int64
 	deadLetters atomic.Int64
 	extends     atomic.Int64
 	settledOnce atomic.Bool
@@ -173,6 +174,14 @@ func (d *memDelivery) Nack(ctx context.Context, delay time.Duration) error {
 	d.mu.Lock()
 	d.nackDelay = delay
 	d.mu.Unlock()
+	d.q.settled(d, true)
+	return nil
+}
+
+// Release is a hand-back that costs no delivery attempt (driver.Releaser).
+func (d *memDelivery) Release(ctx context.Context) error {
+	d.settle("Release")
+	d.releases.Add(1)
 	d.q.settled(d, true)
 	return nil
 }

@@ -158,7 +158,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		err := p.receive(ctx, src)
 		p.setRunning(false)
 		if err == nil { // ctx ended: graceful stop
-			p.drain(cancelWork)
+			p.drain(cancelWork, true)
 			closeErr = p.closeSource(src)
 			break
 		}
@@ -174,7 +174,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.log.Error("source failed; restarting", "error", err, "retry_in", delay)
 		// Settle what this source delivered before closing it: some brokers
 		// settle only on the link the message came from.
-		p.drain(nil)
+		p.drain(nil, false)
 		_ = p.closeSource(src)
 		if !sleep(ctx, delay) {
 			break
@@ -410,9 +410,11 @@ func (p *Pipeline) prepare(it *item) {
 
 // drain settles everything in flight: messages waiting for a retry are
 // nacked at once, the rest may finish for up to ShutdownTimeout, and what is
-// left then is nacked. cancelWork, if not nil, aborts running sink calls at
-// the deadline.
-func (p *Pipeline) drain(cancelWork context.CancelFunc) {
+// left then is nacked. On a shutdown (handBack) the messages never sent are
+// handed back at once (takeUnstarted) instead of being sent: another
+// replica takes them while this one finishes its sends. cancelWork, if not
+// nil, aborts running sink calls at the deadline.
+func (p *Pipeline) drain(cancelWork context.CancelFunc, handBack bool) {
 	p.mu.Lock()
 	p.draining = true
 	var nacks []*item
@@ -425,8 +427,16 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc) {
 			nacks = append(nacks, p.takeFollowers(it)...)
 		}
 	}
+	var unstarted []*item
+	if handBack {
+		unstarted = p.takeUnstarted()
+	}
 	p.mu.Unlock()
 	p.goNackInOrder(nacks)
+	if len(unstarted) > 0 {
+		p.log.Info("stopping: handing back the messages not sent yet", "messages", len(unstarted))
+		p.goInOrder(unstarted, p.release0)
+	}
 
 	if !p.waitIdle(p.opt.ShutdownTimeout) {
 		if cancelWork != nil {
@@ -459,6 +469,28 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc) {
 	p.mu.Lock()
 	p.draining = false
 	p.mu.Unlock()
+}
+
+// takeUnstarted removes, for a drain, the messages received and never sent
+// whose lane has nothing at the sink: a ready lane head that was never
+// tried, with the messages queued behind it. Lanes with a message at the
+// sink keep theirs: they are sent after it, so the lane's order holds.
+// p.mu is held.
+func (p *Pipeline) takeUnstarted() []*item {
+	var out []*item
+	keep := p.ready[:0]
+	for _, it := range p.ready {
+		if it.attempts > 0 || (it.lane != "" && p.groups[it.lane].active > 1) {
+			keep = append(keep, it)
+			continue
+		}
+		it.state = stSettling
+		out = append(out, it)
+		out = append(out, p.takeFollowers(it)...)
+	}
+	clear(p.ready[len(keep):])
+	p.ready = keep
+	return out
 }
 
 // waitIdle waits until nothing is in flight, at most d.

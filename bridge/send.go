@@ -272,16 +272,22 @@ func (p *Pipeline) goSettle(f func()) {
 	p.settling.Go(f)
 }
 
-// goNackInOrder nacks items (for immediate redelivery) with one goroutine
-// per group that nacks the group's items one after the other in source
-// order: brokers redeliver in the order of the nacks (a JetStream Nak joins
-// the consumer's redelivery queue), so concurrent nacks of one group would
-// let its messages come back out of order.
+// goNackInOrder nacks items (for immediate redelivery) in source order per
+// lane (goInOrder).
 func (p *Pipeline) goNackInOrder(items []*item) {
+	p.goInOrder(items, func(it *item) { p.nack(it, 0) })
+}
+
+// goInOrder settles items with op, with one goroutine per lane that
+// settles the lane's items one after the other in source order: brokers
+// redeliver in the order of the nacks (a JetStream Nak joins the
+// consumer's redelivery queue), so concurrent nacks of one group would let
+// its messages come back out of order.
+func (p *Pipeline) goInOrder(items []*item, op func(*item)) {
 	chains := map[string][]*item{}
 	for _, it := range items {
 		if it.lane == "" {
-			p.goSettle(func() { p.nack(it, 0) })
+			p.goSettle(func() { op(it) })
 			continue
 		}
 		chains[it.lane] = append(chains[it.lane], it)
@@ -290,10 +296,32 @@ func (p *Pipeline) goNackInOrder(items []*item) {
 		slices.SortFunc(chain, func(a, b *item) int { return cmp.Compare(a.seq, b.seq) })
 		p.goSettle(func() {
 			for _, it := range chain {
-				p.nack(it, 0)
+				op(it)
 			}
 		})
 	}
+}
+
+// release0 hands back a message that was never sent: Release where the
+// broker does not count it as a delivery (driver.Releaser), Nack at once
+// elsewhere.
+func (p *Pipeline) release0(it *item) {
+	r, ok := it.d.(driver.Releaser)
+	if !ok {
+		p.nack(it, 0)
+		return
+	}
+	defer p.done(it)
+	settled, err := p.settle(it, r.Release)
+	if !settled {
+		return
+	}
+	if err != nil {
+		p.met.errNack.Inc()
+		p.log.Warn("release failed; the broker redelivers the message when its lock lapses", "error", err, "group", it.group, "id", it.msg.ID)
+		return
+	}
+	p.met.nacked.Inc()
 }
 
 // settle calls op on the delivery unless it was settled already. It holds

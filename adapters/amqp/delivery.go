@@ -126,6 +126,17 @@ func (d *delivery) Ack(ctx context.Context) error {
 	return settleErr("accept", d.st.AcceptMessage(ctx, d.msg))
 }
 
+// Release hands a message the engine never sent back with the Released
+// outcome (driver.Releaser): the broker does not count it as a delivery
+// attempt (AMQP 1.0 §3.4.4), so a shutdown costs no message its redelivery
+// budget.
+func (d *delivery) Release(ctx context.Context) error {
+	if err, done := d.begin("release", true); done {
+		return err
+	}
+	return settleErr("release", d.st.ReleaseMessage(ctx, d.msg))
+}
+
 // Nack hands the message back: Modify(delivery-failed) where the broker
 // takes it, else Release. AMQP has no redelivery delay: delay is ignored.
 func (d *delivery) Nack(ctx context.Context, _ time.Duration) error {

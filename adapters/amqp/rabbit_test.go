@@ -603,3 +603,39 @@ func TestDurableNamedLink(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Release (driver.Releaser, the engine's hand-back on shutdown) returns the
+// message with the Released outcome: it comes back first, and the broker
+// does not count it as a failed delivery.
+func TestReleaseHandsBack(t *testing.T) {
+	url := brokerURL(t)
+	q := queue(t)
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	sendAll(t, snk, []*mapping.Message{textMsg("first"), textMsg("second")})
+	ctx := ctxT(t, 30*time.Second)
+	d := receiveN(t, src, 1, 10*time.Second)[0]
+	r, ok := d.(driver.Releaser)
+	if !ok {
+		t.Fatal("an AMQP delivery must be a driver.Releaser")
+	}
+	if d.Message().ID != "first" {
+		t.Fatalf("got %s", d.Message().ID)
+	}
+	if err := r.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d = receiveN(t, src, 1, 10*time.Second)[0]
+	if d.Message().ID != "first" {
+		t.Fatalf("released message not redelivered first: got %s", d.Message().ID)
+	}
+	if n := d.Message().Source.DeliveryCount; n > 1 {
+		t.Errorf("delivery count %d after a release, want it not counted", n)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Release(ctx); err == nil {
+		t.Error("a second settlement of a released delivery succeeded")
+	}
+}

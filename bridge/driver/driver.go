@@ -70,6 +70,14 @@ type Warner interface {
 	Warnings() []string
 }
 
+// Releaser is implemented by deliveries whose broker can take a message
+// back without counting a delivery attempt (AMQP's Released outcome). On
+// shutdown the engine hands back what it received and never sent with
+// Release where it can, with Nack(ctx, 0) elsewhere.
+type Releaser interface {
+	Release(ctx context.Context) error
+}
+
 // DeadLetterer is implemented by deliveries whose broker has a native
 // dead-letter queue (Service Bus dead-letter, JetStream Term, AMQP reject).
 type DeadLetterer interface {
