@@ -14,6 +14,9 @@ import (
 // same escaping: a string that is not plain printable ASCII is escaped by
 // encoding/json itself), and the hand-written parser accepts only input that
 // it reads exactly as json.Unmarshal does, returning false for anything else.
+// Kept because it is measured to matter, and not shared with sbrest's writer
+// (whose escaping differs): docs/benchmarks.md, "JSON: hand-written or
+// encoding/json".
 
 // appendEnvelopeFast appends the JSON of e as json.Marshal renders it, or
 // returns false when e holds something only the general path writes.

@@ -1,5 +1,10 @@
 package sbrest
 
+// A hand-written JSON string writer instead of encoding/json: kept because
+// it is measured to matter (docs/benchmarks.md, "JSON: hand-written or
+// encoding/json"), and because an HTTP header (BrokerProperties, the
+// envelope) needs non-ASCII as \u escapes, which encoding/json leaves as is.
+
 import (
 	"unicode/utf8"
 )
