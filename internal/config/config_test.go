@@ -291,6 +291,8 @@ func TestDiagnostics(t *testing.T) {
 		{"bad set number", pipe("  mapping {\n    set \"k\" {\n      type = \"Number.int\"\n      value = \"abc\"\n    }\n  }"), "Invalid attribute value", `"abc" is not a number`, 7, 15},
 		{"bad set base64", pipe("  mapping {\n    set \"k\" {\n      type = \"Binary\"\n      value = \"%%%\"\n    }\n  }"), "Invalid attribute value", "invalid base64", 7, 15},
 		{"set missing value", pipe("  mapping {\n    set \"k\" { type = \"String\" }\n  }"), "Missing required argument", `"value"`, 5, 5},
+		{"set value and template", pipe("  mapping {\n    set \"k\" {\n      type = \"String\"\n      value = \"v\"\n      template = \"{id}\"\n    }\n  }"), "Conflicting set arguments", "not both", 8, 18},
+		{"set bad template", pipe("  mapping {\n    set \"k\" {\n      type = \"String\"\n      template = \"{tenant}\"\n    }\n  }"), "Invalid template", "unknown placeholder {tenant}", 7, 18},
 		{"rename missing to", pipe("  mapping {\n    rename { from = \"a\" }\n  }"), "Missing required argument", `"to"`, 5, 5},
 		{"drop not a list", pipe(`  mapping { drop = "x" }`), "Incorrect attribute value type", "a list of strings", 4, 20},
 		{"dead letter both", pipe("  dead_letter {\n    native = true\n    sink \"test\" {}\n  }"), "Conflicting dead-letter destinations", "", 6, 5},

@@ -67,7 +67,8 @@ type setBlock struct {
 	Name      string         `hcl:"name,label"`
 	NameRange hcl.Range      `hcl:"name,label_range"`
 	Type      *hcl.Attribute `hcl:"type"`
-	Value     *hcl.Attribute `hcl:"value"`
+	Value     *hcl.Attribute `hcl:"value,optional"`
+	Template  *hcl.Attribute `hcl:"template,optional"`
 	DefRange  hcl.Range      `hcl:",def_range"`
 }
 
@@ -335,11 +336,19 @@ func decodeSet(e *eval, b *setBlock) (rules.Set, bool) {
 		e.errorf(b.NameRange, "Invalid attribute name", "The set block's label names the attribute to set and must not be empty.")
 		return rules.Set{}, false
 	}
-	if !e.required(b.DefRange, "type", b.Type) || !e.required(b.DefRange, "value", b.Value) {
+	if b.Value != nil && b.Template != nil {
+		e.errorf(b.Template.Expr.Range(), "Conflicting set arguments", "A set block has either value (a constant) or template (rendered per message, such as \"{correlation_id}\"), not both.")
+		return rules.Set{}, false
+	}
+	valueAttr := b.Value
+	if b.Template != nil {
+		valueAttr = b.Template
+	}
+	if !e.required(b.DefRange, "type", b.Type) || !e.required(b.DefRange, "value", valueAttr) {
 		return rules.Set{}, false
 	}
 	var dt, text string
-	okT, okV := e.str(b.Type, &dt), e.str(b.Value, &text)
+	okT, okV := e.str(b.Type, &dt), e.str(valueAttr, &text)
 	if !okT || !okV {
 		return rules.Set{}, false
 	}
@@ -347,6 +356,13 @@ func decodeSet(e *eval, b *setBlock) (rules.Set, bool) {
 	if err != nil {
 		e.errorf(b.Type.Expr.Range(), "Invalid attribute type", "%s. Types are spelled as SQS data types: \"String\", \"Number\", \"Binary\", optionally with a label such as \"Number.int\" or \"String.uuid\".", err)
 		return rules.Set{}, false
+	}
+	if b.Template != nil {
+		if _, err := rules.Parse(text); err != nil {
+			e.errorf(b.Template.Expr.Range(), "Invalid template", "template: %s.", templateError(err))
+			return rules.Set{}, false
+		}
+		return rules.Set{Name: b.Name, Type: dt, Template: text}, true
 	}
 	if base == mapping.BaseNumber && !mapping.IsDecimalText(text) {
 		e.errorf(b.Value.Expr.Range(), "Invalid attribute value", "%q is not a number, as type %q needs.", text, dt)

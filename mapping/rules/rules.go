@@ -37,10 +37,16 @@ type Spec struct {
 // Rename moves attribute From to To, replacing an existing To.
 type Rename struct{ From, To string }
 
-// Set sets attribute Name to Value, replacing an existing one.
+// Set sets attribute Name to Value, replacing an existing one. With a
+// Template instead, the value is the template rendered for each message
+// (say "{correlation_id}", to show a Service Bus CorrelationId to SQS
+// consumers as a plain attribute), parsed as data type Type; a rendering
+// that is empty sets nothing.
 type Set struct {
-	Name  string
-	Value mapping.Value
+	Name     string
+	Value    mapping.Value
+	Type     string // data type of a templated value ("String", "Number.int"...)
+	Template string
 }
 
 // IsZero reports whether the spec changes nothing.
@@ -54,6 +60,7 @@ type Rules struct {
 	rename []Rename
 	drop   []string
 	set    []Set
+	tmpls  []*Template // per set rule: its template, or nil
 	fields []fieldRule
 }
 
@@ -84,9 +91,21 @@ func Compile(s Spec) (*Rules, error) {
 			return nil, fmt.Errorf("rename %q to %q: both names must be non-empty", rn.From, rn.To)
 		}
 	}
-	for _, st := range s.Set {
+	r.tmpls = make([]*Template, len(s.Set))
+	for i, st := range s.Set {
 		if st.Name == "" {
 			return nil, fmt.Errorf("set: empty attribute name")
+		}
+		if st.Template != "" {
+			if _, _, err := mapping.SplitDataType(st.Type); err != nil {
+				return nil, fmt.Errorf("set %q: %w", st.Name, err)
+			}
+			t, err := Parse(st.Template)
+			if err != nil {
+				return nil, &FieldError{Field: fmt.Sprintf("set %q", st.Name), Err: err}
+			}
+			r.tmpls[i] = t
+			continue
 		}
 		if !st.Value.IsValid() {
 			return nil, fmt.Errorf("set %q: invalid value", st.Name)
@@ -132,6 +151,30 @@ func (r *Rules) Apply(m *mapping.Message) error {
 		}
 		vals[i] = v
 	}
+	var setVals []mapping.Value // templated set values; invalid: set nothing
+	for i, t := range r.tmpls {
+		if t == nil {
+			continue
+		}
+		if setVals == nil {
+			setVals = make([]mapping.Value, len(r.set))
+		}
+		text, err := t.Execute(m)
+		if err != nil {
+			return fmt.Errorf("set %q: %w", r.set[i].Name, err)
+		}
+		if text == "" {
+			continue
+		}
+		v, err := mapping.ParseValue(r.set[i].Type, text)
+		if err == nil && v.Base() == mapping.BaseNumber && !mapping.IsDecimalText(text) {
+			err = fmt.Errorf("%q is not a number", text)
+		}
+		if err != nil {
+			return mapping.Rejectf("mapping", fmt.Sprintf("attribute %q", r.set[i].Name), "template %q rendered a value that is not a %s: %v", r.set[i].Template, r.set[i].Type, err)
+		}
+		setVals[i] = v
+	}
 	for _, rn := range r.rename {
 		if v, ok := m.Attr(rn.From); ok {
 			m.DeleteAttr(rn.From)
@@ -141,8 +184,13 @@ func (r *Rules) Apply(m *mapping.Message) error {
 	for _, name := range r.drop {
 		m.DeleteAttr(name)
 	}
-	for _, st := range r.set {
-		m.SetAttr(st.Name, st.Value)
+	for i, st := range r.set {
+		switch {
+		case r.tmpls[i] == nil:
+			m.SetAttr(st.Name, st.Value)
+		case setVals[i].IsValid():
+			m.SetAttr(st.Name, setVals[i])
+		}
 	}
 	for i, f := range r.fields {
 		f.set(m, vals[i])

@@ -178,3 +178,45 @@ func TestSpecIsZero(t *testing.T) {
 		t.Error("spec with To IsZero")
 	}
 }
+
+// TestSetTemplate: a set rule with a template exposes a message field as a
+// plain attribute (a Service Bus CorrelationId, ContentType or Subject to
+// SQS consumers); an empty rendering sets nothing; a rendering that is not
+// of the type rejects the message.
+func TestSetTemplate(t *testing.T) {
+	r, err := Compile(Spec{Set: []Set{
+		{Name: "CorrelationId", Type: "String", Template: "{correlation_id}"},
+		{Name: "ContentType", Type: "String", Template: "{content_type}"},
+		{Name: "Subject", Type: "String", Template: "{subject}"},
+		{Name: "ReplyTo", Type: "String", Template: "{reply_to}"},
+		{Name: "n", Type: "Number.int", Template: "{attr.count?}"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mapping.Message{CorrelationID: "c-1", Subject: "orders.new", ReplyTo: "back",
+		Attributes: []mapping.Attribute{{Name: "count", Value: mapping.String("7")}}}
+	if err := r.Apply(m); err != nil {
+		t.Fatal(err)
+	}
+	want := []mapping.Attribute{
+		{Name: "count", Value: mapping.String("7")},
+		{Name: "CorrelationId", Value: mapping.String("c-1")},
+		{Name: "Subject", Value: mapping.String("orders.new")},
+		{Name: "ReplyTo", Value: mapping.String("back")},
+		{Name: "n", Value: mapping.Int32(7)},
+	}
+	if !reflect.DeepEqual(m.Attributes, want) {
+		t.Errorf("attributes %v\nwant %v", m.Attributes, want)
+	}
+	bad := &mapping.Message{Attributes: []mapping.Attribute{{Name: "count", Value: mapping.String("seven")}}}
+	if err := r.Apply(bad); !mapping.IsReject(err) {
+		t.Errorf("a count that is not a number: %v", err)
+	}
+	if _, err := Compile(Spec{Set: []Set{{Name: "x", Type: "Strng", Template: "{id}"}}}); err == nil {
+		t.Error("bad type: no error")
+	}
+	if _, err := Compile(Spec{Set: []Set{{Name: "x", Type: "String", Template: "{nope}"}}}); err == nil {
+		t.Error("bad template: no error")
+	}
+}

@@ -20,6 +20,7 @@ import (
 //	{correlation_id}   Message.CorrelationID
 //	{subject}          Message.Subject
 //	{to}               Message.To
+//	{reply_to}         Message.ReplyTo
 //	{content_type}     Message.ContentType
 //	{source.address}   the queue, subject or entity the message was read from
 //	{source.protocol}  "sqs", "servicebus", "amqp" or "nats"
@@ -53,6 +54,7 @@ const (
 	fieldCorrelationID
 	fieldSubject
 	fieldTo
+	fieldReplyTo
 	fieldContentType
 	fieldSourceAddress
 	fieldSourceProtocol
@@ -66,13 +68,14 @@ var fieldNames = map[string]field{
 	"correlation_id":  fieldCorrelationID,
 	"subject":         fieldSubject,
 	"to":              fieldTo,
+	"reply_to":        fieldReplyTo,
 	"content_type":    fieldContentType,
 	"source.address":  fieldSourceAddress,
 	"source.protocol": fieldSourceProtocol,
 }
 
 // Placeholders lists the placeholder names a template accepts, for messages.
-const Placeholders = "{group}, {id}, {dedup_id}, {correlation_id}, {subject}, {to}, {content_type}, {source.address}, {source.protocol}, {attr.NAME} or {attr.NAME?}"
+const Placeholders = "{group}, {id}, {dedup_id}, {correlation_id}, {subject}, {to}, {reply_to}, {content_type}, {source.address}, {source.protocol}, {attr.NAME} or {attr.NAME?}"
 
 // SyntaxError reports a malformed template; Offset is the byte offset in the
 // template text, so a caller can point at the exact character.
@@ -241,6 +244,8 @@ func (s *segment) render(m *mapping.Message) (string, error) {
 		return m.Subject, nil
 	case fieldTo:
 		return m.To, nil
+	case fieldReplyTo:
+		return m.ReplyTo, nil
 	case fieldContentType:
 		return m.ContentType, nil
 	case fieldSourceAddress:
