@@ -1,13 +1,36 @@
-// Package backoff is the reconnect backoff the adapters share: exponential,
-// capped, with jitter over the upper half so that many clients reconnecting
-// after one outage spread out.
+// Package backoff is qbridge's one exponential backoff: the growth (Exp) and
+// two ways to spread it (Spread, around the delay, for the engine's
+// configurable retry and restart backoff; Backoff.Next, over the upper
+// half, for the adapters' reconnects), so that many clients retrying after
+// one outage spread out.
 package backoff
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"time"
 )
+
+// Exp returns initial × multiplier^(n−1) for attempt n ≥ 1, capped at max.
+func Exp(initial, max time.Duration, multiplier float64, n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	d := float64(initial) * math.Pow(multiplier, float64(n-1))
+	if d > float64(max) || math.IsInf(d, 0) || math.IsNaN(d) {
+		return max
+	}
+	return time.Duration(d)
+}
+
+// Spread varies d by ± jitter (a fraction, 0 to 1), never above max.
+func Spread(d, max time.Duration, jitter float64) time.Duration {
+	if jitter > 0 {
+		d = time.Duration(float64(d) * (1 + jitter*(2*rand.Float64()-1)))
+	}
+	return min(d, max)
+}
 
 // Backoff yields growing delays from Base to Max. The zero value is not
 // useful; Base and Max must be positive.
@@ -16,18 +39,14 @@ type Backoff struct {
 	n         int
 }
 
-// Next returns the delay before the next attempt.
+// Next returns the delay before the next attempt: the doubling delay,
+// drawn from its upper half.
 func (b *Backoff) Next() time.Duration {
-	d := b.Base
-	for i := 0; i < b.n && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
 	b.n++
+	d := Exp(b.Base, b.Max, 2, b.n)
 	return d/2 + rand.N(d/2+1)
 }
 
-// Reset starts over after a success.
 func (b *Backoff) Reset() { b.n = 0 }
 
 // Sleep waits d, or until ctx ends (its error) or stop is closed (stopErr).
