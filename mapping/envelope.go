@@ -569,15 +569,26 @@ func (e *Envelope) applyTexts(m *Message) error {
 			if a.Name != name {
 				continue
 			}
-			v, err := ParseValue(a.Value.DataType(), text)
-			if err != nil {
-				return fmt.Errorf("%s: text of %q: %w", EnvelopeName, name, err)
+			// A text that does not fit the value's type is stale (the
+			// value was changed after the envelope was written): the
+			// value is kept as delivered.
+			if v, err := ParseValue(a.Value.DataType(), text); err == nil && sameNatural(v, a.Value) {
+				a.Value = v
 			}
-			a.Value = v
 			break
 		}
 	}
 	return nil
+}
+
+// sameNatural reports whether exact, the value rebuilt from its exact text,
+// is what got was sent as: a text is applied only to the value it belongs
+// to, not to one an application changed on the way.
+func sameNatural(exact, got Value) bool {
+	n, _ := NaturalNumber(exact)
+	t1, err1 := n.Text()
+	t2, err2 := got.Text()
+	return err1 == nil && err2 == nil && t1 == t2
 }
 
 // TypeOf returns the data type the envelope records for an attribute.

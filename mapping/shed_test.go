@@ -61,9 +61,15 @@ func TestTextsApply(t *testing.T) {
 	if v, _ := m.Attr("f"); v.DataType() != "Number.float" || v.Str() != "3.50" {
 		t.Errorf("f = %#v", v)
 	}
-	bad := &Envelope{V: 1, Texts: map[string]string{"f": "x"}}
-	if err := bad.Apply(&Message{Attributes: []Attribute{{Name: "f", Value: Binary([]byte{1})}}}); err == nil {
-		t.Error("a text that is not the value's: no error")
+	changed, _ := ParseValue("Number.float", "4")
+	m = &Message{Attributes: []Attribute{{Name: "f", Value: changed}}}
+	if err := back.Apply(m); err != nil || m.Attributes[0].Value.Str() == "3.50" {
+		t.Errorf("a text applied to a changed value: %v %#v", err, m.Attributes[0].Value)
+	}
+	stale := &Envelope{V: 1, Texts: map[string]string{"f": "x"}}
+	m = &Message{Attributes: []Attribute{{Name: "f", Value: Binary([]byte{1})}}}
+	if err := stale.Apply(m); err != nil || !m.Attributes[0].Value.Equal(Binary([]byte{1})) {
+		t.Errorf("a stale text: %v %v", err, m.Attributes)
 	}
 }
 

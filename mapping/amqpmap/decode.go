@@ -166,8 +166,16 @@ func (d *Dialect) decodeAppProperties(props map[string]any, env *mapping.Envelop
 			return mapping.Rejectf(d.Wire, appProp(name), "%v", err)
 		}
 		if dt, ok := env.TypeOf(name); ok {
-			if v, err = retype(dt, v); err != nil {
+			if _, _, err := mapping.SplitDataType(dt); err != nil {
 				return mapping.Rejectf(d.Wire, appProp(name), "envelope type %q: %v", dt, err)
+			}
+			// A recorded type that does not fit the delivered value is
+			// stale (an application changed the property and sent the
+			// message on): the value is kept as delivered, never refused.
+			if rv, err := retype(dt, v); err == nil {
+				v = rv
+			} else {
+				env.Forget(name)
 			}
 		}
 		m.Attributes = append(m.Attributes, mapping.Attribute{Name: name, Value: v})

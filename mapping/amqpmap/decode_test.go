@@ -107,6 +107,10 @@ func TestDecodeApplicationProperties(t *testing.T) {
 		{"envelope not JSON", map[string]any{mapping.EnvelopeName: "{"}, nil, "", "", "malformed envelope"},
 		{"envelope version", map[string]any{mapping.EnvelopeName: `{"v":2}`}, nil, "", "", "malformed envelope"},
 		{"envelope bad type", map[string]any{"a": "x", mapping.EnvelopeName: `{"v":1,"types":{"a":"Bogus"}}`}, nil, "", "", `"a"`},
+		// An application changed the property and sent the message on: the
+		// recorded type no longer fits, the value is kept as delivered.
+		{"envelope stale type", map[string]any{"a": "x", mapping.EnvelopeName: `{"v":1,"types":{"a":"Binary.png"},"text":{"a":"007"}}`},
+			mappingtest.Attrs("a", mapping.String("x")), "", "", ""},
 		{"envelope bad kind", map[string]any{mapping.EnvelopeName: `{"v":1,"m":{"idKind":"nope"}}`}, nil, "", "", "malformed envelope"},
 	}
 	for _, tt := range tests {
