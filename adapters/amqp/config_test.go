@@ -125,7 +125,7 @@ func TestSinkConfigResolve(t *testing.T) {
 // or a block, except the ones the config layer sets, which carry no tag at
 // all (gohcl reads `hcl:"-"` as a required attribute named "-").
 func TestHCLTags(t *testing.T) {
-	setByCaller := map[string]bool{"Policy": true, "CarrySource": true}
+	setByCaller := map[string]bool{"Policy": true, "CarrySource": true, "Envelope": true}
 	for _, v := range []any{SourceConfig{}, SinkConfig{}, SASLConfig{}, TLSConfig{}, FilterConfig{}} {
 		rt := reflect.TypeOf(v)
 		seen := map[string]bool{}
