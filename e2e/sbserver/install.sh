@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Install the Service Bus test server's pinned npm dependencies (rhea) and
-# the pinned official JS SDK (@azure/service-bus) used by the conformance
-# suite, from the package-lock.json files, into ./node_modules.
+# Install the Service Bus test server's pinned npm dependencies (rhea), the
+# pinned official JS SDK (@azure/service-bus) used by the conformance suite,
+# and the official SQS and Service Bus JS SDKs (@aws-sdk/client-sqs,
+# @azure/service-bus) of the native-consumer e2e test (e2e/consumers), from
+# the package-lock.json files, into each directory's node_modules.
 # Idempotent: a stamp holding the lock files' hash skips an unchanged install.
 # Runs on the machine's Node 20 (both packages support Node >= 20).
 set -euo pipefail
 DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 JSDIR=$(cd "$DIR/../sbconformance/js" && pwd)
+CONSUMERSDIR=$(cd "$DIR/../consumers" && pwd)
 
 install_one() {
   local dir=$1 probe=$2
@@ -24,3 +27,4 @@ install_one() {
 
 install_one "$DIR" rhea
 install_one "$JSDIR" @azure/service-bus
+install_one "$CONSUMERSDIR" @aws-sdk/client-sqs
