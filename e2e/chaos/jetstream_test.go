@@ -1,0 +1,131 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestChaosJetStream: three replicas on one durable consumer, which qbridge
+// creates with a pinned priority group: one receives, the others stand by
+// and take over after a kill, a stall (the sink outage fills the pinned
+// one's engine) or the source server's restart.
+func TestChaosJetStream(t *testing.T) {
+	p := runPlan()
+	src := startNATS(t)
+	js := natsConnect(t, src.URL())
+	if _, err := js.CreateStream(ctxFor(t, 10*time.Second), jetstream.StreamConfig{
+		Name: "IN", Subjects: []string{"in.>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	snk := startSink(t)
+	runChaos(t, p, kind{
+		name:     "jetstream",
+		replicas: 3,
+		source: fmt.Sprintf(`  source "nats" {
+    url            = %q
+    reconnect_wait = "200ms"
+    jetstream {
+      stream          = "IN"
+      durable         = "chaos"
+      filter_subjects = ["in.>"]
+      ack_wait        = "2s"
+      pin_timeout     = "2s"
+      fetch_wait      = "500ms"
+      max_ack_pending = 2000
+    }
+  }
+`, src.URL()),
+		send: sendJetStream(js),
+		restartBroker: func(t *testing.T) {
+			src.Stop()
+			src.Start()
+		},
+		afterEvent: func(t *testing.T, reps []*replica) {
+			if hasLog(reps, "another client consumes durable") {
+				t.Errorf("a replica reported another client on the pinned consumer")
+			}
+		},
+	}, snk)
+}
+
+// sendJetStream publishes msgs to in.<group>, with the group in the
+// Qbridge-Group header and the dedup id as Nats-Msg-Id.
+func sendJetStream(js jetstream.JetStream) func(context.Context, []msgRef) error {
+	return func(ctx context.Context, msgs []msgRef) error {
+		for _, r := range msgs {
+			m := nats.NewMsg("in." + group(r.g))
+			m.Data = []byte(body(r.g, r.i))
+			m.Header.Set("Qbridge-Group", group(r.g))
+			m.Header.Set(nats.MsgIdHdr, dedupID(r.g, r.i))
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// TestChaosJetStreamSharedConsumerWarns: the case of the issue that led to
+// pinned consumers. Two replicas on one durable consumer without a pinned
+// priority group (pinned = false) split each group's messages between them;
+// each says so in its log and among the warnings of /readyz.
+func TestChaosJetStreamSharedConsumerWarns(t *testing.T) {
+	src := startNATS(t)
+	js := natsConnect(t, src.URL())
+	if _, err := js.CreateStream(ctxFor(t, 10*time.Second), jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	snk := startSink(t)
+	cfg := writeConfig(t, fmt.Sprintf(`pipeline "shared" {
+  source "nats" {
+    url = %q
+    jetstream {
+      stream          = "IN"
+      durable         = "shared"
+      filter_subjects = ["in.>"]
+      ack_wait        = "2s"
+      pinned          = false
+    }
+  }
+%s%s}
+`, src.URL(), snk.block(), engineBlocks))
+	reps := []*replica{{t: t, id: 0, config: cfg, logs: &syncBuffer{}}, {t: t, id: 1, config: cfg, logs: &syncBuffer{}}}
+	t.Cleanup(func() {
+		for _, r := range reps {
+			r.kill()
+			if t.Failed() {
+				t.Logf("replica %d, last lines:\n%s", r.id, tail(r.logs.String(), 30))
+			}
+		}
+	})
+	for _, r := range reps {
+		r.start()
+	}
+	publish(t, plan{messages: 2400, groups: 24, rate: 400}, sendJetStream(js)) // stopped at cleanup
+	for _, r := range reps {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r.mu.Lock()
+			addr := r.addr
+			r.mu.Unlock()
+			code, body := get(addr, "/readyz")
+			if code == 200 && strings.Contains(body, "another client consumes durable") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d: /readyz never warned: %d %s", r.id, code, body)
+			}
+			time.Sleep(100 * time.Millisecond) // a poll of /readyz
+		}
+	}
+	if !hasLog(reps, `"level":"ERROR"`, "another client consumes durable") {
+		t.Error("no replica logged the shared consumer as an error")
+	}
+}
