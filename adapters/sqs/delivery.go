@@ -107,6 +107,20 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	return nil
 }
 
+// Release makes a message the engine never sent visible again at once
+// (driver.Releaser: the shutdown hand-back), with no nack_backoff: it did
+// not fail. SQS has counted its receive already (ApproximateReceiveCount);
+// nothing undoes that.
+func (d *delivery) Release(ctx context.Context) error {
+	if !d.settled.CompareAndSwap(false, true) {
+		return errSettled
+	}
+	if err := d.src.visibility.do(ctx, visItem{d.handle, 0}); err != nil {
+		return fmt.Errorf("sqs: release message %s: %w", d.id, err)
+	}
+	return nil
+}
+
 // Extend keeps the message invisible for at least dur more (rounded up to
 // whole seconds; SQS allows at most 12 hours from the first receipt). A
 // settled delivery is not extended.
