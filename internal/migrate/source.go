@@ -382,6 +382,16 @@ func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
 	return d.Delivery.Nack(ctx, delay)
 }
 
+// Release forwards the engine's shutdown hand-back of a message it never
+// sent (driver.Releaser) where the source can release, and nacks at once
+// where it cannot.
+func (d *trackedDelivery) Release(ctx context.Context) error {
+	if r, ok := d.Delivery.(driver.Releaser); ok && !d.t.hold {
+		return r.Release(ctx)
+	}
+	return d.Nack(ctx, 0)
+}
+
 func (d *trackedDelivery) DeadLetter(ctx context.Context, reason, description string) error {
 	t := d.t
 	t.example(reason, d.Message(), description)
