@@ -19,15 +19,25 @@ const MaxTTL = time.Duration(math.MaxUint32) * time.Millisecond
 // Encode maps a model message onto an AMQP message: every field the dialect
 // holds natively in its AMQP section, the rest in the carry envelope.
 func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
+	msg, shed, err := d.EncodeShed(m, opt)
+	if err == nil {
+		opt.Shed(shed)
+	}
+	return msg, err
+}
+
+// EncodeShed is Encode without reporting what the envelope shed: it returns
+// it, for a caller that checks further limits first (package sbmap).
+func (d *Dialect) EncodeShed(m *mapping.Message, opt mapping.Options) (*amqp.Message, []string, error) {
 	if m == nil {
-		return nil, mapping.Rejectf(d.Wire, "", "nil message")
+		return nil, nil, mapping.Rejectf(d.Wire, "", "nil message")
 	}
 	opt = opt.Effective()
 	wire, carry := m, mapping.Field(0)
 	if d.Prepare != nil {
 		var err error
 		if wire, carry, err = d.Prepare(m, &opt); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	native := d.Native &^ carry
@@ -35,16 +45,16 @@ func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message
 
 	ttl, carryTTL, err := d.headerTTL(wire.TTL, &opt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if carryTTL {
 		native &^= mapping.FieldTTL // the exact TTL rides in the envelope
 	}
 	if err := d.encodeHeader(wire, ttl, msg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := d.encodeProperties(wire, msg, &native); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.traceCollides(wire) {
 		native &^= mapping.FieldTraceW3C // a user attribute holds the trace property name
@@ -52,17 +62,17 @@ func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message
 
 	env := mapping.NewEnvelope(m, native, &opt)
 	if err := d.encodeAppProperties(wire, env, msg, &opt); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := d.encodeAnnotations(wire, env, msg, &opt); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.encodeBody(wire, msg) {
 		carried(env).BodyType = wire.BodyType.String()
 	}
 	if d.Encoded != nil {
 		if err := d.Encoded(wire, msg); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var shed []string
@@ -71,7 +81,7 @@ func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message
 	}
 	for {
 		if err := d.writeEnvelope(env, msg); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// The envelope gives way, member by member, before the message
 		// goes over a limit; the message's own content is the policy's.
@@ -84,13 +94,12 @@ func (d *Dialect) Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message
 		}
 		shed = append(shed, name)
 	}
-	opt.Shed(shed)
 	if opt.MaxMessageSize > 0 {
 		if n := MessageSize(msg).Total; n > opt.MaxMessageSize {
-			return nil, mapping.TooLargef(d.Wire, "message", "encoded size %d bytes exceeds the limit of %d", n, opt.MaxMessageSize)
+			return nil, nil, mapping.TooLargef(d.Wire, "message", "encoded size %d bytes exceeds the limit of %d", n, opt.MaxMessageSize)
 		}
 	}
-	return msg, nil
+	return msg, shed, nil
 }
 
 // writeEnvelope puts env into its application property, or removes the

@@ -27,23 +27,15 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 	}
 	opt = opt.Effective()
 	// What the envelope shed is reported once, for the encode that is sent.
-	var shed []string
-	onShed := opt.OnShed
-	opt.OnShed = func(f []string) { shed = f }
-	defer func() {
-		report := opt
-		report.OnShed = onShed
-		report.Shed(shed)
-	}()
 	if opt.Policy != mapping.Drop {
-		msg, err := Dialect.Encode(m, opt)
+		msg, shed, err := Dialect.EncodeShed(m, opt)
 		if err != nil {
 			return nil, err
 		}
 		if _, err := headerLimits(m, msg, opt.Policy); err != nil {
-			shed = nil
 			return nil, err
 		}
+		opt.Shed(shed)
 		return msg, nil
 	}
 	// Under Drop, header limits are met by leaving out the largest user
@@ -56,20 +48,19 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 		var pending []report
 		o := opt
 		o.OnDrop = func(field, reason string) { pending = append(pending, report{field, reason}) }
-		shed = nil
-		msg, err := Dialect.Encode(cur, o)
+		msg, shed, err := Dialect.EncodeShed(cur, o)
 		if err != nil {
 			return nil, err
 		}
 		drop, err := headerLimits(cur, msg, opt.Policy)
 		if err != nil {
-			shed = nil
 			return nil, err
 		}
 		if len(drop) == 0 {
 			for _, r := range append(pending, sizeDrops...) {
 				opt.Dropped(r.field, r.reason)
 			}
+			opt.Shed(shed)
 			return msg, nil
 		}
 		cur = cur.Clone()
