@@ -262,11 +262,39 @@ func TestMigrateInterrupt(t *testing.T) {
 	if written == 0 || written >= groups*per {
 		t.Fatalf("written %d: the interrupt came too early or too late", written)
 	}
-	// Everything not written is still at the source, none of it locked.
+	// Everything not written is still at the source. What the migration
+	// had received and not sent was handed back with a nak (JetStream has no
+	// release that leaves the delivery count alone): those wait in the
+	// consumer's ack-pending for their redelivery, which is immediate, not
+	// an ack wait (30 s) later.
+	var pending uint64
+	var handedBack int
 	eventually(t, 30*time.Second, "the source to hold the rest", func() bool {
-		p, ap := migConsumerPending(t, js, "MIG_IN", "mig")
-		return ap == 0 && int64(p)+int64(out.Unique()) == groups*per
+		pending, handedBack = migConsumerPending(t, js, "MIG_IN", "mig")
+		return int64(pending)+int64(handedBack)+int64(out.Unique()) == groups*per
 	})
+	if handedBack > 0 {
+		c, err := js.Consumer(natsCtx(t, 10*time.Second), "MIG_IN", "mig")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// qbridge's JetStream consumers are pinned in priority group
+		// "qbridge" (the pin of the stopped migration was released); the
+		// server serves redeliveries before new messages.
+		batch, err := c.Fetch(handedBack, jetstream.FetchMaxWait(5*time.Second), jetstream.FetchPriorityGroup("qbridge"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+				got++
+			}
+		}
+		if got != handedBack {
+			t.Errorf("%d of the %d handed-back messages redelivered within 5 s: the rest stayed locked", got, handedBack)
+		}
+	}
 }
 
 // AMQP 1.0 queue (RabbitMQ) → JetStream: AMQP brokers cannot count, so the
