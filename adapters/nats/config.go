@@ -63,6 +63,11 @@ type JetStreamSourceConfig struct {
 	Pinned        *bool  `hcl:"pinned,optional"`
 	PriorityGroup string `hcl:"priority_group,optional"`
 	PinTimeout    string `hcl:"pin_timeout,optional"`
+	// Partitions is how many partitions the stream's partition(N, ...)
+	// subject transform makes; Partition (0-based) is the one this source
+	// reads: "{partition}" in durable and filter_subjects stands for it.
+	Partitions int  `hcl:"partitions,optional"`
+	Partition  *int `hcl:"partition,optional"`
 }
 
 // JetStreamSinkConfig is the sink's `jetstream { ... }` block. Its presence
@@ -246,6 +251,12 @@ type jsSourceSettings struct {
 	priorityGroup    string
 	priorityGroupSet bool // set in the configuration, not defaulted
 	pinTimeout       time.Duration
+	// partitions > 0: the stream is partitioned and this source reads
+	// partition (durable and filterSubjects have it filled in);
+	// transform is the stream's subject transform create_stream makes.
+	partitions int
+	partition  int
+	transform  *partitionTransform
 }
 
 // Validate checks the configuration; messages name the offending field.
@@ -323,12 +334,16 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	if js.durable == "" {
 		return nil, adaptercfg.Errorf("jetstream.durable", "required (the durable consumer name)")
 	}
+	filterTemplates, err := js.resolvePartition(j, s.subject)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkName("jetstream.durable", js.durable); err != nil {
 		return nil, err
 	}
-	js.filterSubjects = append([]string(nil), j.FilterSubjects...)
-	if len(js.filterSubjects) == 0 && s.subject != "" {
-		js.filterSubjects = []string{s.subject}
+	js.filterSubjects = make([]string, len(filterTemplates))
+	for i, f := range filterTemplates {
+		js.filterSubjects[i] = fillPartition(f, js.partition)
 	}
 	for i, f := range js.filterSubjects {
 		if err := checkSubject(fmt.Sprintf("jetstream.filter_subjects[%d]", i), f, true); err != nil {
@@ -361,6 +376,12 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 			return nil, adaptercfg.Errorf("jetstream.create_stream", "conflicts with jetstream.bind = true")
 		}
 		js.streamSubjects = append([]string(nil), j.StreamSubjects...)
+		if js.partitions > 0 {
+			if js.transform, err = newPartitionTransform(filterTemplates, js.streamSubjects, js.partitions); err != nil {
+				return nil, err
+			}
+			js.streamSubjects = []string{js.transform.source}
+		}
 		if len(js.streamSubjects) == 0 {
 			js.streamSubjects = js.filterSubjects
 		}
@@ -378,6 +399,11 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	if s.groupToken > 0 {
 		for _, f := range js.filterSubjects {
 			if err := checkGroupToken(f, s.groupToken); err != nil {
+				return nil, err
+			}
+		}
+		if js.partitions > 0 {
+			if err := checkPartitionGroupToken(filterTemplates, s.groupToken); err != nil {
 				return nil, err
 			}
 		}

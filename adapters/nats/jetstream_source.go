@@ -99,10 +99,15 @@ func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*j
 // by whoever created it, so differences are only logged.
 func (s *jsSource) setup(ctx context.Context) error {
 	j := s.set.js
-	st, err := ensureStream(ctx, s.js, j.stream, j.createStream, jetstream.StreamConfig{
-		Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage,
-	}, s.log)
+	scfg := jetstream.StreamConfig{Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage}
+	if j.transform != nil {
+		scfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: j.transform.source, Destination: j.transform.destination}
+	}
+	st, err := ensureStream(ctx, s.js, j.stream, j.createStream, scfg, s.log)
 	if err != nil {
+		return err
+	}
+	if err := s.checkPartitions(st.CachedInfo().Config); err != nil {
 		return err
 	}
 	want := jetstream.ConsumerConfig{

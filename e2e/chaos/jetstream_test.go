@@ -55,6 +55,55 @@ func TestChaosJetStream(t *testing.T) {
 	}, snk)
 }
 
+// TestChaosJetStreamPartitioned: the stream partitions its subjects in two
+// (a partition(2, ...) subject transform, made by qbridge's create_stream)
+// and four replicas read them, two per partition: one receives in each
+// partition, the other stands by. Every group lives in one partition; the
+// faults are those of the other runs.
+func TestChaosJetStreamPartitioned(t *testing.T) {
+	p := runPlan()
+	src := startNATS(t)
+	js := natsConnect(t, src.URL())
+	snk := startSink(t)
+	runChaos(t, p, kind{
+		name:     "jetstream-partitioned",
+		replicas: 4,
+		source: fmt.Sprintf(`  source "nats" {
+    url                      = %q
+    reconnect_wait           = "200ms"
+    group_from_subject_token = 3
+    jetstream {
+      stream          = "IN"
+      create_stream   = true
+      durable         = "chaos-{partition}"
+      filter_subjects = ["in.{partition}.*"]
+      partitions      = 2
+      partition       = env("QBRIDGE_PARTITION")
+      ack_wait        = "2s"
+      pin_timeout     = "2s"
+      fetch_wait      = "500ms"
+      max_ack_pending = 2000
+    }
+  }
+`, src.URL()),
+		replicaEnv: func(i int) []string { return []string{fmt.Sprintf("QBRIDGE_PARTITION=%d", i%2)} },
+		send:       sendJetStream(js),
+		restartBroker: func(t *testing.T) {
+			src.Stop()
+			src.Start()
+		},
+	}, snk)
+	for k := range 2 {
+		cons, err := js.Consumer(ctxFor(t, 5*time.Second), "IN", fmt.Sprintf("chaos-%d", k))
+		if err != nil {
+			t.Fatalf("partition %d: %v", k, err)
+		}
+		if info := cons.CachedInfo(); info.Delivered.Stream == 0 || info.NumPending != 0 {
+			t.Errorf("partition %d's consumer: last delivered %d, pending %d", k, info.Delivered.Stream, info.NumPending)
+		}
+	}
+}
+
 // sendJetStream publishes msgs to in.<group>, with the group in the
 // Qbridge-Group header and the dedup id as Nats-Msg-Id.
 func sendJetStream(js jetstream.JetStream) func(context.Context, []msgRef) error {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,10 @@ type kind struct {
 	replicas int
 	// source is the pipeline's source block.
 	source string
-	// env is added to each replica's environment.
-	env []string
+	// env is added to each replica's environment; replicaEnv, when set,
+	// gives replica i more.
+	env        []string
+	replicaEnv func(i int) []string
 	// send puts msgs into the source, in order. An error is retried
 	// with the same messages: a copy it leaves behind has the same dedup
 	// id, right after the first one.
@@ -43,7 +46,11 @@ func runChaos(t *testing.T, p plan, k kind, snk *sink) {
 	cfg := writeConfig(t, fmt.Sprintf("pipeline \"chaos\" {\n%s%s%s}\n", k.source, snk.block(), engineBlocks))
 	reps := make([]*replica, k.replicas)
 	for i := range reps {
-		reps[i] = &replica{t: t, id: i, config: cfg, env: k.env, logs: &syncBuffer{}}
+		env := k.env
+		if k.replicaEnv != nil {
+			env = append(slices.Clone(env), k.replicaEnv(i)...)
+		}
+		reps[i] = &replica{t: t, id: i, config: cfg, env: env, logs: &syncBuffer{}}
 	}
 	t.Cleanup(func() {
 		for _, r := range reps {
@@ -171,7 +178,7 @@ func publish(t *testing.T, p plan, send func(context.Context, []msgRef) error) <
 		for off := 0; off < len(all); off += publishChunk {
 			chunk := all[off:min(off+publishChunk, len(all))]
 			for {
-				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+				sctx, scancel := context.WithTimeout(ctx, 3*time.Second) // a broker restart loses requests: retry soon
 				err := send(sctx, chunk)
 				scancel()
 				if err == nil {
