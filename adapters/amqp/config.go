@@ -118,6 +118,10 @@ type SourceConfig struct {
 	// DecodeGuard inspects incoming transfers before go-amqp decodes them
 	// (see internal/amqpguard): "scan" (default), "full" or "off".
 	DecodeGuard string `hcl:"decode_guard,optional"`
+	// SingleActiveConsumer says the queue lets one consumer receive at a
+	// time (RabbitMQ's x-single-active-consumer queue argument, declared
+	// with the queue): replicas then keep group order (see order.go).
+	SingleActiveConsumer bool `hcl:"single_active_consumer,optional"`
 
 	// Policy is set by the config layer from the pipeline's mapping block.
 	// Decoding has no policy; it is kept for symmetry with SinkConfig. It
@@ -223,6 +227,7 @@ type sourceSettings struct {
 	rejectCond   amqp.ErrCond
 	guard        guardMode
 	browse       bool // distribution-mode copy, pre-settled, no settlement
+	singleActive bool
 }
 
 type sinkSettings struct {
@@ -354,6 +359,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 		return s, adaptercfg.Errorf("decode_guard", "%q: want scan, full or off", c.DecodeGuard)
 	}
 	s.browse = c.browse
+	s.singleActive = c.SingleActiveConsumer
 	return s, nil
 }
 

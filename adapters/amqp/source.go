@@ -54,6 +54,7 @@ type source struct {
 
 	guardFull    atomic.Bool // escalated from scan to full
 	creditWarned atomic.Bool
+	orderTold    atomic.Bool  // what replicas do to group order was logged (see order.go)
 	undecodable  atomic.Int64 // messages handed over as undecodable (driver.DecodeErrorer)
 	reconnects   atomic.Int64
 	peerSettled  atomic.Int64 // dispositions the broker sent on its own (OnDeliveryStateChanged)
@@ -331,6 +332,9 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 		}
 		s.pol.refuse("RabbitMQ 3.x ends the session on Modify", "broker", d.product)
 	}
+	if err := s.checkOrder(d); err != nil {
+		return nil, err
+	}
 	if credit == 0 {
 		credit = DefaultCredit
 	}
@@ -360,7 +364,7 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 	}
 	rcv, err := sess.NewReceiver(ctx, s.set.address, opts)
 	if err != nil {
-		return nil, err
+		return nil, sacAttachHint(err, s.set.address)
 	}
 	// A broker leaves out of its attach reply the filters it does not
 	// apply (AMQP 1.0 §3.5.8); receiving would then bypass the filter.

@@ -114,6 +114,7 @@ func TestChaosAMQPSingleActive(t *testing.T) {
 		source: fmt.Sprintf(`  source "amqp" {
     url                    = %q
     address                = "/amq/queue/%s"
+    single_active_consumer = true
     reconnect_backoff      = "100ms"
     reconnect_backoff_max  = "1s"
   }
