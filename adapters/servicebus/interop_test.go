@@ -31,6 +31,7 @@ func TestInteropHTTPSAndAMQP(t *testing.T) {
 	needBroker(t)
 	t.Parallel()
 	q := entity("interop")
+	emptyQueue(t, q) // what a failed earlier run (go test -count=N) left
 	at := time.Date(2011, 3, 4, 8, 49, 37, 0, time.UTC)
 	viaREST := &mapping.Message{ID: "via-rest", Body: []byte(`{"a":1}`), ContentType: "application/json", Subject: "s",
 		CorrelationID: "c", To: "to", ReplyTo: "rt", TTL: 90 * time.Second,
@@ -90,6 +91,33 @@ func TestInteropHTTPSAndAMQP(t *testing.T) {
 	d = receiveN(t, amqpSrc, 1, 15*time.Second)[0]
 	if d.Message().ID != "via-amqp" || d.Message().Source.DeliveryCount != 2 {
 		t.Fatalf("after unlock: %s count %d", d.Message().ID, d.Message().Source.DeliveryCount)
+	}
+	ack(t, d)
+}
+
+// The long polls an HTTPS source's Close cancelled take nothing: a message
+// sent right after is received over AMQP at once, on its first delivery.
+// (The test server used to lock it for a departed poll, so it came back
+// only when that 5 s lock expired, one delivery count later: the cause of
+// TestInteropHTTPSAndAMQP's "after unlock: count 3" under load.)
+func TestHTTPSClosedSourceTakesNothing(t *testing.T) {
+	needTestServer(t)
+	t.Parallel()
+	q := entity("rest-gone")
+	emptyQueue(t, q)
+	amqpSnk, _ := newTestSink(t, SinkConfig{Queue: q})
+	restSrc, _ := newTestSource(t, SourceConfig{ConnConfig: restConn(t), Queue: q, ReceiveWait: "10s"})
+	// One message through the HTTPS source: its workers are polling.
+	sendAll(t, amqpSnk, textMsg("first"))
+	ack(t, receiveN(t, restSrc, 1, 10*time.Second)...)
+	if err := restSrc.Close(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, amqpSnk, textMsg("second"))
+	amqpSrc, _ := newTestSource(t, SourceConfig{Queue: q, MaxMessages: 1})
+	d := receiveN(t, amqpSrc, 1, 3*time.Second)[0]
+	if d.Message().ID != "second" || d.Message().Source.DeliveryCount != 1 {
+		t.Fatalf("got %s on delivery %d, want second on its first", d.Message().ID, d.Message().Source.DeliveryCount)
 	}
 	ack(t, d)
 }

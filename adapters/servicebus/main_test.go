@@ -72,6 +72,7 @@ var testEntities = []entitySpec{
 	{name: "sastoken"},
 	{name: "tls"},
 	{name: "interop"},
+	{name: "rest-gone"},
 	{name: "rest-settle", lock: 2 * time.Second},
 	{name: "migrate-count"},
 }

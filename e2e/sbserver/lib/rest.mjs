@@ -365,10 +365,17 @@ export class RestServer {
     this.authorize(req, r.path, 'Listen');
     const deadline = Date.now() + timeoutS * 1000;
     const consumer = { sessionId: undefined };
+    // A client that went away (a cancelled long poll) must not be handed a
+    // message: locked for nobody, it would come back only when its lock
+    // expires, one delivery count later. Asked again after every wait, as
+    // the client may leave during it; the peer's FIN ends the socket's
+    // readable side (an HTTP/1.1 client does not half-close while it waits
+    // for its response).
+    const gone = () => req.socket.destroyed || req.socket.readableEnded;
     let msg = ent.nextFor(consumer);
-    while (!msg && Date.now() < deadline && !req.socket.destroyed) {
+    while (!msg && Date.now() < deadline && !gone()) {
       await new Promise((ok) => setTimeout(ok, 50));
-      msg = ent.nextFor(consumer);
+      if (!gone()) msg = ent.nextFor(consumer);
     }
     if (!msg) {
       res.writeHead(204, { 'Content-Length': '0' });
