@@ -420,8 +420,14 @@ func get(addr, path string) (int, string) {
 // free monitoring port (each replica picks its own).
 func writeConfig(t testing.TB, pipelines string) string {
 	t.Helper()
+	return writeConfigLevel(t, "debug", pipelines)
+}
+
+// writeConfigLevel is writeConfig with another log level.
+func writeConfigLevel(t testing.TB, level, pipelines string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "qbridge.hcl")
-	cfg := "log {\n  level  = \"debug\"\n  format = \"json\"\n}\nhttp {\n  listen = \"127.0.0.1:0\"\n}\n" + pipelines
+	cfg := "log {\n  level  = \"" + level + "\"\n  format = \"json\"\n}\nhttp {\n  listen = \"127.0.0.1:0\"\n}\n" + pipelines
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
