@@ -87,6 +87,15 @@ type Ordering struct {
 	Ungrouped string
 }
 
+// Automatic batch sizes (Batch.Size 0).
+const (
+	DefaultBatchSize = 100
+	// PipelinedBatchSize: a pipelined lane (one call in flight at a time)
+	// needs large calls to keep up with a fast source; measured with
+	// e2e/hotpath_bench_test.go (docs/benchmarks.md).
+	PipelinedBatchSize = 1000
+)
+
 // Ungrouped modes (Ordering.Ungrouped).
 const (
 	// UngroupedAuto keeps source order when the sink keeps the order of a
@@ -101,7 +110,11 @@ const (
 
 // Batch shapes calls to driver.Sink.Send.
 type Batch struct {
-	Size int // most messages in one Send call
+	// Size is the most messages in one Send call; 0 is automatic:
+	// DefaultBatchSize, or PipelinedBatchSize (at most MaxInFlight) where
+	// the sink keeps the order of a call, so a lane's messages share
+	// calls of that size.
+	Size int
 	// Linger is how long a sender waits for a batch to fill. 0 sends at once;
 	// batches still form from what arrives while earlier sends are in flight.
 	Linger time.Duration
@@ -137,7 +150,7 @@ type Lock struct {
 func DefaultOptions() Options {
 	return Options{
 		Ordering: Ordering{MaxInFlight: 1000, PerGroup: 1},
-		Batch:    Batch{Size: 100, Concurrency: 4},
+		Batch:    Batch{Concurrency: 4},
 		Retry: Retry{
 			Backoff: Backoff{Initial: 200 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},
 		},
@@ -155,9 +168,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Ordering.PerGroup == 0 {
 		o.Ordering.PerGroup = d.Ordering.PerGroup
-	}
-	if o.Batch.Size == 0 {
-		o.Batch.Size = d.Batch.Size
 	}
 	if o.Batch.Concurrency == 0 {
 		o.Batch.Concurrency = d.Batch.Concurrency
@@ -197,8 +207,8 @@ func (o Options) Validate() error {
 	if o.Ordering.PerGroup > o.Ordering.MaxInFlight {
 		errs = append(errs, errors.New("ordering: per_group cannot exceed max_in_flight"))
 	}
-	if o.Batch.Size < 1 {
-		errs = append(errs, errors.New("batch: size must be at least 1"))
+	if o.Batch.Size < 0 {
+		errs = append(errs, errors.New("batch: size cannot be negative"))
 	}
 	if o.Batch.Linger < 0 {
 		errs = append(errs, errors.New("batch: linger cannot be negative"))

@@ -57,6 +57,7 @@ type Pipeline struct {
 	// pipelined: the sink keeps the order of a call and PerGroup is 1, so a
 	// lane's consecutive messages share calls (set when the sink opens).
 	pipelined bool
+	batchSize int // Batch.Size, or the automatic size
 
 	lastErr    error  // the last failure to open or receive, for /readyz; nil once open
 	lostBefore uint64 // what closed sources lost (driver.LossCounter)
@@ -235,6 +236,13 @@ func (p *Pipeline) openSinks(ctx context.Context) bool {
 		p.mu.Lock()
 		p.sink = s
 		p.pipelined = ok && os.KeepsOrder() && p.opt.Ordering.PerGroup == 1
+		p.batchSize = p.opt.Batch.Size
+		if p.batchSize == 0 {
+			p.batchSize = DefaultBatchSize
+			if p.pipelined {
+				p.batchSize = min(PipelinedBatchSize, p.opt.Ordering.MaxInFlight)
+			}
+		}
 		p.mu.Unlock()
 		return nil
 	})
@@ -351,7 +359,7 @@ func (p *Pipeline) waitCapacity(ctx context.Context) (int, bool) {
 	defer p.mu.Unlock()
 	for {
 		if free := p.opt.Ordering.MaxInFlight - len(p.live); free > 0 {
-			return min(free, p.opt.Batch.Size), true
+			return min(free, p.batchSize), true
 		}
 		ch := p.waitChan()
 		p.mu.Unlock()

@@ -173,3 +173,32 @@ func seqOfID(id string) int {
 	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '/')+1:])
 	return n
 }
+
+// Batch.Size 0 is automatic: 100 per call, or up to 1000 (at most
+// max_in_flight) where the sink keeps the order of a call, so a pipelined
+// lane, one call at a time, is not held to 100 messages per round trip.
+func TestAutomaticBatchSize(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		q := newQueue(t)
+		for i := range 900 {
+			q.push(msg("", i))
+		}
+		sink := newSink(t)
+		sink.ordered = ordered
+		gate := make(chan struct{})
+		sink.gate = gate
+		opt := fastOptions()
+		opt.Batch = Batch{Concurrency: 1}
+		start(t, Config{Options: opt}, q, sink)
+		eventually(t, 5*time.Second, "all received", func() bool { out, _ := q.stats(); return out == 900 })
+		close(gate)
+		eventually(t, 10*time.Second, "all sent", func() bool { return sink.count() == 900 })
+		largest := 0
+		for _, n := range sink.batches() {
+			largest = max(largest, n)
+		}
+		if want := map[bool]int{false: DefaultBatchSize, true: 900}[ordered]; largest != want {
+			t.Errorf("ordered sink %v: largest call %d, want %d (calls %v)", ordered, largest, want, sink.batches())
+		}
+	}
+}

@@ -23,11 +23,11 @@ func (p *Pipeline) sendLoop(workers, work context.Context) {
 	}
 }
 
-// nextBatch takes up to Batch.Size ready items, waiting up to Batch.Linger
+// nextBatch takes up to batchSize ready items, waiting up to Batch.Linger
 // for a batch to fill once the first item is there. It returns nil when ctx
 // ends.
 func (p *Pipeline) nextBatch(ctx context.Context) []*item {
-	size, linger := p.opt.Batch.Size, p.opt.Batch.Linger
+	linger := p.opt.Batch.Linger
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -37,6 +37,7 @@ func (p *Pipeline) nextBatch(ctx context.Context) []*item {
 	var deadline <-chan time.Time
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	size := p.batchSize
 	for {
 		n := len(p.ready)
 		if n >= size || (n > 0 && linger == 0) {
