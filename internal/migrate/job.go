@@ -99,7 +99,15 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	openSource := cfg.Source
 	cfg.Source = func(ctx context.Context) (driver.Source, error) {
-		s, err := openSource(ctx)
+		open := openSource
+		if browsing && opt.Mode == ModeCopy {
+			// The engine opens the source again after it failed: a copy
+			// reads on from its checkpoint, not from where this run began
+			// (what it nacked while stopping is read again; what it wrote
+			// is not written twice).
+			open = j.browseFrom(tr, openSource)
+		}
+		s, err := open(ctx)
 		if err != nil {
 			if errors.Is(err, driver.ErrCannotBrowse) {
 				// Only the broker's answer tells (an AMQP copy link it
@@ -224,6 +232,27 @@ func (j *job) count(ctx context.Context, what string, f func(context.Context, *s
 		return nil
 	}
 	return &b
+}
+
+// browseFrom returns the opener of a copy's browsing source positioned
+// after the tracker's checkpoint, or first when nothing was done yet.
+func (j *job) browseFrom(tr *tracker, first func(context.Context) (driver.Source, error)) func(context.Context) (driver.Source, error) {
+	after := tr.snapshot().checkpoint
+	if after <= j.from {
+		return first
+	}
+	return func(ctx context.Context) (driver.Source, error) {
+		bp, err := j.pipe.WithBrowsingSource(after)
+		if err != nil {
+			return nil, fmt.Errorf("copy mode: %w", err)
+		}
+		def, err := bp.Definition(j.opt.Log)
+		if err != nil {
+			return nil, fmt.Errorf("copy mode: %w", err)
+		}
+		j.log.Info("reading on from the copy's checkpoint", "after", after)
+		return def.Config.Source(ctx)
+	}
 }
 
 // definition builds the engine's pipeline for the job's mode, and says

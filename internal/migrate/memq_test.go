@@ -28,6 +28,17 @@ type memBroker struct {
 	// refuseBrowse makes browsing sources fail to open as a broker that
 	// does not grant a copy link does.
 	refuseBrowse bool
+	// sinkLimit > 0: the sinks take that many messages in all, then fail
+	// (a transient error) until it is set to 0; sinkFailed, if not nil, is
+	// closed at the first failure.
+	sinkLimit  int
+	sinkTaken  int
+	sinkFailed chan struct{}
+	// breakBrowse makes the next browsing Receive fail (a lost
+	// connection); reopened, if not nil, is closed when a source opens
+	// after that.
+	breakBrowse bool
+	reopened    chan struct{}
 }
 
 type memQueue struct {
@@ -216,6 +227,12 @@ func newMemSource(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.
 	if fail {
 		return nil, errors.New("memq: connection refused")
 	}
+	b.mu.Lock()
+	if b.reopened != nil && !b.breakBrowse {
+		close(b.reopened)
+		b.reopened = nil
+	}
+	b.mu.Unlock()
 	s := &memSource{b: b, cfg: c, next: c.after}
 	if c.browse && b.refuseBrowse {
 		return nil, fmt.Errorf("memq: the broker did not grant a copy link: %w", driver.ErrCannotBrowse)
@@ -242,6 +259,11 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 			return nil, err
 		}
 		s.b.mu.Lock()
+		if s.cfg.browse && s.b.breakBrowse {
+			s.b.breakBrowse = false
+			s.b.mu.Unlock()
+			return nil, errors.New("memq: connection lost")
+		}
 		q := s.b.queue(s.cfg.Queue)
 		var out []driver.Delivery
 		for _, mm := range *s.list(q) {
@@ -358,6 +380,10 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 			}
 		}
 		if !s.dry {
+			if !s.take() {
+				errs[i] = errors.New("memq: sink unavailable")
+				continue
+			}
 			s.b.put(s.cfg.Queue, m)
 		}
 	}
@@ -365,3 +391,19 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 }
 
 func (s *memSink) Close(context.Context) error { return nil }
+
+// take counts a message against the broker's sinkLimit.
+func (s *memSink) take() bool {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sinkLimit > 0 && b.sinkTaken >= b.sinkLimit {
+		if b.sinkFailed != nil {
+			close(b.sinkFailed)
+			b.sinkFailed = nil
+		}
+		return false
+	}
+	b.sinkTaken++
+	return true
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,6 +209,54 @@ func TestCopyResumesFromItsCheckpoint(t *testing.T) {
 	}
 	if n := len(b.messages("out")); n != 70 {
 		t.Errorf("sink holds %d, want 70", n)
+	}
+}
+
+// A copy whose source fails while the sink is down: the engine nacks what
+// waited for a retry and opens the source again, and the copy reads on
+// from its checkpoint: every message is written once and the run is
+// complete (it reported the nacked ones as "could not be copied" and wrote
+// the first ones again, reading from where the run began).
+func TestCopyReadsOnFromItsCheckpointAfterASourceFailure(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	want := msgs(50, 0)
+	b.put("in", want...)
+	failed, reopened := make(chan struct{}), make(chan struct{})
+	b.mu.Lock()
+	b.sinkLimit, b.sinkFailed = 20, failed
+	b.mu.Unlock()
+	done := make(chan *Report, 1)
+	go func() { done <- Run(context.Background(), pipes, fastOptions(ModeCopy), nil) }()
+	wait := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case rep := <-done:
+			t.Fatalf("the copy ended (%s: %s) before %s", rep.Outcome, rep.Reason, what)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no %s within 30 s", what)
+		}
+	}
+	wait(failed, "sink failure")
+	b.mu.Lock()
+	b.breakBrowse, b.reopened = true, reopened
+	b.notify()
+	b.mu.Unlock()
+	wait(reopened, "reopened source")
+	b.mu.Lock()
+	b.sinkLimit = 0
+	b.mu.Unlock()
+	rep := <-done
+	if rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	got := ids(b.messages("out"))
+	slices.Sort(got) // ungrouped: no order to keep
+	if !slices.Equal(got, ids(want)) {
+		t.Errorf("the sink holds %d messages %v, want each of the 50 once", len(got), got)
+	}
+	if j := rep.Jobs[0]; j.Checkpoint != 50 {
+		t.Errorf("checkpoint %d, want 50", j.Checkpoint)
 	}
 }
 

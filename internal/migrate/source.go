@@ -77,7 +77,7 @@ type snapshot struct {
 	browsed    bool // the browser read to the end
 	canBrowse  bool
 	checkpoint uint64
-	notCopied  int64
+	notCopied  int64 // copy mode: nacked without a position, or still pending
 }
 
 func (t *tracker) snapshot() snapshot {
@@ -88,6 +88,9 @@ func (t *tracker) snapshot() snapshot {
 		canBrowse:  t.browser != nil,
 		checkpoint: t.checkpointLocked(),
 		notCopied:  t.notCopied,
+	}
+	if t.browser != nil && !t.dryRun && !t.hold {
+		s.notCopied += int64(len(t.pending))
 	}
 	browser := t.browser
 	t.mu.Unlock()
@@ -371,10 +374,11 @@ func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
 		t.holdIt(d.Delivery)
 		return nil
 	}
-	if !t.dryRun && t.browser != nil {
-		// A browsing source reads on: this message was not copied. Its
-		// position stays pending, so the checkpoint stays before it and a
-		// resumed copy reads it again.
+	if !t.dryRun && t.browser != nil && !d.hasPos {
+		// A browsing source reads on: this message was not copied. One
+		// with a position needs no count: it stays pending (so the
+		// checkpoint stays before it) until a read after a source restart
+		// copies it, and what is still pending at the end was not copied.
 		t.mu.Lock()
 		t.notCopied++
 		t.mu.Unlock()
