@@ -255,7 +255,10 @@ func NewEnvelope(m *Message, native Field, opt *Options) *Envelope {
 	}
 	e := &Envelope{V: 1}
 	if !c.isZero() {
-		e.Fields = &c
+		// A copy, so that c stays on the stack when nothing is carried
+		// (the common case: one allocation of ~370 bytes per message less).
+		e.Fields = new(CarriedFields)
+		*e.Fields = c
 	}
 	return e
 }

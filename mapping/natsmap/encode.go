@@ -74,7 +74,9 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 	}
 	opt.Options = opt.Options.Effective()
 	o := &opt.Options
-	mm := *m // dropped fields are cleared here, so the envelope does not carry them
+	// native also marks the fields the policy dropped: the envelope leaves
+	// out what is native, so a dropped field is not carried either (and m,
+	// the caller's message, is neither changed nor copied).
 	native := mapping.FieldDedupID | mapping.FieldContentType | mapping.FieldGroupKey
 	var home mapping.Field
 	h := make(nats.Header, len(m.Attributes)+4)
@@ -101,7 +103,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 			if carry {
 				native &^= mapping.FieldDedupID
 			} else {
-				mm.DedupID = ""
+				native |= mapping.FieldDedupID
 			}
 		} else {
 			set(nats.MsgIdHdr, key)
@@ -112,30 +114,27 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 			}
 		}
 	}
-	for _, f := range []struct {
-		header, field string
-		v             *string
-		bit           mapping.Field
+	for _, f := range [...]struct {
+		header, field, v string
+		bit              mapping.Field
 	}{
-		{hdrContentType, "ContentType", &mm.ContentType, mapping.FieldContentType},
-		{gh, "GroupKey", &mm.GroupKey, mapping.FieldGroupKey},
+		{hdrContentType, "ContentType", m.ContentType, mapping.FieldContentType},
+		{gh, "GroupKey", m.GroupKey, mapping.FieldGroupKey},
 	} {
-		if *f.v == "" {
+		if f.v == "" {
 			continue
 		}
-		if r := valueProblem(*f.v); r != "" {
+		if r := valueProblem(f.v); r != "" {
 			carry, err := decide(o, f.field, r)
 			if err != nil {
 				return nil, err
 			}
 			if carry {
 				native &^= f.bit
-			} else {
-				*f.v = ""
 			}
 			continue
 		}
-		set(f.header, *f.v)
+		set(f.header, f.v)
 	}
 	if tp := m.Trace.Traceparent(); tp != "" {
 		set(hdrTraceparent, tp)
@@ -147,7 +146,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 		}
 	}
 
-	env := mapping.NewEnvelope(&mm, native, o)
+	env := mapping.NewEnvelope(m, native, o)
 	users, err := encodeAttributes(m.Attributes, h, set, gh, o, env)
 	if err != nil {
 		return nil, err
