@@ -152,6 +152,9 @@ type connConfig struct {
 	Embedded                                            bool
 	StoreDir                                            string
 	Port                                                int
+	// NoReconnectBuffer makes a publish during a reconnect fail instead of
+	// waiting in nats.go's reconnect buffer (sinks: see conn.options).
+	NoReconnectBuffer bool
 }
 
 // resolve checks the connection fields and applies their defaults.

@@ -96,6 +96,17 @@ func (c *conn) options(cc connConfig) ([]nats.Option, error) {
 			c.log.Warn("nats async error", "error", err)
 		}),
 	}
+	if cc.NoReconnectBuffer {
+		// A sink's publishes must fail while the connection is down rather
+		// than wait in the reconnect buffer: what was written just before
+		// the drop is lost with the socket, what was buffered after it is
+		// sent on reconnect, so a group's later messages would be stored
+		// before the earlier ones that the engine resends. The engine holds
+		// every unconfirmed message and retries it: the buffer adds nothing
+		// but that reorder.
+		opts = append(opts, nats.ReconnectBufSize(-1))
+	}
+
 	switch {
 	case cc.User != "":
 		opts = append(opts, nats.UserInfo(cc.User, cc.Password))

@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -658,4 +659,68 @@ func waitPulling(t *testing.T, js jetstream.JetStream, stream, durable string) {
 		runtime.Gosched()
 	}
 	t.Errorf("no pull request waited on %s/%s", stream, durable)
+}
+
+// After a message of a call fails, the sink publishes nothing more of the
+// call: a later message stored before the failed one's resend would break
+// its group's order for good (the engine resends the failed one, then the
+// rest). Here each message is its own window (max_pending 1), so the
+// second one's failure is known before the third would go.
+func TestJetStreamSinkPublishesNothingAfterAFailure(t *testing.T) {
+	f := newJSFixture(t)
+	// orders.x is captured by ORDERS, other.x by no stream.
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "{group}.x",
+		JetStream: &JetStreamSinkConfig{AckTimeout: "2s", MaxPending: 1}})
+	a, b, c := msg("1"), msg("2"), msg("3")
+	a.GroupKey, b.GroupKey, c.GroupKey = "orders", "other", "orders"
+	errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{a, b, c})
+	if errs[0] != nil || errs[1] == nil || driver.IsPermanent(errs[1]) {
+		t.Fatalf("errs = %v: want the first stored, the second failed (transient)", errs)
+	}
+	if errs[2] == nil || driver.IsPermanent(errs[2]) || !strings.Contains(errs[2].Error(), "not published") {
+		t.Errorf("the message after the failure: %v, want a transient 'not published'", errs[2])
+	}
+	st, _ := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
+	info, _ := st.Info(ctxT(t, 5*time.Second))
+	if info.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages, want 1: a message after the failed one was published", info.State.Msgs)
+	}
+}
+
+// A sink publishes nothing into nats.go's reconnect buffer: what a call
+// publishes while the server is down fails at once, and is not sent when
+// the connection comes back (where it would be stored after the messages
+// the engine resent first, or before the earlier ones lost with the old
+// socket).
+func TestJetStreamSinkBuffersNothingWhileReconnecting(t *testing.T) {
+	srv := startServer(t)
+	port, store := srv.Addr().(*net.TCPAddr).Port, srv.StoreDir()
+	snk, logs := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL(), ReconnectWait: "50ms"}, Subject: "re.x",
+		JetStream: &JetStreamSinkConfig{Stream: "RE", CreateStream: true, AckTimeout: "30s"}})
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	logs.waitFor(t, "nats disconnected")
+	errs := snk.Send(ctxT(t, 60*time.Second), []*mapping.Message{msg("during the outage")})
+	if errs[0] == nil || driver.IsPermanent(errs[0]) {
+		t.Fatalf("publish while the server is down: %v, want a transient error", errs[0])
+	}
+	if !errors.Is(errs[0], nats.ErrReconnectBufExceeded) {
+		t.Errorf("publish while the server is down: %v, want it refused at once (not buffered until the ack timeout)", errs[0])
+	}
+	startServer(t, func(o *server.Options) { o.Port = port; o.StoreDir = store })
+	logs.waitFor(t, "nats reconnected")
+	sendOK(t, snk, msg("after the outage"))
+	js, _ := jetstream.New(connect(t, srv.ClientURL()))
+	st, err := js.Stream(ctxT(t, 5*time.Second), "RE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.GetMsg(ctxT(t, 5*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := st.Info(ctxT(t, 5*time.Second))
+	if string(first.Data) != "after the outage" || info.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages, the first %q: the failed publish was sent on reconnect", info.State.Msgs, first.Data)
+	}
 }

@@ -27,7 +27,9 @@ type sink struct {
 }
 
 func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop func(field, reason string), log *slog.Logger) (*sink, error) {
-	c, err := dial(ctx, set.conn, log)
+	cc := set.conn
+	cc.NoReconnectBuffer = true
+	c, err := dial(ctx, cc, log)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +103,10 @@ func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {
 		if err := s.conn.nc.PublishMsg(nm); err != nil {
 			errs[i] = publishErr(err)
 			out[i] = nil
+			if !driver.IsPermanent(errs[i]) {
+				holdBack(out[i+1:], errs[i+1:], errs[i])
+				break
+			}
 			continue
 		}
 		sent++
@@ -130,7 +136,8 @@ func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {
 	window := s.set.js.maxPending
 	futures := make([]jetstream.PubAckFuture, 0, min(window, len(out)))
 	idx := make([]int, 0, cap(futures))
-	for start := 0; start < len(out); start += window {
+	var failed error // the first transient failure: nothing after it is published
+	for start := 0; start < len(out) && failed == nil; start += window {
 		end := min(start+window, len(out))
 		futures, idx = futures[:0], idx[:0]
 		for i := start; i < end; i++ {
@@ -140,13 +147,39 @@ func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {
 			f, err := s.js.PublishMsgAsync(out[i])
 			if err != nil {
 				errs[i] = publishErr(err)
+				if !driver.IsPermanent(errs[i]) {
+					failed = errs[i]
+					holdBack(out[i+1:], errs[i+1:], failed)
+					break
+				}
 				continue
 			}
 			futures = append(futures, f)
 			idx = append(idx, i)
 		}
 		for k, f := range futures {
-			errs[idx[k]] = waitAck(ctx, f, &s.dups)
+			err := waitAck(ctx, f, &s.dups)
+			errs[idx[k]] = err
+			if err != nil && failed == nil && !driver.IsPermanent(err) {
+				failed = err
+			}
+		}
+		if failed != nil {
+			holdBack(out[end:], errs[end:], failed)
+		}
+	}
+}
+
+// holdBack fails the messages of a call after a transient failure without
+// publishing them: a message published after a failed one can be stored
+// before it, and the engine's resend of the failed one (followed by its
+// group's later messages) cannot undo that order. Duplicates of what is
+// stored are deduplicated; an order broken at the sink is not.
+func holdBack(out []*nats.Msg, errs []error, cause error) {
+	for i, nm := range out {
+		if nm != nil {
+			errs[i] = fmt.Errorf("nats: not published: an earlier message of the call failed: %w", cause)
+			out[i] = nil
 		}
 	}
 }
