@@ -285,7 +285,9 @@ pipeline "bench" {
 func BenchmarkNatsMemory(b *testing.B) {
 	s := startNATS(b)
 	_, js := natsConnect(b, s.ClientURL())
-	ctx := natsCtx(b, 10*time.Minute)
+	// A minute per 100,000 messages at least (-benchtime 1000x is
+	// 10,000,000 messages).
+	ctx := natsCtx(b, max(10*time.Minute, time.Duration(b.N)*6*time.Second))
 	// Work-queue input (acked messages are removed) and a bounded output:
 	// the server's storage does not grow with the run.
 	for _, c := range []jetstream.StreamConfig{
@@ -334,6 +336,8 @@ pipeline "mem" {
 	body := make([]byte, natsBenchBody)
 	const chunk = 10_000
 	var samples []uint64
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for c := range b.N {
 		for i := range chunk {
@@ -361,6 +365,11 @@ pipeline "mem" {
 		samples = append(samples, heap())
 	}
 	b.StopTimer()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	// Allocations of the whole process (server, clients and qbridge) per
+	// message: an upper bound of qbridge's own.
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*chunk), "process-allocs/msg")
 	b.ReportMetric(float64(b.N*chunk)/b.Elapsed().Seconds(), "msg/s")
 	b.ReportMetric(float64(samples[0])/(1<<20), "heap-first-MiB")
 	b.ReportMetric(float64(samples[len(samples)-1])/(1<<20), "heap-last-MiB")
