@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	qbridgeBin = filepath.Join(dir, "qbridge")
-	build := exec.Command("go", "build", "-o", qbridgeBin, "../cmd/qbridge")
+	// QBRIDGE_E2E_BUILD_TAGS=pprof builds a daemon that writes a CPU profile
+	// to $QBRIDGE_CPUPROFILE (cmd/qbridge/cpuprofile.go).
+	build := exec.Command("go", "build", "-tags", os.Getenv("QBRIDGE_E2E_BUILD_TAGS"), "-o", qbridgeBin, "../cmd/qbridge")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building qbridge:", err)

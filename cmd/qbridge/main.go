@@ -44,6 +44,9 @@ func register(name string, c command) {
 	commands[name] = c
 }
 
+// atExit runs before the process exits (the pprof build's profile writer).
+var atExit = func() {}
+
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
@@ -61,6 +64,7 @@ func main() {
 	}()
 	code := dispatch(ctx, os.Args[1:], stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	stop()
+	atExit()
 	os.Exit(code)
 }
 
