@@ -687,6 +687,61 @@ func TestJetStreamSinkPublishesNothingAfterAFailure(t *testing.T) {
 	}
 }
 
+// Until the stream has stored a message on the connection (after a connect,
+// a reconnect or a failed publish), a call's first message goes alone: a
+// server that came back refuses the first messages of a window while its
+// streams load and stores the later ones, which would overtake them.
+func TestJetStreamSinkProbesBeforePipelining(t *testing.T) {
+	f := newJSFixture(t)
+	// orders.x is captured by ORDERS, other.x by no stream (refused).
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "{group}.x",
+		JetStream: &JetStreamSinkConfig{AckTimeout: "2s"}})
+	stored := func() uint64 {
+		st, err := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctxT(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	in := func(group, body string) *mapping.Message {
+		m := msg(body)
+		m.GroupKey = group
+		return m
+	}
+	send := func(ms ...*mapping.Message) []error { return snk.Send(ctxT(t, 10*time.Second), ms) }
+
+	errs := send(in("other", "refused"), in("orders", "1"), in("orders", "2"))
+	if errs[0] == nil || errs[1] == nil || errs[2] == nil {
+		t.Fatalf("first call, its first message refused: errs = %v, want all failed", errs)
+	}
+	if n := stored(); n != 0 {
+		t.Fatalf("stream holds %d messages after a call whose first message was refused, want 0", n)
+	}
+	if errs := send(in("orders", "1"), in("orders", "2")); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("errs = %v", errs)
+	}
+	if errs := send(in("other", "refused")); errs[0] == nil {
+		t.Fatal("a publish no stream takes succeeded")
+	}
+	errs = send(in("other", "refused"), in("orders", "3"))
+	if errs[0] == nil || errs[1] == nil {
+		t.Fatalf("after a failure, the first message refused again: errs = %v, want both failed", errs)
+	}
+	if n := stored(); n != 2 {
+		t.Errorf("stream holds %d messages, want 2: a message after a refused first one was published", n)
+	}
+	if errs := send(in("orders", "3"), in("orders", "4")); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("errs = %v", errs)
+	}
+	if n := stored(); n != 4 {
+		t.Errorf("stream holds %d messages, want 4", n)
+	}
+}
+
 // A sink publishes nothing into nats.go's reconnect buffer: what a call
 // publishes while the server is down fails at once, and is not sent when
 // the connection comes back (where it would be stored after the messages

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +25,10 @@ type sink struct {
 	codec codec
 	log   *slog.Logger
 	dups  duplicates
+	// trusted is 1 + the reconnect count under which the stream last
+	// stored a message with nothing failing since; 0 after a failure
+	// (sendJS probes before it pipelines).
+	trusted atomic.Uint64
 }
 
 func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop func(field, reason string), log *slog.Logger) (*sink, error) {
@@ -93,18 +98,26 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 func (s *sink) KeepsOrder() bool { return true }
 
 // sendCore publishes and flushes: a successful flush means the server has
-// read every message before it (not that anyone received them).
+// read every message before it (not that anyone received them). A call
+// publishes on one connection: a message published after a reconnect could
+// be read while one published before it was lost with the old socket, and
+// the flush on the new connection would confirm both.
 func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {
+	gen := s.reconnects()
 	sent := 0
 	for i, nm := range out {
 		if nm == nil {
 			continue
 		}
-		if err := s.conn.nc.PublishMsg(nm); err != nil {
-			errs[i] = publishErr(err)
+		err := s.sameConn(gen)
+		if err == nil {
+			err = publishErr(s.conn.nc.PublishMsg(nm))
+		}
+		if err != nil {
+			errs[i] = err
 			out[i] = nil
-			if !driver.IsPermanent(errs[i]) {
-				holdBack(out[i+1:], errs[i+1:], errs[i])
+			if !driver.IsPermanent(err) {
+				holdBack(out[i+1:], errs[i+1:], err)
 				break
 			}
 			continue
@@ -120,8 +133,13 @@ func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {
 		fctx, cancel = context.WithTimeout(ctx, DefaultAckTimeout)
 		defer cancel()
 	}
-	if err := s.conn.nc.FlushWithContext(fctx); err != nil {
+	err := s.conn.nc.FlushWithContext(fctx)
+	if err != nil {
 		err = fmt.Errorf("nats: flush: %w", err)
+	} else {
+		err = s.sameConn(gen)
+	}
+	if err != nil {
 		for i, nm := range out {
 			if nm != nil {
 				errs[i] = err
@@ -130,25 +148,56 @@ func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {
 	}
 }
 
+// reconnects is the connection's reconnect count. nats.go raises it before
+// the new connection carries anything, so a publish that sees the old count
+// goes out on the old connection or fails.
+func (s *sink) reconnects() uint64 { return s.conn.nc.Stats().Reconnects }
+
+// errReconnected fails what a call would publish on a new connection.
+var errReconnected = errors.New("nats: not published: the connection was re-established during the call")
+
+func (s *sink) sameConn(gen uint64) error {
+	if s.reconnects() != gen {
+		return errReconnected
+	}
+	return nil
+}
+
 // sendJS publishes asynchronously in windows of max_pending and waits for
 // each window's acks, mapping every PubAck or error back to its message.
+//
+// Pipelining trusts the stream to store a window's messages in order or
+// refuse its tail: true while it is up, not while it comes back. A server
+// that restarted accepts connections before its streams answer, and then
+// refuses the first messages of a window ("no responders") and stores the
+// later ones. So after a (re)connect or a failed publish, the first message
+// of a call goes alone and the rest follow its PubAck (probe); and a call
+// publishes nothing on a connection that replaced the one it began on.
 func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {
+	gen := s.reconnects()
+	start := 0
+	if s.trusted.Load() != gen+1 {
+		var ok bool
+		if start, ok = s.probe(ctx, out, errs, gen); !ok {
+			return
+		}
+	}
 	window := s.set.js.maxPending
 	futures := make([]jetstream.PubAckFuture, 0, min(window, len(out)))
 	idx := make([]int, 0, cap(futures))
 	var failed error // the first transient failure: nothing after it is published
-	for start := 0; start < len(out) && failed == nil; start += window {
+	for ; start < len(out) && failed == nil; start += window {
 		end := min(start+window, len(out))
 		futures, idx = futures[:0], idx[:0]
 		for i := start; i < end; i++ {
 			if out[i] == nil {
 				continue
 			}
-			f, err := s.js.PublishMsgAsync(out[i])
+			f, err := s.publishAsync(out[i], gen)
 			if err != nil {
-				errs[i] = publishErr(err)
-				if !driver.IsPermanent(errs[i]) {
-					failed = errs[i]
+				errs[i] = err
+				if !driver.IsPermanent(err) {
+					failed = err
 					holdBack(out[i+1:], errs[i+1:], failed)
 					break
 				}
@@ -168,6 +217,43 @@ func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {
 			holdBack(out[end:], errs[end:], failed)
 		}
 	}
+	if failed != nil {
+		s.trusted.Store(0)
+	}
+}
+
+// probe publishes the call's messages one at a time until one is stored,
+// and returns where pipelining may go on; false when a transient failure
+// ended the call (the rest held back).
+func (s *sink) probe(ctx context.Context, out []*nats.Msg, errs []error, gen uint64) (int, bool) {
+	for i, nm := range out {
+		if nm == nil {
+			continue
+		}
+		f, err := s.publishAsync(nm, gen)
+		if err == nil {
+			err = waitAck(ctx, f, &s.dups)
+		}
+		errs[i] = err
+		switch {
+		case err == nil:
+			s.trusted.Store(gen + 1)
+			return i + 1, true
+		case !driver.IsPermanent(err):
+			s.trusted.Store(0)
+			holdBack(out[i+1:], errs[i+1:], err)
+			return len(out), false
+		}
+	}
+	return len(out), true
+}
+
+func (s *sink) publishAsync(nm *nats.Msg, gen uint64) (jetstream.PubAckFuture, error) {
+	if err := s.sameConn(gen); err != nil {
+		return nil, err
+	}
+	f, err := s.js.PublishMsgAsync(nm)
+	return f, publishErr(err)
 }
 
 // holdBack fails the messages of a call after a transient failure without
