@@ -31,10 +31,10 @@ func (s *jsSource) AckBatch(ctx context.Context, ds []driver.Delivery) []error {
 		if !ok || jd.src != s || i == last {
 			continue
 		}
+		jd.settle()
 		if err := jd.m.Ack(); err != nil {
 			errs[i] = fmt.Errorf("nats: ack: %w", err)
 		}
-		jd.settle()
 	}
 	if last < 0 {
 		return errs

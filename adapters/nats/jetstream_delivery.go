@@ -26,7 +26,7 @@ type jsDelivery struct {
 	pending    uint64 // the consumer's NumPending when it was delivered
 
 	touchedAt atomic.Int64 // when it was delivered or last InProgress (unix ns), while held
-	handed    atomic.Bool  // given to the engine: counted in src.outstanding
+	handed    atomic.Bool  // given to the engine: in src.outstanding
 	settled   atomic.Bool  // Ack, Nack or DeadLetter was called
 }
 
@@ -41,9 +41,12 @@ func (d *jsDelivery) touch() {
 }
 
 // settle marks the delivery settled: it no longer counts as the engine's.
+// It runs before the ack, nak or term goes out: until the server has it,
+// the message then counts as not ours, which makes a recovery wait (for the
+// settlement, or for a redelivery if it failed) instead of ending early.
 func (d *jsDelivery) settle() {
 	if d.settled.CompareAndSwap(false, true) && d.handed.Load() {
-		d.src.outstanding.Add(-1)
+		d.src.settled(d.seq)
 	}
 }
 
@@ -55,7 +58,7 @@ func (d *jsDelivery) DecodeError() error { return d.decodeErr }
 // Ack is a double ack: it returns once the server confirmed it, so an acked
 // message is not redelivered.
 func (d *jsDelivery) Ack(ctx context.Context) error {
-	defer d.settle()
+	d.settle()
 	if err := d.m.DoubleAck(ctx); err != nil {
 		return fmt.Errorf("nats: ack: %w", err)
 	}
@@ -67,7 +70,7 @@ func (d *jsDelivery) Ack(ctx context.Context) error {
 // message is terminated instead: a dead-letter with a reason, never a
 // silent loss.
 func (d *jsDelivery) Nack(ctx context.Context, delay time.Duration) error {
-	defer d.settle()
+	d.settle()
 	if d.last {
 		d.log.Warn("nats: message failed on its last delivery (max_deliver); terminating it",
 			"subject", d.msg.Source.Address, "stream_seq", d.msg.Source.SequenceNumber, "deliveries", d.msg.Source.DeliveryCount)
@@ -100,7 +103,7 @@ func (d *jsDelivery) Extend(ctx context.Context, _ time.Duration) error {
 // DeadLetter terminates the message (no further redelivery); the reason is
 // in the server's MSG_TERMINATED advisory.
 func (d *jsDelivery) DeadLetter(ctx context.Context, reason, description string) error {
-	defer d.settle()
+	d.settle()
 	return d.term(termReason(reason, description))
 }
 

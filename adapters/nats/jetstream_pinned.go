@@ -177,7 +177,8 @@ func (s *jsSource) recoverPinned(ctx context.Context, cons jetstream.Consumer, m
 			s.mu.Unlock()
 			if !announced.IsZero() {
 				s.log.Info("nats jetstream recovery done", "durable", s.set.js.durable,
-					"took", time.Since(start).Round(time.Millisecond), "held", n)
+					"took", time.Since(start).Round(time.Millisecond), "held", n,
+					"ack_pending", info.NumAckPending, "outstanding", s.outstandingCount())
 			}
 			return nil
 		}
@@ -201,7 +202,10 @@ func (s *jsSource) recoverPinned(ctx context.Context, cons jetstream.Consumer, m
 		s.mu.Lock()
 		s.held = append(s.held, ds...)
 		lost := s.pinID != pin
+		held := len(s.held)
 		s.mu.Unlock()
+		s.log.Debug("nats jetstream pinned recovery: polled", "ack_pending", info.NumAckPending, "not_ours", missing,
+			"fetched", deliverySeqs(ds), "held", held, "outstanding", s.outstandingCount(), "pin_changed", lost, "error", err)
 		if lost {
 			// trackPin handed back what was held; a new pin starts a
 			// new recovery.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -201,12 +203,54 @@ func (s *jsSource) waitAbandoned(ctx context.Context) {
 // handOut counts deliveries as the engine's until they are settled.
 func (s *jsSource) handOut(ds []*jsDelivery) []driver.Delivery {
 	out := make([]driver.Delivery, len(ds))
+	s.mu.Lock()
+	if s.outstanding == nil {
+		s.outstanding = make(map[uint64]int)
+	}
 	for i, d := range ds {
 		d.handed.Store(true)
-		s.outstanding.Add(1)
+		s.outstanding[d.seq]++
 		out[i] = d
 	}
+	n := len(s.outstanding)
+	s.mu.Unlock()
+	if len(ds) > 0 && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("nats jetstream: handed to the engine", "seqs", deliverySeqs(ds), "outstanding", n)
+	}
 	return out
+}
+
+// settled removes one delivery of seq from what the engine holds.
+func (s *jsSource) settled(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outstanding[seq] <= 1 {
+		delete(s.outstanding, seq)
+		return
+	}
+	s.outstanding[seq]--
+}
+
+// outstandingCount is how many messages the engine holds (for logs).
+func (s *jsSource) outstandingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.outstanding)
+}
+
+// deliverySeqs lists stream sequences and delivery counts for debug logs.
+func deliverySeqs(ds []*jsDelivery) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d", d.seq)
+		if d.msg != nil && d.msg.Source.DeliveryCount > 1 {
+			fmt.Fprintf(&b, "/%d", d.msg.Source.DeliveryCount)
+		}
+	}
+	return b.String()
 }
 
 // pause waits d, or less when ctx ends or the source closes (the loop
@@ -276,6 +320,7 @@ func (s *jsSource) fetch(cons jetstream.Consumer, n int, wait time.Duration, max
 		mb, err = cons.FetchNoWait(n)
 	}
 	if err != nil {
+		s.pullFailed(err)
 		return nil, err
 	}
 	var (
@@ -295,10 +340,26 @@ func (s *jsSource) fetch(cons jetstream.Consumer, n int, wait time.Duration, max
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		err = nil // the pull's own expiry
 	}
+	s.pullFailed(err)
 	if group != "" {
 		return s.trackPin(out, pin, err)
 	}
 	return out, err
+}
+
+// pullFailed makes the next Receive recover first (recoverPending) when a
+// pull ended in an error: the server may have sent it messages that never
+// arrived (a pull cut off by "server shutdown" while the connection still
+// stood), and they come back only after ack_wait, behind the later ones
+// the next pull would bring. A reconnect does the same (needRecover); this
+// covers the pulls that fail before the connection does, or without it.
+func (s *jsSource) pullFailed(err error) {
+	if err == nil || isPinMismatch(err) {
+		return
+	}
+	s.mu.Lock()
+	s.recover = true
+	s.mu.Unlock()
 }
 
 // wrap decodes m; natsmap fills the source facts (protocol, subject, stream

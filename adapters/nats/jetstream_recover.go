@@ -216,9 +216,16 @@ func recoverStep(phase recoverPhase, missing int, pastBound bool) (recoverAction
 // (neither held nor with the engine).
 func (s *jsSource) missing(info *jetstream.ConsumerInfo) int {
 	s.mu.Lock()
-	ours := len(s.held)
-	s.mu.Unlock()
-	return notOurs(info.NumAckPending, ours, int(s.outstanding.Load()))
+	defer s.mu.Unlock()
+	// Held deliveries count by sequence too, and not when the engine
+	// holds another delivery of the message.
+	held := make(map[uint64]struct{}, len(s.held))
+	for _, d := range s.held {
+		if s.outstanding[d.seq] == 0 {
+			held[d.seq] = struct{}{}
+		}
+	}
+	return notOurs(info.NumAckPending, len(held), len(s.outstanding))
 }
 
 // notOurs is how many of ackPending messages are neither held nor with

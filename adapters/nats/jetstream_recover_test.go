@@ -1,8 +1,11 @@
 package nats
 
 import (
+	"log/slog"
 	"slices"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // recoverStep: one row per consumer-info state recoverPending can see.
@@ -79,5 +82,47 @@ func TestRecoverScenarios(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: actions %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The consumer counts a message once however often it delivered it; so
+// does missing. A message the server redelivered while the engine still
+// held it (after a server restart, its ack timer restarts from the
+// delivery) is two deliveries of one message: counted twice, it would end
+// a recovery while a message that is not ours is still out.
+func TestMissingCountsMessagesNotDeliveries(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		ackPending  int
+		outstanding []uint64 // one entry per delivery the engine holds
+		held        []uint64
+		want        int
+	}{
+		{"nothing held", 3, nil, nil, 3},
+		{"all ours", 3, []uint64{1, 2}, []uint64{3}, 0},
+		{"engine holds a message twice", 3, []uint64{5, 5, 6}, nil, 1},
+		{"held again what the engine holds", 4, []uint64{5, 6}, []uint64{5, 7}, 1},
+		{"held twice", 3, nil, []uint64{7, 7}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &jsSource{log: slog.New(slog.DiscardHandler)}
+			var ds []*jsDelivery
+			for _, seq := range tc.outstanding {
+				ds = append(ds, &jsDelivery{seq: seq, src: s})
+			}
+			s.handOut(ds)
+			for _, seq := range tc.held {
+				s.held = append(s.held, &jsDelivery{seq: seq, src: s})
+			}
+			if got := s.missing(&jetstream.ConsumerInfo{NumAckPending: tc.ackPending}); got != tc.want {
+				t.Errorf("missing = %d, want %d", got, tc.want)
+			}
+			for _, d := range ds {
+				d.settle()
+			}
+			if n := s.outstandingCount(); n != 0 {
+				t.Errorf("after settling every delivery the engine holds %d", n)
+			}
+		})
 	}
 }

@@ -39,9 +39,14 @@ type jsSource struct {
 	// order: what recoverPending collected. Receive hands them out first.
 	held []*jsDelivery
 
-	// outstanding counts deliveries handed to the engine and not yet
-	// settled: the part of the consumer's NumAckPending that is ours.
-	outstanding atomic.Int64
+	// outstanding holds the stream sequences handed to the engine and not
+	// yet settled (with how many deliveries of each: a message the server
+	// redelivered while the engine still held it is there twice), the
+	// part of the consumer's NumAckPending that is ours. By sequence, not
+	// by delivery: the server counts a message once however often it
+	// delivered it, and counting deliveries would end a recovery while a
+	// message that is not ours is still out.
+	outstanding map[uint64]int
 	// abandoned is a waiting pull that Receive left when its context
 	// ended; it runs on to its end on the server (see waitPull). Its
 	// messages go to the next Receive, or are nacked by Close.

@@ -549,6 +549,44 @@ func TestJetStreamSourceSurvivesServerRestart(t *testing.T) {
 	}
 }
 
+// A pull cut off by the server ("server shutdown", while the connection
+// still stands) may have had messages on the way that never arrive: they
+// come back only after ack_wait, so the source recovers (waits for them)
+// before it takes anything new, as after a reconnect. In the chaos suite
+// the next pull, still answered by the stopping server, brought a later
+// message of the group, which was stored first.
+func TestJetStreamFailedPullRecoversFirst(t *testing.T) {
+	srv := startServer(t)
+	src, logs := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL(), ReconnectWait: "50ms"}, Subject: "re.>",
+		JetStream: &JetStreamSourceConfig{Stream: "RE", Durable: "d", CreateStream: true, FetchWait: "300ms"}})
+	js := src.(*jsSource)
+	pub, _ := jetstream.New(connect(t, srv.ClientURL()))
+	if _, err := pub.Publish(ctxT(t, 5*time.Second), "re.x", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	ackAll(t, receiveN(t, src, 1, 5*time.Second)) // the start's recovery is over
+	if js.needRecover() {
+		t.Fatal("still recovering after the first delivery")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = src.Receive(ctx, 1) }()
+	waitPulling(t, pub, "RE", "d")
+	reconnects := js.conn.reconnects.Load()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	logs.waitFor(t, "fetch failed; retrying")
+	js.mu.Lock()
+	recover := js.recover
+	js.mu.Unlock()
+	if js.conn.reconnects.Load() != reconnects {
+		t.Fatal("reconnected to a server that is down")
+	}
+	if !recover {
+		t.Errorf("after a pull cut off by the server the source would fetch new messages without recovering first; log:\n%s", logs)
+	}
+}
+
 // A message natsmap refuses is handed over with its DecodeError and what
 // could be read, for the engine to dead-letter (driver.DecodeErrorer).
 func TestUndecodableMessage(t *testing.T) {
