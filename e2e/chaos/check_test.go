@@ -51,6 +51,7 @@ func check(bodies []string, groups, per int) verdict {
 		seen[g] = make([]bool, per)
 	}
 	high := make([]int, groups) // highest seq stored so far, -1 none
+	highAt := make([]int, groups) // where it was stored
 	for g := range high {
 		high[g] = -1
 	}
@@ -68,10 +69,10 @@ func check(bodies []string, groups, per int) verdict {
 		case i < high[g]:
 			v.reordered++
 			seen[g][i] = true
-			note("g%d:%d at %d after g%d:%d", g, i, pos, g, high[g])
+			note("g%d:%d at %d after g%d:%d at %d", g, i, pos, g, high[g], highAt[g])
 		default:
 			seen[g][i] = true
-			high[g] = i
+			high[g], highAt[g] = i, pos
 		}
 	}
 	for g := range seen {

@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -57,9 +59,14 @@ func runChaos(t *testing.T, p plan, k kind, snk *sink) {
 			r.kill()
 		}
 		if t.Failed() {
+			// The whole logs go to the artifact directory (kept with
+			// go test -artifacts -outputdir DIR), the tails to the output.
+			dir := t.ArtifactDir()
 			for _, r := range reps {
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("replica-%d.log", r.id)), []byte(r.logs.String()), 0o644)
 				t.Logf("replica %d (%d starts), last lines:\n%s", r.id, r.starts, tail(r.logs.String(), 60))
 			}
+			t.Logf("whole replica logs: %s", dir)
 			t.Logf("replay with -chaos.seed=%d", seed)
 		}
 	})
