@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+
+	"github.com/qbridge/qbridge/internal/amqpguard"
 )
 
 // attachTap reads the broker's attach frames as they pass, to learn the
@@ -139,7 +141,7 @@ func listFields(b []byte, max int) ([][]byte, bool) {
 	}
 	var out [][]byte
 	for i := 0; i < count && i < max; i++ {
-		n, ok := skipValue(b[off:])
+		n, ok := amqpguard.SkipValue(b[off:])
 		if !ok {
 			return nil, false
 		}
@@ -147,54 +149,6 @@ func listFields(b []byte, max int) ([][]byte, bool) {
 		off += n
 	}
 	return out, true
-}
-
-// skipValue returns the encoded length of the value at b's start: the
-// width follows from the constructor's high nibble (part 1 §1.6).
-func skipValue(b []byte) (int, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	c := b[0]
-	if c == 0x00 { // described: descriptor, then value
-		d, ok := skipValue(b[1:])
-		if !ok {
-			return 0, false
-		}
-		v, ok := skipValue(b[1+d:])
-		return 1 + d + v, ok
-	}
-	var n int
-	switch c >> 4 {
-	case 0x4:
-		n = 1
-	case 0x5:
-		n = 2
-	case 0x6:
-		n = 3
-	case 0x7:
-		n = 5
-	case 0x8:
-		n = 9
-	case 0x9:
-		n = 17
-	case 0xa, 0xc, 0xe:
-		if len(b) < 2 {
-			return 0, false
-		}
-		n = 2 + int(b[1])
-	case 0xb, 0xd, 0xf:
-		if len(b) < 5 {
-			return 0, false
-		}
-		n = 5 + int(binary.BigEndian.Uint32(b[1:5]))
-	default:
-		return 0, false
-	}
-	if n > len(b) {
-		return 0, false
-	}
-	return n, true
 }
 
 // amqpString reads a str8/str32/sym8/sym32 value; null is "".

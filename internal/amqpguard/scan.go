@@ -348,8 +348,13 @@ func walkArray(p []byte) (int, bool) {
 	return 0, false
 }
 
-// skip returns the encoded length of the value at p[0] from its size
-// fields alone (no verdict): used to step over performative fields.
+// SkipValue returns the encoded length of the AMQP value at p[0] (a
+// described value with its descriptor) from its constructor and size
+// fields alone, without checking its contents; false when p is too short
+// or the constructor unknown. Used to step over performative fields.
+func SkipValue(p []byte) (int, bool) { return skip(p) }
+
+// skip is SkipValue.
 func skip(p []byte) (int, bool) {
 	if len(p) == 0 {
 		return 0, false
