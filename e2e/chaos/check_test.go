@@ -50,7 +50,7 @@ func check(bodies []string, groups, per int) verdict {
 	for g := range seen {
 		seen[g] = make([]bool, per)
 	}
-	high := make([]int, groups) // highest seq stored so far, -1 none
+	high := make([]int, groups)   // highest seq stored so far, -1 none
 	highAt := make([]int, groups) // where it was stored
 	for g := range high {
 		high[g] = -1
