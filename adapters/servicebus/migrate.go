@@ -63,7 +63,52 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	case subQueueTransferDL:
 		return driver.Backlog{Ready: c.transferDeadLetter}, nil
 	}
+	if set.sessions {
+		// A failed listing leaves the message counts standing.
+		if n, err := sessionCount(ctx, set); err != nil {
+			if log != nil {
+				log.Warn("servicebus: cannot list the entity's sessions; the session count is absent", "error", err)
+			}
+		} else {
+			c.Sessions, c.HasSessions = n, true
+		}
+	}
 	return c.Backlog, nil
+}
+
+// maxListedSessions bounds a session listing (100 IDs a round trip): a
+// count polled every 30 s does not page through more.
+const maxListedSessions = 10000
+
+// sessionCount counts the session entity's sessions that have messages or
+// session state, with the official client's session pager (the
+// get-message-sessions management operation), at most maxListedSessions.
+func sessionCount(ctx context.Context, set *sourceSettings) (int64, error) {
+	var cred azcore.TokenCredential
+	if set.conn.cs == nil {
+		var err error
+		if cred, err = newCredential(set.conn.cred); err != nil {
+			return 0, err
+		}
+	}
+	client, err := newSDKClient(set.conn, guardSettings{}, cred)
+	if err != nil {
+		return 0, err
+	}
+	defer client.Close(context.WithoutCancel(ctx))
+	pager := client.NewListSessionsForQueuePager(set.queue, nil)
+	if set.queue == "" {
+		pager = client.NewListSessionsForSubscriptionPager(set.topic, set.subscription, nil)
+	}
+	var n int64
+	for pager.More() && n < maxListedSessions {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("servicebus: listing the sessions of %s: %w", set.entityPath, err)
+		}
+		n += int64(len(page.Sessions))
+	}
+	return n, nil
 }
 
 // CountSink reads the sink queue's runtime properties. A topic keeps no

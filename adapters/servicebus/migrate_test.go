@@ -23,6 +23,32 @@ func migrateConn() ConnConfig {
 	return c
 }
 
+// A session entity's count includes its sessions with messages, listed
+// through the official client's session pager (the backlog gauge's
+// "sessions", what a KEDA scaler of a session queue reads).
+func TestCountSourceSessions(t *testing.T) {
+	needBroker(t)
+	q := entity("migrate-sess")
+	cfg := SourceConfig{ConnConfig: migrateConn(), Queue: q, Sessions: &SessionsConfig{}}
+	// Compared with the count before, so that the test runs again on the
+	// same server (-count=N): each run adds three sessions of its own.
+	before, err := CountSource(ctxT(t, 30*time.Second), cfg, nil)
+	if err != nil || !before.HasSessions {
+		t.Fatalf("CountSource before = %+v, %v", before, err)
+	}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: fastConn(), Queue: q})
+	sendAll(t, snk, sessionMsg("a"+run, 0), sessionMsg("b"+run, 0), sessionMsg("a"+run, 1), sessionMsg("c"+run, 0))
+	want := driver.Backlog{Ready: before.Ready + 4, Sessions: before.Sessions + 3, HasSessions: true}
+	if got, err := CountSource(ctxT(t, 30*time.Second), cfg, nil); err != nil || got != want {
+		t.Fatalf("CountSource = %+v, %v; want %+v", got, err, want)
+	}
+	cfg.Sessions = nil // the same entity read without sessions: no session count
+	if got, err := CountSource(ctxT(t, 30*time.Second), cfg, nil); err != nil || got.HasSessions {
+		t.Fatalf("CountSource without sessions = %+v, %v", got, err)
+	}
+}
+
 // Counts through the official admin client, browsing by peek, and the
 // dead-letter sub-queue, on one queue: two active messages, one scheduled
 // an hour ahead, one dead-lettered.

@@ -19,9 +19,11 @@ type Backlog struct {
 	// DeadLetter is in the entity's own dead-letter sub-queue, where the
 	// broker has one (Service Bus DeadLetterMessageCount).
 	DeadLetter int64 `json:"dead_letter"`
-	// Sessions is the number of sessions with messages, for Service Bus
-	// session entities where the broker tells it; 0 otherwise.
-	Sessions int64 `json:"sessions,omitempty"`
+	// Sessions is the number of sessions with messages (or session
+	// state), for Service Bus session entities; HasSessions says it was
+	// counted.
+	Sessions    int64 `json:"sessions,omitempty"`
+	HasSessions bool  `json:"-"`
 }
 
 // Pending is everything still to be moved: ready, in flight and scheduled.

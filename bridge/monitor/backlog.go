@@ -30,7 +30,8 @@ type Counter struct {
 
 // Backlog exports qbridge_source_backlog_messages{pipeline,state}, the
 // messages the source broker reports for each pipeline's entity: ready,
-// in_flight, scheduled and dead_letter (where the broker reports them).
+// in_flight, scheduled, dead_letter and sessions (where the broker reports
+// them).
 // A pipeline whose last count failed has no series rather than a stale one.
 type Backlog struct {
 	desc *prometheus.Desc
@@ -46,7 +47,7 @@ type Backlog struct {
 func NewBacklog(log *slog.Logger) *Backlog {
 	return &Backlog{
 		desc: prometheus.NewDesc("qbridge_source_backlog_messages",
-			"Messages the source broker reports for the pipeline's entity, by state (ready, in_flight, scheduled, dead_letter), polled every 30s; absent where the broker cannot count.",
+			"Messages the source broker reports for the pipeline's entity, by state (ready, in_flight, scheduled, dead_letter; sessions: the Service Bus sessions with messages), polled every 30s; absent where the broker cannot count.",
 			[]string{"pipeline", "state"}, nil),
 		log:         log,
 		counts:      map[string]driver.Backlog{},
@@ -72,6 +73,7 @@ func (b *Backlog) Collect(ch chan<- prometheus.Metric) {
 			{"in_flight", c.InFlight, true},
 			{"scheduled", c.Scheduled, true},
 			{"dead_letter", c.DeadLetter, c.DeadLetter != 0},
+			{"sessions", c.Sessions, c.HasSessions},
 		} {
 			if s.known {
 				ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, float64(s.n), name, s.state)

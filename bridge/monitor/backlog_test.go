@@ -59,13 +59,13 @@ func TestBacklogPolls(t *testing.T) {
 				t.Errorf("%s: %v", step, err)
 			}
 		}
-		const help = "# HELP qbridge_source_backlog_messages Messages the source broker reports for the pipeline's entity, by state (ready, in_flight, scheduled, dead_letter), polled every 30s; absent where the broker cannot count.\n# TYPE qbridge_source_backlog_messages gauge\n"
+		const help = "# HELP qbridge_source_backlog_messages Messages the source broker reports for the pipeline's entity, by state (ready, in_flight, scheduled, dead_letter; sessions: the Service Bus sessions with messages), polled every 30s; absent where the broker cannot count.\n# TYPE qbridge_source_backlog_messages gauge\n"
 		check("first poll", help+`qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 2
 qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 7
 qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 1
 `)
 		mu.Lock()
-		sqsCount = driver.Backlog{Ready: 3, DeadLetter: 4}
+		sqsCount = driver.Backlog{Ready: 3, DeadLetter: 4, Sessions: 5, HasSessions: true}
 		mu.Unlock()
 		check("scrape between polls keeps the polled figure", help+`qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 2
 qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 7
@@ -76,6 +76,7 @@ qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 1
 qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 0
 qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 3
 qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 0
+qbridge_source_backlog_messages{pipeline="sqs",state="sessions"} 5
 `)
 		mu.Lock()
 		sqsErr = errors.New("AccessDenied")
@@ -90,6 +91,7 @@ qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 0
 qbridge_source_backlog_messages{pipeline="sqs",state="in_flight"} 0
 qbridge_source_backlog_messages{pipeline="sqs",state="ready"} 3
 qbridge_source_backlog_messages{pipeline="sqs",state="scheduled"} 0
+qbridge_source_backlog_messages{pipeline="sqs",state="sessions"} 5
 `)
 		mu.Lock()
 		pipelines = []string{"amqp"}
