@@ -254,10 +254,17 @@ func (s *browseSource) Receive(ctx context.Context, max int) ([]driver.Delivery,
 		if ferr := batch.Error(); ferr != nil && !errors.Is(ferr, nats.ErrTimeout) && ctx.Err() == nil {
 			return nil, fmt.Errorf("nats: browse fetch: %w", ferr)
 		}
-		// Nothing more within the wait: what the stream held is read.
-		s.mu.Lock()
-		s.drained = true
-		s.mu.Unlock()
+		// Nothing within the wait is not the end: a loaded server or an
+		// ordered consumer that is being reset answers late (a copy
+		// stopped with 64 messages still coming). The consumer says
+		// whether anything is left for its filter.
+		if ctx.Err() == nil {
+			if info, err := s.cons.Info(ctx); err == nil && info.NumPending == 0 {
+				s.mu.Lock()
+				s.drained = true
+				s.mu.Unlock()
+			}
+		}
 	}
 	return out, ctx.Err()
 }

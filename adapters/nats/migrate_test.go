@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -116,6 +119,66 @@ func TestMigrateBrowse(t *testing.T) {
 		t.Fatalf("core NATS browse: %v, want ErrCannotBrowse", err)
 	}
 }
+
+// A browse that gets nothing within its wait is not at the end while the
+// stream still has messages for it: a loaded server or an ordered consumer
+// being reset answers late, and a copy that took the empty fetch for the
+// end stopped with messages still coming (the long chaos run: 64 of them).
+func TestMigrateBrowseEmptyFetchIsNotTheEnd(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	for _, subj := range []string{"orders.eu.1", "orders.eu.2"} {
+		f.publish(t, subj, subj)
+	}
+	bcfg, err := Browse(f.sourceConfig(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := mustSource(t, bcfg)
+	bs := src.(*browseSource)
+	bs.cons = &lateConsumer{Consumer: bs.cons, empty: 2} // the first two fetches answer nothing
+	ctx := ctxT(t, 10*time.Second)
+	for i := range 2 {
+		if ds, err := bs.Receive(ctx, 10); err != nil || len(ds) != 0 {
+			t.Fatalf("late fetch %d: %d messages, %v", i, len(ds), err)
+		}
+		if bs.Drained() {
+			t.Fatalf("drained after an empty fetch with both messages still in the stream")
+		}
+	}
+	got := receiveN(t, src, 2, 10*time.Second)
+	if string(got[1].Message().Body) != "orders.eu.2" {
+		t.Fatalf("last browsed %q", got[1].Message().Body)
+	}
+	if !bs.Drained() {
+		t.Fatal("not drained after the last message")
+	}
+}
+
+// lateConsumer answers its first empty fetches with nothing, as a server
+// that answers after the fetch's wait does.
+type lateConsumer struct {
+	jetstream.Consumer
+	empty int
+}
+
+func (c *lateConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
+	if c.empty > 0 {
+		c.empty--
+		return emptyBatch{}, nil
+	}
+	return c.Consumer.Fetch(n, opts...)
+}
+
+type emptyBatch struct{}
+
+func (emptyBatch) Messages() <-chan jetstream.Msg {
+	ch := make(chan jetstream.Msg)
+	close(ch)
+	return ch
+}
+
+func (emptyBatch) Error() error { return nats.ErrTimeout }
 
 // The dry-run sink renders the subject and encodes without a server.
 func TestMigrateDrySink(t *testing.T) {
