@@ -157,6 +157,7 @@ type browseSource struct {
 
 	mu      sync.Mutex
 	last    uint64
+	atEnd   bool // the last batch reached the end: drained once it is handed over
 	drained bool
 }
 
@@ -222,6 +223,14 @@ func (s *browseSource) Receive(ctx context.Context, max int) ([]driver.Delivery,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The batch that reached the end was handed over before this call (the
+	// engine took it in): only now is the source drained. Saying so while
+	// that batch was on its way let a copy stop without it.
+	s.mu.Lock()
+	if s.atEnd {
+		s.drained = true
+	}
+	s.mu.Unlock()
 	batch, err := s.cons.Fetch(max, jetstream.FetchMaxWait(s.wait))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -246,7 +255,7 @@ func (s *browseSource) Receive(ctx context.Context, max int) ([]driver.Delivery,
 		s.mu.Lock()
 		s.last = meta.Sequence.Stream
 		if s.last >= s.end || meta.NumPending == 0 {
-			s.drained = true
+			s.atEnd = true
 		}
 		s.mu.Unlock()
 	}

@@ -100,8 +100,16 @@ func TestMigrateBrowse(t *testing.T) {
 	if seqs[0] != "1" || seqs[1] != "3" || seqs[2] != "4" {
 		t.Fatalf("sequence numbers %v, want [1 3 4]", seqs)
 	}
+	// Drained only once the batch with the last message was handed over:
+	// at the next Receive (which finds nothing more).
+	if src.(driver.Browser).Drained() {
+		t.Fatal("drained while the batch with the last message was still on its way to the engine")
+	}
+	if ds, err := src.Receive(ctxT(t, 10*time.Second), 10); err != nil || len(ds) != 0 {
+		t.Fatalf("receive after the end: %d messages, %v", len(ds), err)
+	}
 	if !src.(driver.Browser).Drained() {
-		t.Fatal("not drained after the stream's last message")
+		t.Fatal("not drained after the stream's last message was handed over")
 	}
 	if got, err := CountSource(ctxT(t, 10*time.Second), cfg, nil); err != nil || got != (driver.Backlog{Ready: 3}) {
 		t.Fatalf("count after browsing: %+v, %v; want Ready 3 (nothing acknowledged)", got, err)
@@ -150,8 +158,8 @@ func TestMigrateBrowseEmptyFetchIsNotTheEnd(t *testing.T) {
 	if string(got[1].Message().Body) != "orders.eu.2" {
 		t.Fatalf("last browsed %q", got[1].Message().Body)
 	}
-	if !bs.Drained() {
-		t.Fatal("not drained after the last message")
+	if ds, err := bs.Receive(ctx, 10); err != nil || len(ds) != 0 || !bs.Drained() {
+		t.Fatalf("after the last message: %d more, %v, drained %v", len(ds), err, bs.Drained())
 	}
 }
 
