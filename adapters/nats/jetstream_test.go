@@ -727,8 +727,8 @@ func TestJetStreamSinkPublishesNothingAfterAFailure(t *testing.T) {
 
 // Until the stream has stored a message on the connection (after a connect,
 // a reconnect or a failed publish), a call's first message goes alone: a
-// server that came back refuses the first messages of a window while its
-// streams load and stores the later ones, which would overtake them.
+// window whose first messages fail while later ones are stored (seen right
+// after a sink outage) would let the later ones overtake them.
 func TestJetStreamSinkProbesBeforePipelining(t *testing.T) {
 	f := newJSFixture(t)
 	// orders.x is captured by ORDERS, other.x by no stream (refused).

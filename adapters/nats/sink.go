@@ -167,10 +167,9 @@ func (s *sink) sameConn(gen uint64) error {
 // each window's acks, mapping every PubAck or error back to its message.
 //
 // Pipelining trusts the stream to store a window's messages in order or
-// refuse its tail: true while it is up, not while it comes back. A server
-// that restarted accepts connections before its streams answer, and then
-// refuses the first messages of a window ("no responders") and stores the
-// later ones. So after a (re)connect or a failed publish, the first message
+// refuse its tail: true while it is up, not always while it comes back (the
+// chaos suite saw the first messages of a window fail and the later ones
+// stored right after a sink outage). So after a (re)connect or a failed publish, the first message
 // of a call goes alone and the rest follow its PubAck (probe); and a call
 // publishes nothing on a connection that replaced the one it began on.
 func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {

@@ -24,6 +24,15 @@ const entraScope = "https://servicebus.azure.net/.default"
 // refreshBefore is how long before expiry a cached token is replaced.
 const refreshBefore = 5 * time.Minute
 
+// credentialFor returns cred (a test's), nothing for a connection string,
+// or the Microsoft Entra ID credential the configuration names.
+func (c *connSettings) credentialFor(cred azcore.TokenCredential) (azcore.TokenCredential, error) {
+	if cred != nil || c.cs != nil {
+		return cred, nil
+	}
+	return newCredential(c.cred)
+}
+
 // newCredential builds the Microsoft Entra ID credential of a credential
 // block (already validated).
 func newCredential(c CredentialConfig) (azcore.TokenCredential, error) {

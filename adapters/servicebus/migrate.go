@@ -84,12 +84,9 @@ const maxListedSessions = 10000
 // session state, with the official client's session pager (the
 // get-message-sessions management operation), at most maxListedSessions.
 func sessionCount(ctx context.Context, set *sourceSettings) (int64, error) {
-	var cred azcore.TokenCredential
-	if set.conn.cs == nil {
-		var err error
-		if cred, err = newCredential(set.conn.cred); err != nil {
-			return 0, err
-		}
+	cred, err := set.conn.credentialFor(nil)
+	if err != nil {
+		return 0, err
 	}
 	client, err := newSDKClient(set.conn, guardSettings{}, cred)
 	if err != nil {
@@ -201,11 +198,9 @@ func newAdminClient(c *connSettings, cred azcore.TokenCredential) (*admin.Client
 		}
 		return ac, nil
 	}
-	if cred == nil {
-		var err error
-		if cred, err = newCredential(c.cred); err != nil {
-			return nil, fmt.Errorf("servicebus: management client: %w", err)
-		}
+	cred, err := c.credentialFor(cred)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus: management client: %w", err)
 	}
 	ac, err := admin.NewClient(c.namespace, cred, opts)
 	if err != nil {
@@ -273,11 +268,9 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, log *slog.Logger,
 	if set.conn.https || set.sessions {
 		return nil, fmt.Errorf("servicebus: browsing needs transport = %q and an entity without sessions: %w", transportAMQP, driver.ErrCannotBrowse)
 	}
-	if cred == nil && set.conn.cs == nil {
-		var err error
-		if cred, err = newCredential(set.conn.cred); err != nil {
-			return nil, fmt.Errorf("servicebus source: %w", err)
-		}
+	cred, err := set.conn.credentialFor(cred)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus source: %w", err)
 	}
 	client, err := newSDKClient(set.conn, guardSettings{}, cred)
 	if err != nil {

@@ -38,11 +38,9 @@ func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason stri
 }
 
 func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azcore.TokenCredential) (driver.Sink, error) {
-	if cred == nil && set.conn.cs == nil {
-		var err error
-		if cred, err = newCredential(set.conn.cred); err != nil {
-			return nil, fmt.Errorf("servicebus sink: %w", err)
-		}
+	cred, err := set.conn.credentialFor(cred)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}
 	common := &sinkCommon{set: set, log: log}
 	if set.conn.https {

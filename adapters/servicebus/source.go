@@ -34,11 +34,9 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 
 // newSource takes a credential for tests (nil: from the configuration).
 func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) (driver.Source, error) {
-	if cred == nil && set.conn.cs == nil {
-		var err error
-		if cred, err = newCredential(set.conn.cred); err != nil {
-			return nil, fmt.Errorf("servicebus source: %w", err)
-		}
+	cred, err := set.conn.credentialFor(cred)
+	if err != nil {
+		return nil, fmt.Errorf("servicebus source: %w", err)
 	}
 	if set.browse {
 		return newBrowseSource(ctx, set, log, cred)
