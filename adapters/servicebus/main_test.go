@@ -74,6 +74,7 @@ var testEntities = []entitySpec{
 	{name: "tls"},
 	{name: "interop"},
 	{name: "rest-gone"},
+	{name: "rest-gone-raw"},
 	{name: "rest-settle", lock: 2 * time.Second},
 	{name: "migrate-count"},
 }

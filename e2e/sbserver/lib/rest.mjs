@@ -372,7 +372,12 @@ export class RestServer {
     // readable side (an HTTP/1.1 client does not half-close while it waits
     // for its response).
     const gone = () => req.socket.destroyed || req.socket.readableEnded;
-    let msg = ent.nextFor(consumer);
+    // A request read together with its client's close (a long poll the
+    // client cancelled while this server was busy, read only after a
+    // message arrived) must take nothing either: libuv reads the close
+    // (EOF) one loop turn after the request's bytes, so look after two.
+    await new Promise((ok) => setImmediate(() => setImmediate(ok)));
+    let msg = gone() ? null : ent.nextFor(consumer);
     while (!msg && Date.now() < deadline && !gone()) {
       await new Promise((ok) => setTimeout(ok, 50));
       if (!gone()) msg = ent.nextFor(consumer);
