@@ -3,9 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,44 +13,18 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/qbridge/qbridge/bridge"
-	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/bridge/driver"
 )
 
-// sqsBenchRound is how many messages each round moves.
-const sqsBenchRound = 1000
+// SQS ↔ NATS against a hand-written forwarder (bench_helpers_test.go);
+// figures in docs/benchmarks.md.
+//
+//	go test -run '^$' -bench Sqs -benchtime 7x ./e2e/
 
-// sqsBenchPipeline builds the one pipeline of an HCL configuration in
-// process (internal/config, as `qbridge run` does) and runs it until the
-// returned stop is called.
-func sqsBenchPipeline(b *testing.B, hcl string) (stop func()) {
-	b.Helper()
-	cfg, diags := config.NewLoader().LoadBytes("bench.hcl", []byte(hcl))
-	if diags.HasErrors() {
-		b.Fatal(diags.Error())
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	defs, err := cfg.Definitions(log)
-	if err != nil || len(defs) != 1 {
-		b.Fatalf("definitions: %v (%d)", err, len(defs))
-	}
-	c := defs[0].Config
-	c.Logger = log
-	p, err := bridge.New(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("pipeline: %v", err)
-		}
-	}
-}
+// sqsBenchRound is how many messages each round moves.
+const sqsBenchRound = 2000
 
 // sqsBenchEntries is n 100-byte messages with two typed attributes.
 func sqsBenchEntries(n int) []types.SendMessageBatchRequestEntry {
@@ -69,44 +42,50 @@ func sqsBenchEntries(n int) []types.SendMessageBatchRequestEntry {
 	return es
 }
 
-// sqsBenchReport reports qbridge's and the baseline's throughput and their
-// ratio.
-func sqsBenchReport(b *testing.B, n int, qb, base time.Duration) {
-	q := float64(n) / qb.Seconds()
-	s := float64(n) / base.Seconds()
-	b.ReportMetric(q, "msg/s")
-	b.ReportMetric(s, "baseline-msg/s")
-	b.ReportMetric(q/s, "ratio")
-}
-
-// BenchmarkSqsToNats: messages/second from an SQS queue (fauxqs) to a core
-// NATS subject through qbridge (2 pollers, receive 10, DeleteMessageBatch),
-// against the baseline of a plain aws-sdk-go-v2 loop on the same fauxqs
-// doing ReceiveMessage (10) + DeleteMessageBatch until the queue is empty.
-// Each round moves 1000 messages of 100 bytes and 2 attributes, queued
-// beforehand (not timed).
+// BenchmarkSqsToNats: an SQS queue (fauxqs) → core NATS. qbridge: 2
+// pollers (receive 10, long poll), publish + flush, DeleteMessageBatch.
+// Baseline: 2 goroutines of ReceiveMessage (10, long poll) → publish each
+// with its attributes as headers → flush → DeleteMessageBatch. Each round
+// moves sqsBenchRound messages of 100 bytes and 2 attributes, queued
+// beforehand (not timed); a subscriber counts what arrives.
 func BenchmarkSqsToNats(b *testing.B) {
 	e := sqsSetup(b)
 	ns := startNATS(b)
 	nc, _ := natsConnect(b, ns.ClientURL())
 	var got atomic.Int64
-	if _, err := nc.Subscribe("bench.out", func(*nats.Msg) { got.Add(1) }); err != nil {
+	var seen *span
+	var mu sync.Mutex
+	if _, err := nc.Subscribe("bench.out", func(*nats.Msg) {
+		got.Add(1)
+		mu.Lock()
+		seen.mark()
+		mu.Unlock()
+	}); err != nil {
 		b.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	entries := sqsBenchEntries(sqsBenchRound)
-	var qbTime, baseTime time.Duration
-	var moved int
-	for b.Loop() {
-		// qbridge
-		q := e.createQueue(b, "qb", false, nil)
-		e.sendBatch(b, q, entries)
+	round := func(run func(q string)) (time.Duration, time.Duration) {
+		q := e.createQueue(b, "round", false, nil)
+		e.sendBatch(b, q, sqsBenchEntries(sqsBenchRound))
 		got.Store(0)
-		start := time.Now()
-		stop := sqsBenchPipeline(b, fmt.Sprintf(`
+		mu.Lock()
+		seen = &span{}
+		sp := seen
+		mu.Unlock()
+		cpu := cpuNow(b)
+		run(q)
+		for got.Load() < sqsBenchRound {
+			time.Sleep(time.Millisecond)
+		}
+		return sp.took(), cpuNow(b) - cpu
+	}
+	var qb, base benchSide
+	for b.Loop() {
+		var stop func()
+		took, cpu := round(func(q string) {
+			stop = benchPipeline(b, fmt.Sprintf(`
 pipeline "bench" {
   source "sqs" {
 %s  }
@@ -115,63 +94,90 @@ pipeline "bench" {
     subject = "bench.out"
   }
 }
-`, e.conn(q, `wait_time = "1s"`), ns.ClientURL()))
-		for got.Load() < sqsBenchRound {
-			time.Sleep(time.Millisecond)
-		}
-		qbTime += time.Since(start)
+`, e.conn(q, `wait_time = "1s"`), ns.ClientURL()), nil)
+		})
 		stop()
+		qb.add(sqsBenchRound, took, cpu)
 
-		// baseline
-		q = e.createQueue(b, "base", false, nil)
-		e.sendBatch(b, q, entries)
-		start = time.Now()
-		for n := 0; n < sqsBenchRound; {
-			out, err := e.c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
-				// The queue is full: short polling is enough.
-				QueueUrl: aws.String(q), MaxNumberOfMessages: 10, WaitTimeSeconds: 0,
-				MessageAttributeNames:       []string{"All"},
-				MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			})
-			if err != nil {
-				b.Fatal(err)
+		took, cpu = round(func(q string) {
+			pub, _ := natsConnect(b, ns.ClientURL())
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() { sqsForwardToNats(ctx, b, e.c, q, pub) })
 			}
-			del := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
-			for i, m := range out.Messages {
-				del[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+			for got.Load() < sqsBenchRound {
+				time.Sleep(time.Millisecond)
 			}
-			if len(del) > 0 {
-				if _, err := e.c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(q), Entries: del}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			n += len(out.Messages)
-		}
-		baseTime += time.Since(start)
-		moved += sqsBenchRound
+			cancel()
+			wg.Wait()
+		})
+		base.add(sqsBenchRound, took, cpu)
 	}
-	sqsBenchReport(b, moved, qbTime, baseTime)
+	reportSides(b, qb, base)
 }
 
-// BenchmarkNatsToSqs: messages/second from a JetStream stream (durable
-// consumer) to an SQS queue (fauxqs) through qbridge (SendMessageBatch of
-// 10, 4 senders), against the baseline of a plain aws-sdk-go-v2 loop sending
-// the same messages with SendMessageBatch (10). Each round moves 1000
-// messages of 100 bytes and 2 attributes, published to the stream beforehand
-// (not timed); qbridge's round ends when the queue holds them all.
+// sqsForwardToNats is the hand-written SQS → NATS forwarder of the
+// baseline; it runs until ctx ends.
+func sqsForwardToNats(ctx context.Context, b *testing.B, c *awssqs.Client, q string, nc *nats.Conn) {
+	for ctx.Err() == nil {
+		out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
+			QueueUrl: aws.String(q), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				b.Error(err)
+			}
+			return
+		}
+		del := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
+		for i, m := range out.Messages {
+			msg := nats.NewMsg("bench.out")
+			msg.Data = []byte(aws.ToString(m.Body))
+			for k, v := range m.MessageAttributes {
+				msg.Header.Set(k, aws.ToString(v.StringValue))
+			}
+			if err := nc.PublishMsg(msg); err != nil {
+				b.Error(err)
+				return
+			}
+			del[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+		}
+		if len(del) == 0 {
+			continue
+		}
+		if err := nc.Flush(); err != nil {
+			b.Error(err)
+			return
+		}
+		if _, err := c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(q), Entries: del}); err != nil && ctx.Err() == nil {
+			b.Error(err)
+			return
+		}
+	}
+}
+
+// BenchmarkNatsToSqs: a JetStream stream (durable pull consumer) → an SQS
+// queue (fauxqs). qbridge: SendMessageBatch of 10 from 4 senders, the
+// JetStream message acked once SQS confirmed it. Baseline: 4 goroutines of
+// Fetch (10) → SendMessageBatch with the headers as attributes → Ack each.
+// Each round moves sqsBenchRound messages of 100 bytes and 2 headers,
+// published beforehand (not timed); each side is timed from its first
+// send to its last confirmation.
 func BenchmarkNatsToSqs(b *testing.B) {
 	e := sqsSetup(b)
 	ns := startNATS(b)
 	_, js := natsConnect(b, ns.ClientURL())
-	sqsCreateStream(b, js, "BENCH_IN", "bench.in")
 	ctx := context.Background()
-	entries := sqsBenchEntries(sqsBenchRound)
-	var qbTime, baseTime time.Duration
-	var moved int
-	for b.Loop() {
-		// qbridge
+	stream := 0
+	fill := func() string {
+		stream++
+		name := fmt.Sprintf("BENCH_IN_%d", stream)
+		subject := fmt.Sprintf("bench.in.%d", stream)
+		sqsCreateStream(b, js, name, subject)
 		for i := range sqsBenchRound {
-			m := nats.NewMsg("bench.in")
+			m := nats.NewMsg(subject)
 			m.Data = []byte(fmt.Sprintf("%-100d", i))
 			m.Header.Set("tenant", "acme")
 			m.Header.Set("qty", strconv.Itoa(i))
@@ -182,45 +188,97 @@ func BenchmarkNatsToSqs(b *testing.B) {
 		select {
 		case <-js.PublishAsyncComplete():
 		case <-time.After(30 * time.Second):
-			b.Fatal("publishing to BENCH_IN timed out")
+			b.Fatal("publishing the round timed out")
 		}
+		return name
+	}
+	var qb, base benchSide
+	for b.Loop() {
+		name := fill()
 		q := e.createQueue(b, "qb", false, nil)
-		start := time.Now()
-		stop := sqsBenchPipeline(b, fmt.Sprintf(`
+		cs := &countingSink{}
+		cpu := cpuNow(b)
+		stop := benchPipeline(b, fmt.Sprintf(`
 pipeline "bench" {
   source "nats" {
     url     = %q
-    subject = "bench.in"
+    subject = "bench.in.%d"
     jetstream {
-      stream  = "BENCH_IN"
+      stream  = %q
       durable = "bench"
     }
   }
   sink "sqs" {
 %s  }
 }
-`, ns.ClientURL(), e.conn(q)))
-		for {
-			v, nv, _ := e.approx(b, q)
-			if v+nv >= sqsBenchRound {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+`, ns.ClientURL(), stream, name, e.conn(q)), func(s driver.Sink) driver.Sink { cs.Sink = s; return cs })
+		for cs.ok.Load() < sqsBenchRound {
+			time.Sleep(time.Millisecond)
 		}
-		qbTime += time.Since(start)
+		qb.add(sqsBenchRound, cs.seen.took(), cpuNow(b)-cpu)
 		stop()
 
-		// baseline
+		name = fill()
 		q = e.createQueue(b, "base", false, nil)
-		start = time.Now()
-		for i := 0; i < len(entries); i += 10 {
-			out, err := e.c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(q), Entries: entries[i : i+10]})
-			if err != nil || len(out.Failed) > 0 {
-				b.Fatalf("SendMessageBatch: %v %v", err, out)
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "base", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sent atomic.Int64
+		var seen span
+		cpu = cpuNow(b)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() { natsForwardToSqs(b, cons, e.c, q, &sent, &seen) })
+		}
+		wg.Wait()
+		base.add(sqsBenchRound, seen.took(), cpuNow(b)-cpu)
+	}
+	reportSides(b, qb, base)
+}
+
+// natsForwardToSqs is the hand-written JetStream → SQS forwarder of the
+// baseline; it runs until sqsBenchRound messages were sent.
+func natsForwardToSqs(b *testing.B, cons jetstream.Consumer, c *awssqs.Client, q string, sent *atomic.Int64, seen *span) {
+	ctx := context.Background()
+	for sent.Load() < sqsBenchRound {
+		batch, err := cons.Fetch(10, jetstream.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
+		for i, m := range msgs {
+			attrs := map[string]types.MessageAttributeValue{}
+			for k, v := range m.Headers() {
+				attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v[0])}
+			}
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(m.Data())), MessageAttributes: attrs}
+		}
+		seen.first.CompareAndSwap(0, time.Now().UnixNano())
+		out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(q), Entries: entries})
+		if err != nil || len(out.Failed) > 0 {
+			b.Errorf("SendMessageBatch: %v %v", err, out)
+			return
+		}
+		seen.mark()
+		for _, m := range msgs {
+			if err := m.Ack(); err != nil {
+				b.Error(err)
+				return
 			}
 		}
-		baseTime += time.Since(start)
-		moved += sqsBenchRound
+		sent.Add(int64(len(msgs)))
 	}
-	sqsBenchReport(b, moved, qbTime, baseTime)
 }
