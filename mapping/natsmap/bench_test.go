@@ -91,3 +91,43 @@ func BenchmarkBaselineWire(b *testing.B) {
 		}
 	}
 }
+
+// plainMessages are what most traffic is: a body, no attributes; one with a
+// group key.
+func plainMessages() map[string]*mapping.Message {
+	body := []byte(strings.Repeat("x", 1024))
+	return map[string]*mapping.Message{
+		"plain":   {Body: body},
+		"grouped": {Body: body, GroupKey: "customer-42"},
+	}
+}
+
+func BenchmarkEncodePlain(b *testing.B) {
+	for name, m := range plainMessages() {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Encode(m, "orders.new", EncodeOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDecodePlain(b *testing.B) {
+	for name, m := range plainMessages() {
+		msg, err := Encode(m, "orders.new", EncodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decode(msg, DecodeOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -35,26 +34,30 @@ func Encode(m *mapping.Message, subject string, opt EncodeOptions) (*nats.Msg, e
 	return encode(m, subject, &opt)
 }
 
-// subjectProblem says why a subject cannot be published to, or "".
+// subjectProblem says why a subject cannot be published to, or "". One
+// pass over the bytes: it runs for every message a sink encodes.
 func subjectProblem(s string) string {
 	if s == "" {
 		return "empty"
 	}
-	for rest := s; ; {
-		tok, more, found := strings.Cut(rest, ".")
-		switch {
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] != '.' {
+			switch s[i] {
+			case ' ', '\t', '\r', '\n':
+				return "white space"
+			}
+			continue
+		}
+		switch tok := s[start:i]; {
 		case tok == "":
 			return "empty token"
 		case tok == "*" || tok == ">":
 			return "wildcards cannot be published to"
-		case strings.ContainsAny(tok, " \t\r\n"):
-			return "white space"
 		}
-		if !found {
-			return ""
-		}
-		rest = more
+		start = i + 1
 	}
+	return ""
 }
 
 // userHeader is a header written for a user attribute (Drop may leave the
@@ -79,11 +82,19 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 	// the caller's message, is neither changed nor copied).
 	native := mapping.FieldDedupID | mapping.FieldContentType | mapping.FieldGroupKey
 	var home mapping.Field
-	h := make(nats.Header, len(m.Attributes)+4)
-	// One backing array for the one-value headers: a message costs a few
-	// allocations, not one per header.
-	one := make([]string, 0, len(m.Attributes)+5)
+	// The header map and one backing array for the one-value headers are
+	// made with the first header: a message costs a few allocations, not one
+	// per header, and one with no header none for them.
+	var h nats.Header
+	var one []string
+	makeHeader := func() {
+		if h == nil {
+			h = make(nats.Header, len(m.Attributes)+4)
+			one = make([]string, 0, len(m.Attributes)+5)
+		}
+	}
 	set := func(k, v string) {
+		makeHeader()
 		one = append(one, v)
 		h[k] = one[len(one)-1 : len(one) : len(one)]
 	}
@@ -147,6 +158,9 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 	}
 
 	env := mapping.NewEnvelope(m, native, o)
+	if len(m.Attributes) > 0 {
+		makeHeader() // encodeAttributes writes to h itself
+	}
 	users, err := encodeAttributes(m.Attributes, h, set, gh, o, env)
 	if err != nil {
 		return nil, err
@@ -272,6 +286,9 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 			s, err := env.Marshal()
 			if err != nil {
 				return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
+			}
+			if msg.Header == nil {
+				msg.Header = nats.Header{}
 			}
 			msg.Header[mapping.EnvelopeName] = []string{s}
 		}

@@ -277,3 +277,51 @@ func TestEnvelopeFields(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+// Subjects a sink cannot publish to, and the reason Encode gives; the
+// first token with a problem decides.
+func TestSubjectProblem(t *testing.T) {
+	for _, tc := range []struct{ subject, want string }{
+		{"orders", ""},
+		{"orders.new.eu", ""},
+		{"orders.*x.>y", ""}, // wildcards only as whole tokens
+		{"", "empty"},
+		{".orders", "empty token"},
+		{"orders.", "empty token"},
+		{"orders..new", "empty token"},
+		{"orders.*", "wildcards cannot be published to"},
+		{">", "wildcards cannot be published to"},
+		{"orders.>.new", "wildcards cannot be published to"},
+		{"orders.n w", "white space"},
+		{"orders\t.new", "white space"},
+		{"orders.new\r\n", "white space"},
+		{"a b..c", "white space"},
+		{"a..b c", "empty token"},
+		{"*.a b", "wildcards cannot be published to"},
+	} {
+		if got := subjectProblem(tc.subject); got != tc.want {
+			t.Errorf("subjectProblem(%q) = %q, want %q", tc.subject, got, tc.want)
+		}
+		_, err := Encode(&mapping.Message{Body: []byte("x")}, tc.subject, EncodeOptions{})
+		if (err == nil) != (tc.want == "") {
+			t.Errorf("Encode on %q: %v", tc.subject, err)
+		}
+	}
+}
+
+// A message with nothing to map has no header at all: it goes out as a
+// plain PUB, and it still decodes as the same message.
+func TestEncodePlainHasNoHeader(t *testing.T) {
+	m := &mapping.Message{Body: []byte("plain")}
+	msg, err := Encode(m, "orders", EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Header) != 0 {
+		t.Errorf("headers %v, want none", msg.Header)
+	}
+	back, err := Decode(msg, DecodeOptions{})
+	if err != nil || string(back.Body) != "plain" || len(back.Attributes) != 0 {
+		t.Fatalf("decoded %+v, %v", back, err)
+	}
+}
