@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -83,6 +84,12 @@ func reportSides(b *testing.B, qb, base benchSide) {
 // process (internal/config, as `qbridge run` does), its sink wrapped by
 // wrap if not nil, and runs it until the returned stop is called.
 func benchPipeline(b *testing.B, hcl string, wrap func(driver.Sink) driver.Sink) (stop func()) {
+	_, stop = runBenchPipeline(b, hcl, wrap)
+	return stop
+}
+
+// runBenchPipeline is benchPipeline that also returns the pipeline.
+func runBenchPipeline(b *testing.B, hcl string, wrap func(driver.Sink) driver.Sink) (*bridge.Pipeline, func()) {
 	b.Helper()
 	cfg, diags := config.NewLoader().LoadBytes("bench.hcl", []byte(hcl))
 	if diags.HasErrors() {
@@ -112,11 +119,14 @@ func benchPipeline(b *testing.B, hcl string, wrap func(driver.Sink) driver.Sink)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("pipeline: %v", err)
-		}
+	var once sync.Once
+	return p, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Errorf("pipeline: %v", err)
+			}
+		})
 	}
 }
 

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"slices"
 	"strconv"
@@ -14,9 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/qbridge/qbridge/bridge"
-	"github.com/qbridge/qbridge/internal/config"
 )
 
 // Benchmarks of the bridge against the broker used directly, measured in
@@ -37,8 +32,9 @@ const (
 
 // natsBenchRun is one measured pass.
 type natsBenchRun struct {
-	rate     float64 // messages per second
-	p50, p99 time.Duration
+	rate      float64 // messages per second
+	p50, p99  time.Duration
+	cpuPerMsg float64 // µs of the process's CPU (getrusage) per message
 }
 
 // natsBenchPass publishes n messages through publish (which must make the
@@ -71,7 +67,7 @@ func natsBenchPass(b *testing.B, n int, grouped bool,
 	for i := range body {
 		body[i] = 'x'
 	}
-	start := time.Now()
+	start, cpu := time.Now(), cpuNow(b)
 	timeout := time.After(2*time.Minute + time.Duration(n)*time.Millisecond)
 	for i := range n {
 		select {
@@ -96,42 +92,25 @@ func natsBenchPass(b *testing.B, n int, grouped bool,
 		mu.Lock()
 		b.Fatalf("timed out: %d of %d received", got, n)
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuNow(b)-cpu
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(lat)
 	return natsBenchRun{
-		rate: float64(n) / elapsed.Seconds(),
-		p50:  lat[len(lat)/2],
-		p99:  lat[len(lat)*99/100],
+		rate:      float64(n) / elapsed.Seconds(),
+		p50:       lat[len(lat)/2],
+		p99:       lat[len(lat)*99/100],
+		cpuPerMsg: float64(cpu.Microseconds()) / float64(n),
 	}
 }
 
-// natsBenchPipeline builds and runs a pipeline from HCL, in-process.
+// natsBenchPipeline builds and runs a pipeline from HCL, in-process, until
+// the benchmark ends, and waits until it is ready.
 func natsBenchPipeline(b *testing.B, hcl string) {
 	b.Helper()
-	cfg, diags := config.NewLoader().LoadBytes("bench.hcl", []byte(hcl))
-	if diags.HasErrors() {
-		b.Fatal(diags.Error())
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	defs, err := cfg.Definitions(log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	def := defs[0].Config
-	def.Logger = log
-	p, err := bridge.New(def)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	p, stop := runBenchPipeline(b, hcl, nil)
+	b.Cleanup(stop)
+	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
 	for p.Ready(ctx) != nil {
 		if time.Now().After(deadline) {
@@ -149,6 +128,9 @@ func natsReport(b *testing.B, direct, bridged natsBenchRun) {
 	b.ReportMetric(float64(direct.p50.Microseconds()), "baseline-p50-µs")
 	b.ReportMetric(float64(direct.p99.Microseconds()), "baseline-p99-µs")
 	b.ReportMetric(bridged.rate/direct.rate, "ratio")
+	b.ReportMetric(bridged.cpuPerMsg, "cpu-µs/msg")
+	b.ReportMetric(direct.cpuPerMsg, "baseline-cpu-µs/msg")
+	b.ReportMetric(bridged.cpuPerMsg/direct.cpuPerMsg, "cpu-ratio")
 }
 
 // BenchmarkNatsJetStream: JetStream → qbridge → JetStream against
