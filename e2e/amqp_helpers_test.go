@@ -20,7 +20,6 @@ import (
 
 	"github.com/Azure/go-amqp"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -235,12 +234,7 @@ func amqpDeclareDurable(t testing.TB, name string) {
 
 // amqpSQSClient is a plain aws-sdk-go-v2 client of fauxqs.
 func amqpSQSClient(t testing.TB) *awssqs.Client {
-	ep := requireEnv(t, "QBRIDGE_SQS_ENDPOINT")
-	return awssqs.New(awssqs.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(ep),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
+	return sqsNewClient(requireEnv(t, "QBRIDGE_SQS_ENDPOINT"), "us-east-1")
 }
 
 // amqpCreateSQSQueue creates a fresh standard queue and returns its URL.

@@ -22,10 +22,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
 // sqsEnv holds the fauxqs endpoint and region of the test brokers.
@@ -50,6 +53,9 @@ func sqsNewClient(endpoint, region string) *awssqs.Client {
 		Region:       region,
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		// As the adapter does (internal/wholebody): no response lost to the
+		// SDK's early close of the request body.
+		HTTPClient: wholebody.Wrap(awshttp.NewBuildableClient()),
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
@@ -19,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
+
+	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
 // api is the part of *sqs.Client the adapter uses. Tests substitute it only
@@ -92,6 +95,12 @@ func newClient(ctx context.Context, c *ConnConfig, log *slog.Logger) (*awssqs.Cl
 		// sqsmap checks the digests per message: the SDK's check would fail
 		// a whole ReceiveMessage (or SendMessageBatch) for one bad message.
 		o.DisableMessageChecksumValidation = true
+		// A response lost to the SDK's early close of the request body is
+		// retried: hidden messages, or a batch stored twice (wholebody).
+		if o.HTTPClient == nil {
+			o.HTTPClient = awshttp.NewBuildableClient()
+		}
+		o.HTTPClient = wholebody.Wrap(o.HTTPClient)
 	}), nil
 }
 

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/qbridge/qbridge/internal/testenv"
+	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
 // TestMain says, in one line go test does not swallow, when the fauxqs
@@ -48,6 +50,8 @@ func adminClient(t *testing.T) *awssqs.Client {
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(ep),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		// As the adapter does (internal/wholebody).
+		HTTPClient: wholebody.Wrap(awshttp.NewBuildableClient()),
 	})
 }
 

@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
 // TestChaosSQSFIFO: two replicas on one FIFO queue of fauxqs. SQS hands
@@ -31,6 +34,8 @@ func TestChaosSQSFIFO(t *testing.T) {
 	c := awssqs.New(awssqs.Options{
 		Region: region, BaseEndpoint: aws.String(endpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+		// As the adapter does (internal/wholebody).
+		HTTPClient: wholebody.Wrap(awshttp.NewBuildableClient()),
 	})
 	var b [4]byte
 	_, _ = rand.Read(b[:])
