@@ -1,9 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,13 +43,7 @@ func amqpPreload(b *testing.B, snd *amqp.Sender, n int) {
 	var window []amqp.SendReceipt
 	flush := func() {
 		for _, r := range window {
-			st, err := r.Wait(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, ok := st.(*amqp.StateAccepted); !ok {
-				b.Fatalf("outcome %T", st)
-			}
+			amqpAccepted(b, ctx, r)
 		}
 		window = window[:0]
 	}
@@ -63,6 +57,19 @@ func amqpPreload(b *testing.B, snd *amqp.Sender, n int) {
 		}
 	}
 	flush()
+}
+
+// amqpAccepted waits for a transfer's outcome and fails the benchmark
+// unless the broker accepted it.
+func amqpAccepted(b *testing.B, ctx context.Context, r amqp.SendReceipt) {
+	b.Helper()
+	st, err := r.Wait(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, ok := st.(*amqp.StateAccepted); !ok {
+		b.Fatalf("outcome %T", st)
+	}
 }
 
 func amqpBenchCleanupQueue(b *testing.B, name string) {
@@ -88,32 +95,11 @@ func BenchmarkAmqpToNATS(b *testing.B) {
 	amqpPreload(b, amqpSender(b, url, "/queue/"+qBridge), n)
 
 	nc, _ := natsConnect(b, ns.ClientURL())
-	var got atomic.Int64
-	var seen atomic.Pointer[span]
-	sub, err := nc.Subscribe("bench.out", func(*nats.Msg) {
-		got.Add(1)
-		seen.Load().mark()
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = sub.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	side := func(run func()) (time.Duration, time.Duration) {
-		got.Store(0)
-		sp := &span{}
-		seen.Store(sp)
-		cpu := cpuNow(b)
-		run()
-		eventually(b, 5*time.Minute, "every message at the subscriber", func() bool { return got.Load() >= int64(n) })
-		return sp.took(), cpuNow(b) - cpu
-	}
+	out := subscribeArrivals(b, nc, "bench.out")
 
 	b.ResetTimer()
 	var qb, base benchSide
-	took, cpu := side(func() {
+	took, cpu := out.round(b, n, func() {
 		rcv := amqpReceiver(b, url, "/queue/"+qBase)
 		pub, _ := natsConnect(b, ns.ClientURL())
 		ctx := amqpCtx(b, 5*time.Minute)
@@ -141,7 +127,7 @@ func BenchmarkAmqpToNATS(b *testing.B) {
 	base.add(n, took, cpu)
 
 	var stop func()
-	took, cpu = side(func() {
+	took, cpu = out.round(b, n, func() {
 		stop = benchPipeline(b, fmt.Sprintf(`
 pipeline "bench-amqp-to-nats" {
   source "amqp" {
@@ -226,13 +212,7 @@ func BenchmarkNATSToAmqp(b *testing.B) {
 			msgs, receipts = append(msgs, m), append(receipts, r)
 		}
 		for i, r := range receipts {
-			st, err := r.Wait(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, ok := st.(*amqp.StateAccepted); !ok {
-				b.Fatalf("outcome %T", st)
-			}
+			amqpAccepted(b, ctx, r)
 			if err := msgs[i].Ack(); err != nil {
 				b.Fatal(err)
 			}

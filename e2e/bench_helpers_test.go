@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/config"
@@ -149,4 +151,45 @@ func (s *countingSink) Send(ctx context.Context, msgs []*mapping.Message) []erro
 	s.ok.Add(int64(n))
 	s.seen.mark()
 	return errs
+}
+
+// arrivals counts what a NATS subscriber receives, one side's round at a
+// time.
+type arrivals struct {
+	got  atomic.Int64
+	seen atomic.Pointer[span]
+}
+
+// subscribeArrivals counts the messages on subject; the subscriber never
+// drops.
+func subscribeArrivals(b *testing.B, nc *nats.Conn, subject string) *arrivals {
+	b.Helper()
+	a := &arrivals{}
+	a.seen.Store(&span{})
+	sub, err := nc.Subscribe(subject, func(*nats.Msg) {
+		a.got.Add(1)
+		a.seen.Load().mark()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return a
+}
+
+// round runs one side (run starts it; it may return before the messages
+// arrive) until n messages arrived, and returns the time from the first to
+// the last and the process's CPU over the round.
+func (a *arrivals) round(b *testing.B, n int, run func()) (took, cpu time.Duration) {
+	b.Helper()
+	a.got.Store(0)
+	sp := &span{}
+	a.seen.Store(sp)
+	start := cpuNow(b)
+	run()
+	eventually(b, 5*time.Minute, "every message at the subscriber", func() bool { return a.got.Load() >= int64(n) })
+	return sp.took(), cpuNow(b) - start
 }

@@ -52,38 +52,16 @@ func BenchmarkSqsToNats(b *testing.B) {
 	e := sqsSetup(b)
 	ns := startNATS(b)
 	nc, _ := natsConnect(b, ns.ClientURL())
-	var got atomic.Int64
-	var seen *span
-	var mu sync.Mutex
-	if _, err := nc.Subscribe("bench.out", func(*nats.Msg) {
-		got.Add(1)
-		mu.Lock()
-		seen.mark()
-		mu.Unlock()
-	}); err != nil {
-		b.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		b.Fatal(err)
-	}
+	out := subscribeArrivals(b, nc, "bench.out")
+	// round queues a round's messages (not timed) and runs a side on them.
 	round := func(run func(q string)) (time.Duration, time.Duration) {
 		q := e.createQueue(b, "round", false, nil)
 		e.sendBatch(b, q, sqsBenchEntries(sqsBenchRound))
-		got.Store(0)
-		mu.Lock()
-		seen = &span{}
-		sp := seen
-		mu.Unlock()
-		cpu := cpuNow(b)
-		run(q)
-		for got.Load() < sqsBenchRound {
-			time.Sleep(time.Millisecond)
-		}
-		return sp.took(), cpuNow(b) - cpu
+		return out.round(b, sqsBenchRound, func() { run(q) })
 	}
 	var qb, base benchSide
 	for b.Loop() {
-		var stop func()
+		var stop, stopForwarder func()
 		took, cpu := round(func(q string) {
 			stop = benchPipeline(b, fmt.Sprintf(`
 pipeline "bench" {
@@ -106,12 +84,12 @@ pipeline "bench" {
 			for range 2 {
 				wg.Go(func() { sqsForwardToNats(ctx, b, e.c, q, pub) })
 			}
-			for got.Load() < sqsBenchRound {
-				time.Sleep(time.Millisecond)
+			stopForwarder = func() {
+				cancel()
+				wg.Wait()
 			}
-			cancel()
-			wg.Wait()
 		})
+		stopForwarder()
 		base.add(sqsBenchRound, took, cpu)
 	}
 	reportSides(b, qb, base)

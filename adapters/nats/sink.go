@@ -169,9 +169,10 @@ func (s *sink) sameConn(gen uint64) error {
 // Pipelining trusts the stream to store a window's messages in order or
 // refuse its tail: true while it is up, not always while it comes back (the
 // chaos suite saw the first messages of a window fail and the later ones
-// stored right after a sink outage). So after a (re)connect or a failed publish, the first message
-// of a call goes alone and the rest follow its PubAck (probe); and a call
-// publishes nothing on a connection that replaced the one it began on.
+// stored right after a sink outage). So after a (re)connect or a failed
+// publish, the first message of a call goes alone and the rest follow its
+// PubAck (probe); and a call publishes nothing on a connection that
+// replaced the one it began on.
 func (s *sink) sendJS(ctx context.Context, out []*nats.Msg, errs []error) {
 	gen := s.reconnects()
 	start := 0
