@@ -204,7 +204,7 @@ func BenchmarkNATSToAmqp(b *testing.B) {
 			for k, v := range m.Headers() {
 				props[k] = v[0]
 			}
-			seen.first.CompareAndSwap(0, time.Now().UnixNano())
+			seen.begin()
 			r, err := snd.SendWithReceipt(ctx, &amqp.Message{Header: &amqp.MessageHeader{Durable: true}, ApplicationProperties: props, Data: [][]byte{m.Data()}}, nil)
 			if err != nil {
 				b.Fatal(err)

@@ -40,6 +40,11 @@ func cpuNow(tb testing.TB) time.Duration {
 // span records the first and the last moment of a side's messages.
 type span struct{ first, last atomic.Int64 }
 
+// begin marks the start of a side's work (a send whose confirmation ends
+// it), if nothing did before.
+func (s *span) begin() { s.first.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// mark records a message done (and starts the span if nothing did).
 func (s *span) mark() {
 	now := time.Now().UnixNano()
 	s.first.CompareAndSwap(0, now)
@@ -140,7 +145,7 @@ type countingSink struct {
 }
 
 func (s *countingSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
-	s.seen.first.CompareAndSwap(0, time.Now().UnixNano())
+	s.seen.begin()
 	errs := s.Sink.Send(ctx, msgs)
 	n := 0
 	for _, err := range errs {

@@ -244,7 +244,7 @@ func natsForwardToSqs(b *testing.B, cons jetstream.Consumer, c *awssqs.Client, q
 			}
 			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(m.Data())), MessageAttributes: attrs}
 		}
-		seen.first.CompareAndSwap(0, time.Now().UnixNano())
+		seen.begin()
 		out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(q), Entries: entries})
 		if err != nil || len(out.Failed) > 0 {
 			b.Errorf("SendMessageBatch: %v %v", err, out)
