@@ -367,7 +367,7 @@ var sectionNames = [...]string{"header", "delivery-annotations", "message-annota
 // go-amqp". When no section fails on its own, err is returned as it is.
 func diagnose(payload []byte, err error) error {
 	for p := payload; len(p) > 3 && p[0] == 0 && p[1] == 0x53; {
-		n, ok := skip(p)
+		n, ok := SkipValue(p)
 		if !ok {
 			break
 		}
@@ -403,7 +403,7 @@ func decodeCheck(payload []byte) (err error) {
 func makeStub(payload []byte, marker string) []byte {
 	var header, dann, mann, props []byte
 	for p := payload; len(p) > 3 && p[0] == 0 && p[1] == 0x53; {
-		n, ok := skip(p)
+		n, ok := SkipValue(p)
 		if !ok {
 			break
 		}
@@ -517,7 +517,7 @@ func parseTransfer(b []byte) (transferInfo, bool) {
 		return t, false
 	}
 	for f := 0; f < count && f <= 9; f++ {
-		n, ok := skip(body)
+		n, ok := SkipValue(body)
 		if !ok {
 			return t, false
 		}

@@ -352,10 +352,7 @@ func walkArray(p []byte) (int, bool) {
 // described value with its descriptor) from its constructor and size
 // fields alone, without checking its contents; false when p is too short
 // or the constructor unknown. Used to step over performative fields.
-func SkipValue(p []byte) (int, bool) { return skip(p) }
-
-// skip is SkipValue.
-func skip(p []byte) (int, bool) {
+func SkipValue(p []byte) (int, bool) {
 	if len(p) == 0 {
 		return 0, false
 	}
@@ -392,11 +389,11 @@ func skip(p []byte) (int, bool) {
 		if c != 0 {
 			return 0, false
 		}
-		dn, ok := skip(p[1:])
+		dn, ok := SkipValue(p[1:])
 		if !ok {
 			return 0, false
 		}
-		vn, ok := skip(p[1+dn:])
+		vn, ok := SkipValue(p[1+dn:])
 		if !ok {
 			return 0, false
 		}
