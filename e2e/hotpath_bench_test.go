@@ -83,8 +83,9 @@ func startHotBridge(b *testing.B, name string, args ...string) *hotBridge {
 	return h
 }
 
-// stop ends the bridge with SIGTERM and returns its CPU time (user + system).
-func (h *hotBridge) stop(b *testing.B) time.Duration {
+// stop ends the bridge with SIGTERM and returns its CPU time (user + system)
+// and its peak resident memory in MiB.
+func (h *hotBridge) stop(b *testing.B) (time.Duration, float64) {
 	b.Helper()
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -99,7 +100,7 @@ func (h *hotBridge) stop(b *testing.B) time.Duration {
 		b.Fatalf("%s did not stop within a minute", h.name)
 	}
 	ru := h.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), float64(ru.Maxrss) / 1024 // Maxrss is in KiB on Linux
 }
 
 // hotResult is one measured pass.
@@ -107,8 +108,16 @@ type hotResult struct {
 	rate           float64
 	lost, reorder  int
 	cpuPerMsg      float64 // µs
+	maxRSS         float64 // MiB, the bridge's peak resident memory
 	p50, p99       time.Duration
 	received, sent int
+}
+
+// measure records what the bridge's process used: CPU per received message
+// and peak memory.
+func (r *hotResult) measure(cpu time.Duration, maxRSS float64) {
+	r.cpuPerMsg = float64(cpu.Microseconds()) / float64(max(r.received, 1))
+	r.maxRSS = maxRSS
 }
 
 // hotCounter receives on "out" and checks the order.
@@ -268,14 +277,16 @@ func hotReport(b *testing.B, base, qb hotResult) {
 	b.ReportMetric(qb.cpuPerMsg, "cpu-µs/msg")
 	b.ReportMetric(base.cpuPerMsg, "baseline-cpu-µs/msg")
 	b.ReportMetric(qb.cpuPerMsg/base.cpuPerMsg, "cpu-ratio")
+	b.ReportMetric(qb.maxRSS, "max-rss-MiB")
+	b.ReportMetric(base.maxRSS, "baseline-max-rss-MiB")
 	b.ReportMetric(float64(qb.p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(qb.p99.Microseconds()), "p99-µs")
 	b.ReportMetric(float64(base.p50.Microseconds()), "baseline-p50-µs")
 	b.ReportMetric(float64(base.p99.Microseconds()), "baseline-p99-µs")
-	b.Logf("baseline: %.0f msg/s, %d lost, %d reordered, %.2f CPU µs/msg, p50 %v p99 %v",
-		base.rate, base.lost, base.reorder, base.cpuPerMsg, base.p50, base.p99)
-	b.Logf("qbridge:  %.0f msg/s, %d lost, %d reordered, %.2f CPU µs/msg, p50 %v p99 %v",
-		qb.rate, qb.lost, qb.reorder, qb.cpuPerMsg, qb.p50, qb.p99)
+	b.Logf("baseline: %.0f msg/s, %d lost, %d reordered, %.2f CPU µs/msg, max RSS %.0f MiB, p50 %v p99 %v",
+		base.rate, base.lost, base.reorder, base.cpuPerMsg, base.maxRSS, base.p50, base.p99)
+	b.Logf("qbridge:  %.0f msg/s, %d lost, %d reordered, %.2f CPU µs/msg, max RSS %.0f MiB, p50 %v p99 %v",
+		qb.rate, qb.lost, qb.reorder, qb.cpuPerMsg, qb.maxRSS, qb.p50, qb.p99)
 }
 
 // hotConfig writes a qbridge configuration (log level warn: debug logging
@@ -325,7 +336,7 @@ func BenchmarkHotPathCore(b *testing.B) {
 					m.Subject = "in"
 					return pub.PublishMsg(m)
 				}, pub.Flush, c)
-				r.cpuPerMsg = float64(h.stop(b).Microseconds()) / float64(max(r.received, 1))
+				r.measure(h.stop(b))
 				return r
 			}
 			b.ResetTimer()
@@ -394,7 +405,7 @@ func BenchmarkHotPathJetStream(b *testing.B) {
 					}
 				}, c)
 				if h != nil {
-					r.cpuPerMsg = float64(h.stop(b).Microseconds()) / float64(max(r.received, 1))
+					r.measure(h.stop(b))
 				}
 				return r
 			}

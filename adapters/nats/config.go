@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -17,11 +18,15 @@ import (
 const (
 	DefaultGroupHeader = "Qbridge-Group"
 	DefaultGroupToken  = "_"
-	// Core subscriptions buffer like nats.go's own defaults: a burst the
-	// pipeline has not taken yet waits in the client instead of being
-	// dropped (the slow-consumer limit).
-	DefaultBufferSize        = nats.DefaultSubPendingMsgsLimit
-	DefaultBufferBytes       = nats.DefaultSubPendingBytesLimit
+	// Core subscriptions hold what the pipeline has not taken yet in the
+	// client: core NATS has no flow control, so this buffer is all that
+	// stands between a burst and a loss (the slow-consumer limit). Messages:
+	// nats.go's default. Bytes: see AutoBufferBytes.
+	DefaultBufferSize = nats.DefaultSubPendingMsgsLimit
+	// MinAutoBufferBytes and MaxAutoBufferBytes bound the automatic
+	// buffer_bytes: nats.go's default (64 MiB) and 256 MiB.
+	MinAutoBufferBytes       = nats.DefaultSubPendingBytesLimit
+	MaxAutoBufferBytes       = 256 << 20
 	DefaultConnectTimeout    = 5 * time.Second
 	DefaultReconnectWait     = 2 * time.Second
 	DefaultAckWait           = 30 * time.Second
@@ -36,6 +41,16 @@ const (
 	// maxPullWait; the timeout must leave it room.
 	MinPinTimeout = 2 * time.Second
 )
+
+// AutoBufferBytes is a core source's buffer_bytes when none is set: a
+// quarter of the process's memory limit (GOMEMLIMIT, which qbridge derives
+// from the container's limit), between MinAutoBufferBytes and
+// MaxAutoBufferBytes. The buffer fills only during a burst the pipeline
+// cannot keep up with; nats.go's 64 MiB lost a third of a 200 MiB burst
+// that 256 MiB held whole (docs/benchmarks.md).
+func AutoBufferBytes(memoryLimit int64) int {
+	return int(min(max(memoryLimit/4, MinAutoBufferBytes), MaxAutoBufferBytes))
+}
 
 // TLSConfig is the `tls { ... }` block.
 type TLSConfig = adaptercfg.TLS
@@ -296,7 +311,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, adaptercfg.Errorf("buffer_bytes", "%d must be positive", s.bufferBytes)
 	}
 	if s.bufferBytes == 0 {
-		s.bufferBytes = DefaultBufferBytes
+		s.bufferBytes = AutoBufferBytes(debug.SetMemoryLimit(-1))
 	}
 	if s.subject != "" {
 		if err := checkSubject("subject", s.subject, true); err != nil {

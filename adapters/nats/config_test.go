@@ -1,6 +1,8 @@
 package nats
 
 import (
+	"math"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -168,5 +170,48 @@ sink {
 	}
 	if err := k.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestAutoBufferBytes(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		limit int64
+		want  int
+	}{
+		{math.MaxInt64, MaxAutoBufferBytes}, // no limit
+		{16 << 30, MaxAutoBufferBytes},
+		{1 << 30, 256 * mib},
+		{512 * mib, 128 * mib},
+		{400 * mib, 100 * mib},
+		{256 * mib, MinAutoBufferBytes}, // a quarter is nats.go's default
+		{128 * mib, MinAutoBufferBytes}, // never below it
+		{0, MinAutoBufferBytes},
+	} {
+		if got := AutoBufferBytes(tc.limit); got != tc.want {
+			t.Errorf("AutoBufferBytes(%d MiB) = %d MiB, want %d MiB", tc.limit/mib, got/mib, tc.want/mib)
+		}
+	}
+}
+
+// TestSourceBufferFollowsMemoryLimit: buffer_bytes left out follows the
+// runtime's memory limit; set, it is kept.
+func TestSourceBufferFollowsMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(400 << 20)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	c := SourceConfig{ConnConfig: ConnConfig{URL: "nats://127.0.0.1:4222"}, Subject: "in"}
+	s, err := c.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.bufferBytes != 100<<20 {
+		t.Errorf("buffer_bytes unset under a 400 MiB limit: %d, want 100 MiB", s.bufferBytes)
+	}
+	c.BufferBytes = 1 << 20
+	if s, err = c.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if s.bufferBytes != 1<<20 {
+		t.Errorf("buffer_bytes = 1 MiB: got %d", s.bufferBytes)
 	}
 }

@@ -186,7 +186,11 @@ func (d *daemon) run(ctx context.Context) int {
 		return 1
 	}
 	started.Store(true)
-	d.log.Info("qbridge running", "version", buildVersion(), "config", d.path, "pipelines", sup.Names())
+	d.log.Info("qbridge running", "version", buildVersion(), "config", d.path, "pipelines", sup.Names(),
+		"memory_limit_bytes", memoryLimit())
+	if memoryLimitErr != nil {
+		d.log.Warn("the container's memory limit could not be read; set GOMEMLIMIT to bound the heap", "error", memoryLimitErr)
+	}
 	interval := d.backlogInterval
 	if interval == 0 {
 		interval = monitor.BacklogInterval
