@@ -32,7 +32,7 @@ func (p *Pipeline) heartbeat(ctx context.Context) {
 func (p *Pipeline) extendDue(ctx context.Context, now time.Time, age time.Duration) {
 	var due []*item
 	p.mu.Lock()
-	for it := range p.live {
+	for _, it := range p.live.items {
 		// Settling items count too: a dead-letter send may take a while.
 		if it.state != stDone && now.Sub(it.extendedAt) >= age {
 			it.extendedAt = now

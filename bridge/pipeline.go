@@ -47,7 +47,7 @@ type Pipeline struct {
 	changed  chan struct{} // nil, or closed on the next state change: see waitChan
 	groups   map[string]*group
 	ready    []*item
-	live     map[*item]struct{}
+	live     liveSet
 	draining bool // retries stop: transient failures are nacked
 	running  bool // adapters open, receiving
 	source   driver.Source
@@ -102,7 +102,6 @@ func New(cfg Config) (*Pipeline, error) {
 		met:     met.forPipeline(cfg.Name, cfg.SourceKind, cfg.SinkKind),
 		ackWake: make(chan struct{}, 1),
 		groups:  map[string]*group{},
-		live:    map[*item]struct{}{},
 	}, nil
 }
 
@@ -358,7 +357,7 @@ func (p *Pipeline) waitCapacity(ctx context.Context) (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		if free := p.opt.Ordering.MaxInFlight - len(p.live); free > 0 {
+		if free := p.opt.Ordering.MaxInFlight - p.live.len(); free > 0 {
 			return min(free, p.batchSize), true
 		}
 		ch := p.waitChan()
@@ -426,7 +425,7 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc, handBack bool) {
 	p.mu.Lock()
 	p.draining = true
 	var nacks []*item
-	for it := range p.live {
+	for _, it := range p.live.items {
 		if it.state == stWaiting {
 			it.timer.Stop()
 			it.timer = nil
@@ -452,7 +451,7 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc, handBack bool) {
 		}
 		p.mu.Lock()
 		var rest []*item
-		for it := range p.live {
+		for _, it := range p.live.items {
 			if it.state != stSettling && it.state != stDone {
 				if it.timer != nil {
 					it.timer.Stop()
@@ -507,14 +506,14 @@ func (p *Pipeline) waitIdle(d time.Duration) bool {
 	defer t.Stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(p.live) > 0 {
+	for p.live.len() > 0 {
 		ch := p.waitChan()
 		p.mu.Unlock()
 		select {
 		case <-ch:
 		case <-t.C:
 			p.mu.Lock()
-			return len(p.live) == 0
+			return p.live.len() == 0
 		}
 		p.mu.Lock()
 	}

@@ -35,7 +35,30 @@ type item struct {
 	// settlement, and a delivery is settled once.
 	dmu     sync.Mutex
 	settled bool
+
+	liveAt int // its index in Pipeline.live (guarded by Pipeline.mu)
 }
+
+// liveSet holds the unsettled items, each at the index it records: adding
+// and removing one is a slice write, where a map hashed every message.
+type liveSet struct{ items []*item }
+
+func (s *liveSet) add(it *item) {
+	it.liveAt = len(s.items)
+	s.items = append(s.items, it)
+}
+
+// remove takes it out by moving the last item into its place.
+func (s *liveSet) remove(it *item) {
+	last := len(s.items) - 1
+	moved := s.items[last]
+	s.items[it.liveAt] = moved
+	moved.liveAt = it.liveAt
+	s.items[last] = nil
+	s.items = s.items[:last]
+}
+
+func (s *liveSet) len() int { return len(s.items) }
 
 type state uint8
 
@@ -83,7 +106,7 @@ func (p *Pipeline) waitChan() <-chan struct{} {
 func (p *Pipeline) place(it *item) {
 	it.seq = p.admitted
 	p.admitted++
-	p.live[it] = struct{}{}
+	p.live.add(it)
 	it.lane = p.laneOf(it)
 	if it.lane == "" {
 		it.active = true
@@ -184,7 +207,7 @@ func (p *Pipeline) finish(it *item) {
 		it.timer = nil
 	}
 	it.state = stDone
-	delete(p.live, it)
+	p.live.remove(it)
 	p.broadcast()
 }
 
@@ -192,8 +215,8 @@ func (p *Pipeline) finish(it *item) {
 func (p *Pipeline) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Running: p.running, InFlight: len(p.live), SourceLost: p.lostLocked()}
-	for it := range p.live {
+	s := Stats{Running: p.running, InFlight: p.live.len(), SourceLost: p.lostLocked()}
+	for _, it := range p.live.items {
 		if s.OldestUnsettled.IsZero() || it.recvAt.Before(s.OldestUnsettled) {
 			s.OldestUnsettled = it.recvAt
 		}

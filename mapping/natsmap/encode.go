@@ -157,13 +157,17 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 		}
 	}
 
-	env := mapping.NewEnvelope(m, native, o)
+	var env *mapping.Envelope
+	var users []userHeader
 	if len(m.Attributes) > 0 {
+		env = mapping.NewEnvelope(m, native, o)
 		makeHeader() // encodeAttributes writes to h itself
-	}
-	users, err := encodeAttributes(m.Attributes, h, set, gh, o, env)
-	if err != nil {
-		return nil, err
+		var err error
+		if users, err = encodeAttributes(m.Attributes, h, set, gh, o, env); err != nil {
+			return nil, err
+		}
+	} else {
+		env = mapping.NewEnvelopeIfAny(m, native, o) // nil for a plain message
 	}
 	msg := &nats.Msg{Subject: subject, Header: h, Data: m.Body}
 	env.DropIfOnly(home)
