@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,19 +77,13 @@ func freeTCPPort(t *testing.T) int {
 func TestContainerImage(t *testing.T) {
 	podman := podmanCmd(t)
 	version := fmt.Sprintf("v0.0.0-e2e.%d", os.Getpid())
-	image := "localhost/qbridge-e2e"
-	build := exec.Command("bash", "../deploy/build-image.sh")
-	build.Env = append(podman().Env, "IMAGE="+image, "VERSION="+version, "ENGINE=podman --runtime "+podmanRuntime)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("deploy/build-image.sh: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _ = podman("rmi", "-f", image+":"+version).Run() })
+	ref := buildImage(t, podman, version)
 
-	out, err := podman("run", "--rm", "--network", "host", image+":"+version, "version").CombinedOutput()
+	out, err := podman("run", "--rm", "--network", "host", ref, "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "qbridge "+version+" ") {
 		t.Fatalf("qbridge version in the image: %v\n%s", err, out)
 	}
-	out, err = podman("image", "inspect", "--format", `{{index .Labels "org.opencontainers.image.version"}} {{.Config.User}} {{.Size}}`, image+":"+version).Output()
+	out, err = podman("image", "inspect", "--format", `{{index .Labels "org.opencontainers.image.version"}} {{.Config.User}} {{.Size}}`, ref).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,64 +94,18 @@ func TestContainerImage(t *testing.T) {
 	}
 	t.Logf("image size: %.1f MB", float64(size)/1e6)
 
-	// The quick start, on ports of its own (host network, shared machine).
-	natsPort, httpPort := freeTCPPort(t), freeTCPPort(t)
-	src, err := os.ReadFile("../configs/quickstart.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.ReplaceAll(string(src), "port      = 4222", fmt.Sprintf("port      = %d", natsPort))
-	if cfg == string(src) {
-		t.Fatal("configs/quickstart.hcl no longer sets port = 4222; adapt the test")
-	}
-	cfg = fmt.Sprintf("http { listen = \"127.0.0.1:%d\" }\n", httpPort) + cfg
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "quickstart.hcl"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The state volume as Kubernetes' emptyDir with fsGroup: writable by
-	// the image's user, the root filesystem read-only.
-	state := t.TempDir()
-	if err := os.Chmod(state, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("qbridge-e2e-%d", os.Getpid())
-	run := podman("run", "--rm", "--name", name, "--network", "host", "--read-only",
-		"-v", state+":/var/lib/qbridge", "-v", dir+":/etc/qbridge:ro", image+":"+version, "run", "-log-format", "json", "/etc/qbridge/quickstart.hcl")
-	stderr, err := run.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = podman("rm", "-f", name).Run() })
-	var logs syncBuffer
-	connected := make(chan struct{})
-	exited := make(chan error, 1)
-	var readLogs sync.WaitGroup
-	readLogs.Go(func() {
-		n := 0
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.Write([]byte(sc.Text() + "\n"))
-			if strings.Contains(sc.Text(), `"msg":"connected"`) {
-				if n++; n == 2 { // the sink, then the source
-					close(connected)
-				}
-			}
+	n := 0
+	qs := startQuickstart(t, podman, ref, fmt.Sprintf("qbridge-e2e-%d", os.Getpid()), nil, func(line string) bool {
+		if strings.Contains(line, `"msg":"connected"`) {
+			n++
 		}
+		return n == 2 // the sink, then the source
 	})
-	go func() { readLogs.Wait(); exited <- run.Wait() }()
-	select {
-	case <-connected:
-	case err := <-exited:
-		t.Fatalf("the container exited before connecting: %v\n%s", err, logs.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the container did not connect its adapters\n%s", logs.String())
+	if err := qs.wait(2 * time.Minute); err != nil {
+		t.Fatalf("the container did not connect its adapters: %v\n%s", err, qs.logs.String())
 	}
 
-	url := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", qs.natsPort)
 	if code, out, errOut := runQbridge(t, "send", "-url", url, "-subject", "demo.in", "-jetstream", "-attr", "tenant=acme", "-attr", "qty:Number.int=3", "hello"); code != 0 {
 		t.Fatalf("send: %d\n%s%s", code, out, errOut)
 	}
@@ -164,7 +114,7 @@ func TestContainerImage(t *testing.T) {
 	tail := exec.CommandContext(ctx, qbridgeBin, "tail", "-url", url, "-subject", "demo.out", "-jetstream", "-from", "all", "-n", "1", "-json")
 	got, err := tail.Output()
 	if err != nil || !strings.Contains(string(got), "hello") || !strings.Contains(string(got), "quantity") {
-		t.Fatalf("tail: %v\n%s\ncontainer log:\n%s", err, got, logs.String())
+		t.Fatalf("tail: %v\n%s\ncontainer log:\n%s", err, got, qs.logs.String())
 	}
 
 	for _, probe := range []struct {
@@ -174,35 +124,269 @@ func TestContainerImage(t *testing.T) {
 		{[]string{"health"}, "ok"},
 		{[]string{"health", "-ready"}, "pipeline demo: ready"},
 	} {
-		args := append([]string{"exec", name, "/qbridge"}, probe.args...)
-		args = append(args, "-addr", fmt.Sprintf("127.0.0.1:%d", httpPort))
+		args := append([]string{"exec", qs.name, "/qbridge"}, probe.args...)
+		args = append(args, "-addr", fmt.Sprintf("127.0.0.1:%d", qs.httpPort))
 		out, err := podman(args...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), probe.want) {
 			t.Errorf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	if code, body := containerGet(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", httpPort)); code != 200 || !strings.Contains(body, "pipeline demo: ready") {
+	if code, body := containerGet(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", qs.httpPort)); code != 200 || !strings.Contains(body, "pipeline demo: ready") {
 		t.Errorf("/readyz from outside = %d %q", code, body)
 	}
 
-	// SIGTERM through podman's signal proxy: a drain, then exit 0 well
-	// within the pipeline's shutdown_timeout (30s default).
+	t.Logf("stopped %s after SIGTERM", qs.stop(t).Round(time.Millisecond))
+}
+
+// TestContainerMemoryLimit runs the image's quick start under podman run
+// --memory=256m: the daemon makes 90 % of the cgroup's memory limit its
+// GOMEMLIMIT (automemlimit) and logs it at start-up as memory_limit_bytes,
+// unless GOMEMLIMIT or AUTOMEMLIMIT=off is set.
+func TestContainerMemoryLimit(t *testing.T) {
+	podman := podmanCmd(t)
+	ref := buildImage(t, podman, fmt.Sprintf("v0.0.0-e2e.%d.memlimit", os.Getpid()))
+	const cgroupLimit = "268435456" // --memory=256m
+	for i, tc := range []struct {
+		name string
+		env  string // -e, if any
+		want int64
+	}{
+		// automemlimit's ApplyRatio: uint64(float64(limit) * 0.9), so
+		// 241591910.4 truncated.
+		{"cgroup", "", 241591910},
+		{"GOMEMLIMIT", "GOMEMLIMIT=100MiB", 100 << 20}, // the environment wins
+		{"AUTOMEMLIMIT=off", "AUTOMEMLIMIT=off", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flags := []string{"--memory=256m"}
+			if tc.env != "" {
+				flags = append(flags, "-e", tc.env)
+			}
+			var running, started bool
+			qs := startQuickstart(t, podman, ref, fmt.Sprintf("qbridge-e2e-%d-mem%d", os.Getpid(), i), flags, func(line string) bool {
+				running = running || strings.Contains(line, `"msg":"qbridge running"`)
+				started = started || strings.Contains(line, `"msg":"pipeline started"`)
+				return running && started
+			})
+			if err := qs.wait(2 * time.Minute); err != nil {
+				if logs := qs.logs.String(); !strings.Contains(logs, `"msg":`) && regexp.MustCompile(`(?i)cgroup|memory`).MatchString(logs) {
+					t.Skipf("podman cannot start a container with --memory=256m here (qbridge logged nothing): %v\n%s", err, logs)
+				}
+				t.Fatalf("the container did not start its pipeline: %v\n%s", err, qs.logs.String())
+			}
+			if tc.env == "" {
+				// Whether podman applied the limit is the machine's
+				// affair (rootless podman ignores it on cgroup v1);
+				// what qbridge makes of it is the product's.
+				limit, file, err := containerMemoryLimit(podman, qs.name)
+				switch {
+				case err != nil:
+					t.Logf("the container's cgroup memory limit cannot be read from here (%v); taking podman's word for --memory=256m", err)
+				case limit != cgroupLimit:
+					t.Skipf("podman run --memory=256m set no memory limit on this machine: %s is %s, not %s (podman's own output: %q)",
+						file, limit, cgroupLimit, podmanOutput(qs.logs.String()))
+				default:
+					t.Logf("cgroup limit: %s = %s", file, limit)
+				}
+			}
+			got := loggedMemoryLimit(t, qs.logs.String())
+			t.Logf("qbridge running ... memory_limit_bytes=%d", got)
+			if got != tc.want {
+				t.Errorf("memory_limit_bytes = %d with podman run %s, want %d\n%s", got, strings.Join(flags, " "), tc.want, qs.logs.String())
+			}
+			qs.stop(t)
+			if strings.Contains(qs.logs.String(), "memory limit could not be read") {
+				t.Errorf("the daemon could not read the container's memory limit:\n%s", qs.logs.String())
+			}
+		})
+	}
+}
+
+// buildImage builds the image with deploy/build-image.sh and returns its
+// reference, localhost/qbridge-e2e:version; the image goes when the test
+// ends.
+func buildImage(t *testing.T, podman func(...string) *exec.Cmd, version string) string {
+	t.Helper()
+	image := "localhost/qbridge-e2e"
+	build := exec.Command("bash", "../deploy/build-image.sh")
+	build.Env = append(podman().Env, "IMAGE="+image, "VERSION="+version, "ENGINE=podman --runtime "+podmanRuntime)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("deploy/build-image.sh: %v\n%s", err, out)
+	}
+	ref := image + ":" + version
+	// build-image.sh tags :latest too, which would keep the image once its
+	// version tag is removed; the tests use the version tag only. (Without
+	// a name, podman untag removes them all.)
+	_ = podman("untag", ref, image+":latest").Run()
+	t.Cleanup(func() { _ = podman("rmi", "-f", ref).Run() })
+	return ref
+}
+
+// quickstart is configs/quickstart.hcl running in the image, its JSON log
+// read as it comes.
+type quickstart struct {
+	name               string
+	natsPort, httpPort int
+	run                *exec.Cmd
+	logs               *syncBuffer
+	ready              chan struct{} // closed at the first log line that ready accepts
+	exited             chan error    // podman run's exit, once the log is read
+}
+
+// startQuickstart runs the quick start in the image ref as the container
+// name, with podman run's flags before the image: on ports of its own (host
+// network, shared machine; both listen on 127.0.0.1), the root filesystem
+// read-only and the state on a volume as Kubernetes' emptyDir with fsGroup,
+// writable by the image's user. ready is called with each log line until
+// it returns true.
+func startQuickstart(t *testing.T, podman func(...string) *exec.Cmd, ref, name string, flags []string, ready func(line string) bool) *quickstart {
+	t.Helper()
+	qs := &quickstart{name: name, natsPort: freeTCPPort(t), httpPort: freeTCPPort(t), logs: &syncBuffer{},
+		ready: make(chan struct{}), exited: make(chan error, 1)}
+	src, err := os.ReadFile("../configs/quickstart.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.ReplaceAll(string(src), "port      = 4222", fmt.Sprintf("port      = %d", qs.natsPort))
+	if cfg == string(src) {
+		t.Fatal("configs/quickstart.hcl no longer sets port = 4222; adapt the test")
+	}
+	cfg = fmt.Sprintf("http { listen = \"127.0.0.1:%d\" }\n", qs.httpPort) + cfg
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "quickstart.hcl"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"run", "--rm", "--name", name, "--network", "host", "--read-only",
+		"-v", state + ":/var/lib/qbridge", "-v", dir + ":/etc/qbridge:ro"}, flags...)
+	qs.run = podman(append(args, ref, "run", "-log-format", "json", "/etc/qbridge/quickstart.hcl")...)
+	stderr, err := qs.run.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs.run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = podman("rm", "-f", name).Run() })
+	var readLogs sync.WaitGroup
+	readLogs.Go(func() {
+		done := false
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			qs.logs.Write([]byte(sc.Text() + "\n"))
+			if !done && ready(sc.Text()) {
+				done = true
+				close(qs.ready)
+			}
+		}
+	})
+	go func() { readLogs.Wait(); qs.exited <- qs.run.Wait() }()
+	return qs
+}
+
+// wait waits for the log line that ready accepted, and says why there was
+// none: the container's exit or the timeout.
+func (qs *quickstart) wait(timeout time.Duration) error {
+	select {
+	case <-qs.ready:
+		return nil
+	case err := <-qs.exited:
+		return fmt.Errorf("the container exited first: %v", err)
+	case <-time.After(timeout):
+		return fmt.Errorf("not within %s", timeout)
+	}
+}
+
+// stop sends SIGTERM through podman's signal proxy and fails the test
+// unless the container drains and exits 0 well within the pipeline's
+// shutdown_timeout (30s default), with a clean stop in its log; it returns
+// how long that took.
+func (qs *quickstart) stop(t *testing.T) time.Duration {
+	t.Helper()
 	start := time.Now()
-	if err := run.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := qs.run.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
+	case err := <-qs.exited:
 		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, qs.logs.String())
 		}
 	case <-time.After(40 * time.Second):
-		t.Fatalf("no exit within 40s of SIGTERM\n%s", logs.String())
+		t.Fatalf("no exit within 40s of SIGTERM\n%s", qs.logs.String())
 	}
-	t.Logf("stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
-	if !regexp.MustCompile(`"msg":"qbridge stopped"`).MatchString(logs.String()) {
-		t.Errorf("no clean stop in the log:\n%s", logs.String())
+	if !strings.Contains(qs.logs.String(), `"msg":"qbridge stopped"`) {
+		t.Errorf("no clean stop in the log:\n%s", qs.logs.String())
 	}
+	return time.Since(start)
+}
+
+// loggedMemoryLimit is memory_limit_bytes of the daemon's start-up line,
+// "qbridge running".
+func loggedMemoryLimit(t *testing.T, logs string) int64 {
+	t.Helper()
+	for line := range strings.Lines(logs) {
+		var rec struct {
+			Msg   string `json:"msg"`
+			Limit *int64 `json:"memory_limit_bytes"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "qbridge running" {
+			continue
+		}
+		if rec.Limit == nil {
+			t.Fatalf("no memory_limit_bytes in the start-up line: %s", line)
+		}
+		return *rec.Limit
+	}
+	t.Fatalf("no \"qbridge running\" line in the log:\n%s", logs)
+	return 0
+}
+
+// podmanOutput is what podman itself said among the container's log: the
+// lines that are not the daemon's JSON.
+func podmanOutput(logs string) string {
+	var own []string
+	for line := range strings.Lines(logs) {
+		if !strings.HasPrefix(line, "{") {
+			own = append(own, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(own, "; ")
+}
+
+// containerMemoryLimit reads the memory limit of the running container's
+// cgroup as the host sees it (cgroup v1's memory.limit_in_bytes or v2's
+// memory.max), and the file it read.
+func containerMemoryLimit(podman func(...string) *exec.Cmd, name string) (limit, file string, err error) {
+	out, err := podman("inspect", "--format", "{{.State.Pid}}", name).Output()
+	if err != nil {
+		return "", "", fmt.Errorf("podman inspect: %w", err)
+	}
+	cgroups, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(out)), "cgroup"))
+	if err != nil {
+		return "", "", err
+	}
+	// Lines of hierarchy-ID:controllers:path; cgroup v2's is 0::path.
+	for line := range strings.Lines(string(cgroups)) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		switch {
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			file = filepath.Join("/sys/fs/cgroup", f[1], f[2], "memory.limit_in_bytes")
+		case f[0] == "0" && f[1] == "" && file == "":
+			file = filepath.Join("/sys/fs/cgroup", f[2], "memory.max")
+		}
+	}
+	if file == "" {
+		return "", "", fmt.Errorf("no memory cgroup in /proc/PID/cgroup:\n%s", cgroups)
+	}
+	b, err := os.ReadFile(file)
+	return strings.TrimSpace(string(b)), file, err
 }
 
 func containerGet(t *testing.T, url string) (int, string) {
