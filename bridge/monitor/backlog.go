@@ -40,7 +40,7 @@ type Backlog struct {
 	mu          sync.Mutex
 	counts      map[string]driver.Backlog
 	unsupported map[string]bool
-	failing     map[string]bool // to log a failure once, not every poll
+	failing     map[string]int // failed polls in a row, to warn once and not for a start-up race
 }
 
 // NewBacklog returns the collector; register it and call Run.
@@ -52,7 +52,7 @@ func NewBacklog(log *slog.Logger) *Backlog {
 		log:         log,
 		counts:      map[string]driver.Backlog{},
 		unsupported: map[string]bool{},
-		failing:     map[string]bool{},
+		failing:     map[string]int{},
 	}
 }
 
@@ -119,13 +119,19 @@ func (b *Backlog) poll(ctx context.Context, counters []Counter) {
 			b.unsupported[c.Pipeline] = true
 			delete(b.counts, c.Pipeline)
 		case err != nil:
-			if !b.failing[c.Pipeline] {
+			// The first poll runs as the pipelines start: a JetStream
+			// stream or a queue the source creates may not exist yet. A
+			// count that fails twice in a row is worth a warning.
+			b.failing[c.Pipeline]++
+			switch b.failing[c.Pipeline] {
+			case 1:
+				b.log.Debug("cannot count the source's backlog yet", "pipeline", c.Pipeline, "error", err)
+			case 2:
 				b.log.Warn("cannot count the source's backlog; qbridge_source_backlog_messages is absent until it can", "pipeline", c.Pipeline, "error", err)
 			}
-			b.failing[c.Pipeline] = true
 			delete(b.counts, c.Pipeline)
 		default:
-			b.failing[c.Pipeline] = false
+			delete(b.failing, c.Pipeline)
 			b.counts[c.Pipeline] = n
 		}
 		b.mu.Unlock()
@@ -140,6 +146,11 @@ func (b *Backlog) poll(ctx context.Context, counters []Counter) {
 	for name := range b.unsupported {
 		if !live[name] {
 			delete(b.unsupported, name)
+		}
+	}
+	for name := range b.failing {
+		if !live[name] {
+			delete(b.failing, name)
 		}
 	}
 	b.mu.Unlock()

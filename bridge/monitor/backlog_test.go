@@ -107,3 +107,60 @@ qbridge_source_backlog_messages{pipeline="sqs",state="sessions"} 5
 		<-done
 	})
 }
+
+// TestBacklogWarnsOnSecondFailure: the first poll runs while the pipelines
+// start (a stream the source creates may not exist yet), so a failing count
+// is warned about once, at its second failed poll in a row, and again only
+// after it counted in between.
+func TestBacklogWarnsOnSecondFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs strings.Builder
+		var logMu sync.Mutex
+		b := NewBacklog(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		var mu sync.Mutex
+		fails := []bool{true, true, true, false, true, true}
+		poll := 0
+		counters := func() []Counter {
+			return []Counter{{Pipeline: "p", Count: func(context.Context) (driver.Backlog, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				fail := fails[min(poll, len(fails)-1)]
+				poll++
+				if fail {
+					return driver.Backlog{}, errors.New("stream not found")
+				}
+				return driver.Backlog{Ready: 1}, nil
+			}}}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { b.Run(ctx, BacklogInterval, counters); close(done) }()
+		warnings := func() int {
+			synctest.Wait()
+			logMu.Lock()
+			defer logMu.Unlock()
+			return strings.Count(logs.String(), "cannot count the source's backlog")
+		}
+		for i, want := range []int{0, 1, 1, 1, 1, 2} {
+			if i > 0 {
+				time.Sleep(BacklogInterval)
+			}
+			if got := warnings(); got != want {
+				t.Fatalf("after poll %d (failing %v): %d warnings, want %d\n%s", i+1, fails[i], got, want, logs.String())
+			}
+		}
+		cancel()
+		<-done
+	})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
