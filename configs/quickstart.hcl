@@ -7,6 +7,11 @@
 #   qbridge send -url nats://127.0.0.1:4222 -subject demo.in -jetstream -attr tenant=acme -attr qty:Number.int=3 'hello'
 #   qbridge tail -url nats://127.0.0.1:4222 -subject demo.out -jetstream -n 1
 #
+# A message the pipeline cannot deliver goes to demo.dlq with the reason, e.g.
+# one whose carry envelope is not JSON:
+#   qbridge send -url nats://127.0.0.1:4222 -subject demo.in -jetstream -header qbridge.envelope=oops 'bad'
+#   qbridge tail -url nats://127.0.0.1:4222 -subject demo.dlq -jetstream -n 1
+#
 # See docs/adapter-nats.md for every field.
 
 pipeline "demo" {
@@ -48,6 +53,24 @@ pipeline "demo" {
     jetstream {
       stream        = "DEMO_OUT"
       create_stream = true # stream DEMO_OUT on demo.out
+    }
+  }
+
+  # What cannot be delivered (a message that cannot be decoded or mapped,
+  # one the sink refuses, or one still failing when retries run out) is
+  # published here with its DeadLetterReason and DeadLetterErrorDescription
+  # attributes, then acknowledged: nothing is dropped, nothing loops.
+  dead_letter {
+    sink "nats" {
+      embedded  = true
+      store_dir = "${env("HOME")}/.local/state/qbridge/quickstart"
+      port      = 4222
+
+      subject = "demo.dlq"
+      jetstream {
+        stream        = "DEMO_DLQ"
+        create_stream = true # stream DEMO_DLQ on demo.dlq
+      }
     }
   }
 }

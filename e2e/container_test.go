@@ -94,12 +94,10 @@ func TestContainerImage(t *testing.T) {
 	}
 	t.Logf("image size: %.1f MB", float64(size)/1e6)
 
-	n := 0
 	qs := startQuickstart(t, podman, ref, fmt.Sprintf("qbridge-e2e-%d", os.Getpid()), nil, func(line string) bool {
-		if strings.Contains(line, `"msg":"connected"`) {
-			n++
-		}
-		return n == 2 // the sink, then the source
+		// The sink and the dead-letter sink connect first, then the
+		// source, which creates stream DEMO_IN.
+		return strings.Contains(line, `"msg":"connected"`) && strings.Contains(line, `"adapter":"source"`)
 	})
 	if err := qs.wait(2 * time.Minute); err != nil {
 		t.Fatalf("the container did not connect its adapters: %v\n%s", err, qs.logs.String())
@@ -115,6 +113,17 @@ func TestContainerImage(t *testing.T) {
 	got, err := tail.Output()
 	if err != nil || !strings.Contains(string(got), "hello") || !strings.Contains(string(got), "quantity") {
 		t.Fatalf("tail: %v\n%s\ncontainer log:\n%s", err, got, qs.logs.String())
+	}
+	// What cannot be decoded goes to demo.dlq with the reason (the quick
+	// start's dead_letter sink), as the comment in the file shows.
+	if code, out, errOut := runQbridge(t, "send", "-url", url, "-subject", "demo.in", "-jetstream", "-header", "qbridge.envelope=oops", "bad"); code != 0 {
+		t.Fatalf("send: %d\n%s%s", code, out, errOut)
+	}
+	tail = exec.CommandContext(ctx, qbridgeBin, "tail", "-url", url, "-subject", "demo.dlq", "-jetstream", "-from", "all", "-n", "1")
+	got, err = tail.Output()
+	if err != nil || !strings.Contains(string(got), "bad") || !strings.Contains(string(got), `DeadLetterReason (String) = "corrupt"`) ||
+		!strings.Contains(string(got), "not an envelope's JSON") {
+		t.Fatalf("tail demo.dlq: %v\n%s\ncontainer log:\n%s", err, got, qs.logs.String())
 	}
 
 	for _, probe := range []struct {

@@ -435,17 +435,18 @@ func validUTF8Value(v Value) bool {
 	return true
 }
 
-// ParseEnvelope parses the JSON of an envelope attribute.
+// ParseEnvelope parses the JSON of an envelope attribute. Its errors do not
+// repeat the attribute's name: the codecs' refusals carry it as the field.
 func ParseEnvelope(s string) (*Envelope, error) {
 	var e Envelope
 	if !parseEnvelopeFast(s, &e) {
 		e = Envelope{}
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvelopeName, err)
+			return nil, fmt.Errorf("not an envelope's JSON: %w", err)
 		}
 	}
 	if e.V != 1 {
-		return nil, fmt.Errorf("%s: unsupported version %d", EnvelopeName, e.V)
+		return nil, fmt.Errorf("unsupported envelope version %d", e.V)
 	}
 	return &e, nil
 }
