@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // AMQP 1.0 (RabbitMQ 3.10) ↔ NATS against a hand-written forwarder
@@ -94,14 +95,14 @@ func BenchmarkAmqpToNATS(b *testing.B) {
 	amqpPreload(b, amqpSender(b, url, "/queue/"+qBase), n)
 	amqpPreload(b, amqpSender(b, url, "/queue/"+qBridge), n)
 
-	nc, _ := natsConnect(b, ns.ClientURL())
+	nc, _ := e2etest.ConnectNATS(b, ns.ClientURL())
 	out := subscribeArrivals(b, nc, "bench.out")
 
 	b.ResetTimer()
 	var qb, base benchSide
 	took, cpu := out.round(b, n, func() {
 		rcv := amqpReceiver(b, url, "/queue/"+qBase)
-		pub, _ := natsConnect(b, ns.ClientURL())
+		pub, _ := e2etest.ConnectNATS(b, ns.ClientURL())
 		ctx := amqpCtx(b, 5*time.Minute)
 		for range n {
 			m, err := rcv.Receive(ctx, nil)
@@ -160,7 +161,7 @@ func BenchmarkNATSToAmqp(b *testing.B) {
 	amqpBenchCleanupQueue(b, qBase)
 	amqpBenchCleanupQueue(b, qBridge)
 
-	_, js := natsConnect(b, ns.ClientURL())
+	_, js := e2etest.ConnectNATS(b, ns.ClientURL())
 	ctx := amqpCtx(b, 5*time.Minute)
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH_IN", Subjects: []string{"bench.in"}})
 	if err != nil {

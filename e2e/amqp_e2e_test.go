@@ -19,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	amqpadapter "github.com/qbridge/qbridge/adapters/amqp"
+	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testenv"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -356,7 +358,7 @@ func TestAmqpSQSRoundTripTypedAttributes(t *testing.T) {
 	dlq := "/queue/" + amqpQueueName(t, "dlq")
 	t.Setenv("QBRIDGE_AMQP_TO_SQS_SOURCE", a)
 	t.Setenv("QBRIDGE_AMQP_TO_SQS_QUEUE_URL", q1)
-	t.Setenv("QBRIDGE_AMQP_TO_SQS_ENDPOINT", requireEnv(t, "QBRIDGE_SQS_ENDPOINT"))
+	t.Setenv("QBRIDGE_AMQP_TO_SQS_ENDPOINT", testenv.Require(t, "QBRIDGE_SQS_ENDPOINT"))
 	t.Setenv("QBRIDGE_AMQP_TO_SQS_DLQ", dlq)
 	d := startDaemon(t, amqpConfigFile(t, "amqp-to-sqs.hcl")+fmt.Sprintf(`
 pipeline "sqs-to-amqp" {
@@ -370,7 +372,7 @@ pipeline "sqs-to-amqp" {
     address = %q
   }
 }
-`, q2, requireEnv(t, "QBRIDGE_SQS_ENDPOINT"), url, b))
+`, q2, testenv.Require(t, "QBRIDGE_SQS_ENDPOINT"), url, b))
 
 	sent := map[string]any{
 		"qty": int32(42), "big": int64(-5), "small": uint16(9), "price": 19.5, "ok": true,
@@ -435,9 +437,9 @@ pipeline "sqs-to-amqp" {
 // Sends are retried; every message arrives, nothing is dead-lettered.
 func TestAmqpTransientSinkOutageRetried(t *testing.T) {
 	url := amqpURL(t)
-	ns := natsStartServer(t)
+	ns := e2etest.StartNATS(t)
 	a := "/queue/" + amqpQueueName(t, "a")
-	_, js0 := natsConnect(t, ns.URL())
+	_, js0 := e2etest.ConnectNATS(t, ns.URL())
 	if _, err := js0.CreateStream(amqpCtx(t, 10*time.Second), jetstream.StreamConfig{Name: "E2E_OUTAGE", Subjects: []string{"e2e.outage"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +483,7 @@ pipeline "outage" {
 	ns.Start()
 	eventually(t, 30*time.Second, "every message sent", func() bool { return d.metric("qbridge_messages_sent_total") >= n })
 
-	_, js := natsConnect(t, ns.URL())
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	seen := amqpDrainStream(t, js, "E2E_OUTAGE", n)
 	for i := 0; i < n; i++ {
 		if seen[fmt.Sprintf("o%03d", i)] == 0 {
@@ -561,7 +563,7 @@ pipeline "sqs-reject" {
     }
   }
 }
-`, url, a1, ns.ClientURL(), dlq, a2, sq, requireEnv(t, "QBRIDGE_SQS_ENDPOINT")))
+`, url, a1, ns.ClientURL(), dlq, a2, sq, testenv.Require(t, "QBRIDGE_SQS_ENDPOINT")))
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -688,7 +690,7 @@ pipeline "native-dl" {
 // (at-least-once) are counted and reported.
 func TestAmqpBrokerRestartMidStream(t *testing.T) {
 	url := amqpURL(t)
-	requireEnv(t, "QBRIDGE_RABBITMQ_ENV")
+	testenv.Require(t, "QBRIDGE_RABBITMQ_ENV")
 	ns := startNATS(t)
 	name := amqpQueueName(t, "durable")
 	amqpDeclareDurable(t, name)

@@ -21,6 +21,8 @@ import (
 	"github.com/Azure/go-amqp"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/qbridge/qbridge/internal/testenv"
 )
 
 // Helpers of the AMQP 1.0 e2e tests (amqp_e2e_test.go, amqp_bench_test.go):
@@ -31,7 +33,7 @@ import (
 // amqpURL is the RabbitMQ 3.10 (AMQP 1.0 plugin) URL from e2e/brokers/up.sh.
 func amqpURL(t testing.TB) string {
 	t.Helper()
-	return requireEnv(t, "QBRIDGE_AMQP_URL")
+	return testenv.Require(t, "QBRIDGE_AMQP_URL")
 }
 
 var amqpNonName = regexp.MustCompile(`[^A-Za-z0-9]+`)
@@ -234,7 +236,7 @@ func amqpDeclareDurable(t testing.TB, name string) {
 
 // amqpSQSClient is a plain aws-sdk-go-v2 client of fauxqs.
 func amqpSQSClient(t testing.TB) *awssqs.Client {
-	return sqsNewClient(requireEnv(t, "QBRIDGE_SQS_ENDPOINT"), "us-east-1")
+	return sqsNewClient(testenv.Require(t, "QBRIDGE_SQS_ENDPOINT"), "us-east-1")
 }
 
 // amqpCreateSQSQueue creates a fresh standard queue and returns its URL.

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // podmanRuntime is Debian's runc: crun, podman's default, does not run on
@@ -237,7 +239,7 @@ type quickstart struct {
 	name               string
 	natsPort, httpPort int
 	run                *exec.Cmd
-	logs               *syncBuffer
+	logs               *e2etest.Buffer
 	ready              chan struct{} // closed at the first log line that ready accepts
 	exited             chan error    // podman run's exit, once the log is read
 }
@@ -250,7 +252,7 @@ type quickstart struct {
 // it returns true.
 func startQuickstart(t *testing.T, podman func(...string) *exec.Cmd, ref, name string, flags []string, ready func(line string) bool) *quickstart {
 	t.Helper()
-	qs := &quickstart{name: name, natsPort: freeTCPPort(t), httpPort: freeTCPPort(t), logs: &syncBuffer{},
+	qs := &quickstart{name: name, natsPort: freeTCPPort(t), httpPort: freeTCPPort(t), logs: &e2etest.Buffer{},
 		ready: make(chan struct{}), exited: make(chan error, 1)}
 	src, err := os.ReadFile("../configs/quickstart.hcl")
 	if err != nil {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // The hot-path benchmarks measure qbridge as a user sees it from outside:
@@ -64,7 +66,7 @@ func buildForwarder(b *testing.B) string {
 type hotBridge struct {
 	name string
 	cmd  *exec.Cmd
-	logs syncBuffer
+	logs e2etest.Buffer
 }
 
 func startHotBridge(b *testing.B, name string, args ...string) *hotBridge {
@@ -434,7 +436,7 @@ func BenchmarkHotPathJetStream(b *testing.B) {
 				return r
 			}
 			reset := func() {
-				nc, js := natsConnect(b, url)
+				nc, js := e2etest.ConnectNATS(b, url)
 				for _, st := range []string{"IN", "OUT"} {
 					_ = js.DeleteStream(context.Background(), st)
 				}

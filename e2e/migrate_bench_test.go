@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // BenchmarkMigrate compares "qbridge migrate" with the same pipeline run as
@@ -23,8 +25,8 @@ import (
 func BenchmarkMigrate(b *testing.B) {
 	b.Run("jetstream-to-jetstream", func(b *testing.B) {
 		n := migBenchN(b, 5000)
-		ns := natsStartServer(b)
-		_, js := natsConnect(b, ns.URL())
+		ns := e2etest.StartNATS(b)
+		_, js := e2etest.ConnectNATS(b, ns.URL())
 		for b.Loop() {
 			var runs [2]migBenchRun
 			for _, mode := range migBenchOrder {
@@ -42,8 +44,8 @@ func BenchmarkMigrate(b *testing.B) {
 	b.Run("sqs-to-jetstream", func(b *testing.B) {
 		n := migBenchN(b, 1000)
 		e := sqsSetup(b)
-		ns := natsStartServer(b)
-		_, js := natsConnect(b, ns.URL())
+		ns := e2etest.StartNATS(b)
+		_, js := e2etest.ConnectNATS(b, ns.URL())
 		for b.Loop() {
 			var runs [2]migBenchRun
 			for _, mode := range migBenchOrder {

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/internal/migrate"
 )
 
@@ -304,8 +305,8 @@ func TestMigrateCopyServiceBusResumes(t *testing.T) {
 		msgs = append(msgs, &azservicebus.Message{MessageID: ptrTo(fmt.Sprintf("m%04d", i)), Body: []byte(fmt.Sprintf("body %d", i))})
 	}
 	sbSend(t, c, "orders", msgs...)
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_COPY", "copy.out")
 	cfg := migWriteConfig(t, fmt.Sprintf(`
 pipeline "sb-copy" {
@@ -437,8 +438,8 @@ pipeline "fifo" {
 func TestMigrateJetStreamToSQSFIFO(t *testing.T) {
 	const groups, per = 6, 25
 	e := sqsSetup(t)
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
 	dst := e.createQueue(t, "dst", true, nil)

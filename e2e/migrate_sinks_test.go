@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/internal/migrate"
 )
 
@@ -113,8 +114,8 @@ func TestMigrateKillAndResumeDedupSinks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := tc.setup(t)
-			ns := natsStartServer(t)
-			_, js := natsConnect(t, ns.URL())
+			ns := e2etest.StartNATS(t)
+			_, js := e2etest.ConnectNATS(t, ns.URL())
 			natsCreateStream(t, js, "MIG_IN", "in.>")
 			natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
 			cfg := migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_IN", sink.block))
@@ -178,8 +179,8 @@ func TestMigrateKillAndResumeDedupSinks(t *testing.T) {
 // counts them by reason, the progress lines count them, the exit code is 3.
 func TestMigrateDeadLettersRejectedAndTooLarge(t *testing.T) {
 	env := sqsSetup(t)
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_SRC", "in.>")
 	natsCreateStream(t, js, "MIG_DLQ", "dlq")
 	queue := env.createQueue(t, "dst", false, nil)
@@ -257,8 +258,8 @@ func TestMigrateDeadLettersRejectedAndTooLarge(t *testing.T) {
 // progress line has moved ≤ total, moved never goes back, a rate, no dead
 // letters; several lines fall in the middle of the run; the last says 100 %.
 func TestMigrateProgressLogFigures(t *testing.T) {
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.>")
 	const groups, per = 10, 150
@@ -297,11 +298,11 @@ func TestMigrateProgressLogFigures(t *testing.T) {
 		prev = moved
 	}
 	if middle < 3 || withRate == 0 {
-		t.Errorf("%d progress lines in the middle of the run (%d with a rate), want ≥ 3:\n%s", middle, withRate, natsTail(logs, 30))
+		t.Errorf("%d progress lines in the middle of the run (%d with a rate), want ≥ 3:\n%s", middle, withRate, e2etest.Tail(logs, 30))
 	}
 	fin := regexp.MustCompile(`msg="migration finished" pipeline=mig moved=(\d+) total=(\d+) percent=100.0 rate=(\d+)/s`).FindStringSubmatch(logs)
 	if fin == nil || fin[1] != strconv.Itoa(n) || fin[2] != strconv.Itoa(n) {
-		t.Fatalf("finish line: %q\n%s", fin, natsTail(logs, 10))
+		t.Fatalf("finish line: %q\n%s", fin, e2etest.Tail(logs, 10))
 	}
 	// The line's rate is the report's (messages over active time) and it
 	// honours the cap, give or take the first second's burst.
@@ -316,8 +317,8 @@ func TestMigrateProgressLogFigures(t *testing.T) {
 // count, and the sink stream, are as before; the report says what would
 // be written.
 func TestMigrateDryRunJetStreamUnchanged(t *testing.T) {
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.>")
 	const groups, per = 10, 30
@@ -355,8 +356,8 @@ func TestMigrateDryRunJetStreamUnchanged(t *testing.T) {
 // account for every message within seconds, each once.
 func TestMigrateInterruptSQSHandsBack(t *testing.T) {
 	env := sqsSetup(t)
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_FROM_SQS", "from.sqs")
 	queue := env.createQueue(t, "src", false, nil)
 	const n = 1500
@@ -425,8 +426,8 @@ pipeline "sqs-int" {
 // killed midway and run again continues after its checkpoint; the sink
 // stream ends with each message once; a move afterwards still finds all.
 func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.>")
 	const groups, per = 10, 60
@@ -478,8 +479,8 @@ func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
 // on JetStream) is not forwarded by a migration, as by the daemon: it is
 // dead-lettered with reason "corrupt", counted by reason, exit 3.
 func TestMigrateCorruptDeadLettered(t *testing.T) {
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.x")
 	natsCreateStream(t, js, "MIG_DLQ", "dlq")

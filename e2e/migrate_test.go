@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/internal/migrate"
 )
 
@@ -38,7 +39,7 @@ func migWriteConfig(t testing.TB, hcl string) string {
 // migration is a running "qbridge migrate".
 type migration struct {
 	cmd       *exec.Cmd
-	out, errb syncBuffer
+	out, errb e2etest.Buffer
 	done      chan struct{}
 	code      int
 }
@@ -66,7 +67,7 @@ func migStart(t testing.TB, args ...string) *migration {
 		_ = m.cmd.Process.Kill()
 		<-m.done
 		if t.Failed() {
-			t.Logf("qbridge migrate stdout:\n%s\nstderr:\n%s", m.out.String(), natsTail(m.errb.String(), 60))
+			t.Logf("qbridge migrate stdout:\n%s\nstderr:\n%s", m.out.String(), e2etest.Tail(m.errb.String(), 60))
 		}
 	})
 	return m
@@ -79,7 +80,7 @@ func (m *migration) wait(t testing.TB, timeout time.Duration) int {
 	case <-m.done:
 		return m.code
 	case <-time.After(timeout):
-		t.Fatalf("qbridge migrate still running after %s:\n%s\n%s", timeout, m.out.String(), natsTail(m.errb.String(), 40))
+		t.Fatalf("qbridge migrate still running after %s:\n%s\n%s", timeout, m.out.String(), e2etest.Tail(m.errb.String(), 40))
 		return 0
 	}
 }
@@ -141,8 +142,8 @@ func migConsumerPending(t testing.TB, js jetstream.JetStream, stream, durable st
 // JetStream stream → JetStream: every message, per-group order exact, the
 // report's counts, progress log lines with the figures.
 func TestMigrateJetStreamToJetStream(t *testing.T) {
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.>")
 	const groups, per = 40, 50
@@ -174,10 +175,10 @@ func TestMigrateJetStreamToJetStream(t *testing.T) {
 	// Progress lines carry the figures; the last says it finished.
 	logs := m.errb.String()
 	if !regexp.MustCompile(`msg="migration started" pipeline=mig total=2000`).MatchString(logs) {
-		t.Errorf("no start line with the total:\n%s", natsTail(logs, 20))
+		t.Errorf("no start line with the total:\n%s", e2etest.Tail(logs, 20))
 	}
 	if !regexp.MustCompile(`msg="migration finished" pipeline=mig moved=2000 total=2000 percent=100.0 rate=\d+/s .*dead_lettered=0 .*outcome=complete`).MatchString(logs) {
-		t.Errorf("no finish line with the figures:\n%s", natsTail(logs, 20))
+		t.Errorf("no finish line with the figures:\n%s", e2etest.Tail(logs, 20))
 	}
 	if !strings.Contains(m.out.String(), "written 2000, acknowledged 2000") {
 		t.Errorf("summary:\n%s", m.out.String())
@@ -187,8 +188,8 @@ func TestMigrateJetStreamToJetStream(t *testing.T) {
 // kill -9 in the middle, then the same command: nothing lost, no duplicate
 // stored (the sink stream deduplicates on Nats-Msg-Id), order per group.
 func TestMigrateKillAndResume(t *testing.T) {
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.>")
 	const groups, per = 20, 150
@@ -237,8 +238,8 @@ func TestMigrateKillAndResume(t *testing.T) {
 // SIGINT stops a migration cleanly: exit 130, the report so far, nothing
 // lost (what is not at the sink is still at the source).
 func TestMigrateInterrupt(t *testing.T) {
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.>")
 	const groups, per = 10, 200
@@ -301,8 +302,8 @@ func TestMigrateInterrupt(t *testing.T) {
 // queue is drained after -idle with credit outstanding.
 func TestMigrateAMQPToJetStream(t *testing.T) {
 	url := amqpURL(t)
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_AMQP", "amqp.out")
 	q := "/queue/" + amqpQueueName(t, "mig")
 	snd := amqpSender(t, url, q)
@@ -349,8 +350,8 @@ pipeline "amqp-mig" {
 // with "AWS." for itself. They are dead-lettered with the reason, counted by reason, exit 3.
 func TestMigrateDeadLettersByReason(t *testing.T) {
 	env := sqsSetup(t)
-	ns := natsStartServer(t)
-	nc, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	nc, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_SRC", "src.>")
 	natsCreateStream(t, js, "MIG_DLQ", "dlq")
 	queue := env.createQueue(t, "mig", false, nil)
@@ -402,7 +403,7 @@ pipeline "to-sqs" {
 		t.Errorf("example %+v does not name the attribute", ex)
 	}
 	if !strings.Contains(m.errb.String(), "complete-with-dead-letters") {
-		t.Errorf("stderr does not give the outcome:\n%s", natsTail(m.errb.String(), 5))
+		t.Errorf("stderr does not give the outcome:\n%s", e2etest.Tail(m.errb.String(), 5))
 	}
 	if got := len(env.collect(t, queue, n-bad, 30*time.Second)); got != n-bad {
 		t.Errorf("SQS queue holds %d, want %d", got, n-bad)
@@ -420,8 +421,8 @@ func TestMigrateProgressBarOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("script(1) from util-linux runs the command on a pseudo-terminal: %v", err)
 	}
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsCreateStream(t, js, "MIG_OUT", "out.>")
 	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 10, 50, 0)
@@ -449,18 +450,18 @@ func TestMigrateProgressBarOnTerminal(t *testing.T) {
 	}
 	screen := out.String()
 	if !strings.Contains(screen, "500 / 500") || !strings.Contains(screen, "100 %") {
-		t.Errorf("the bar did not end at 500 / 500, 100 %%:\n%q", natsTail(screen, 5))
+		t.Errorf("the bar did not end at 500 / 500, 100 %%:\n%q", e2etest.Tail(screen, 5))
 	}
 	if !strings.Contains(screen, "msg/s") || !strings.Contains(screen, "dead-lettered 0") {
-		t.Errorf("the bar lacks its figures:\n%q", natsTail(screen, 5))
+		t.Errorf("the bar lacks its figures:\n%q", e2etest.Tail(screen, 5))
 	}
 }
 
 // SQS standard → JetStream, every message once, and the SQS queue empty.
 func TestMigrateSQSToJetStream(t *testing.T) {
 	env := sqsSetup(t)
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_FROM_SQS", "from.sqs")
 	queue := env.createQueue(t, "src", false, nil)
 	const n = 500
@@ -513,7 +514,7 @@ pipeline "sqs-mig" {
 // 1 on RabbitMQ 3.x (docs/adapter-amqp.md, credit).
 func TestMigrateAMQPDryRunSamples(t *testing.T) {
 	url := amqpURL(t)
-	ns := natsStartServer(t)
+	ns := e2etest.StartNATS(t)
 	q := "/queue/" + amqpQueueName(t, "dry")
 	snd := amqpSender(t, url, q)
 	const n = 30
@@ -540,7 +541,7 @@ pipeline "amqp-dry" {
 		t.Errorf("dry run %+v, drained by %q", d, rep.Jobs[0].DrainedBy)
 	}
 	if !strings.Contains(m.errb.String(), "reads a sample instead") {
-		t.Errorf("no word of the fallback to a sample:\n%s", natsTail(m.errb.String(), 10))
+		t.Errorf("no word of the fallback to a sample:\n%s", e2etest.Tail(m.errb.String(), 10))
 	}
 	got := amqpReceiveN(t, amqpReceiver(t, url, q), n, 30*time.Second)
 	if len(got) != n {

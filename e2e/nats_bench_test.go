@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // Benchmarks of the bridge against the broker used directly, measured in
@@ -143,7 +145,7 @@ func BenchmarkNatsJetStream(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			s := startNATS(b)
-			nc, js := natsConnect(b, s.ClientURL())
+			nc, js := e2etest.ConnectNATS(b, s.ClientURL())
 			for _, st := range []string{"DIRECT", "IN", "OUT"} {
 				natsCreateStream(b, js, st, st+".>")
 			}
@@ -212,8 +214,8 @@ func BenchmarkNatsCore(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			s := startNATS(b)
-			pub, _ := natsConnect(b, s.ClientURL())
-			sub, _ := natsConnect(b, s.ClientURL())
+			pub, _ := e2etest.ConnectNATS(b, s.ClientURL())
+			sub, _ := e2etest.ConnectNATS(b, s.ClientURL())
 			natsBenchPipeline(b, fmt.Sprintf(`
 pipeline "bench" {
   source "nats" {
@@ -266,7 +268,7 @@ pipeline "bench" {
 // clients. Run with -benchtime 20x for 200,000 messages.
 func BenchmarkNatsMemory(b *testing.B) {
 	s := startNATS(b)
-	_, js := natsConnect(b, s.ClientURL())
+	_, js := e2etest.ConnectNATS(b, s.ClientURL())
 	// A minute per 100,000 messages at least (-benchtime 1000x is
 	// 10,000,000 messages).
 	ctx := natsCtx(b, max(10*time.Minute, time.Duration(b.N)*6*time.Second))

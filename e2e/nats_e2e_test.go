@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // The e2e tests of issue 3: the real qbridge daemon, configured in HCL,
@@ -28,8 +30,8 @@ func natsIn(g int) string { return fmt.Sprintf("in.%s", natsGroup(g)) }
 func TestNatsOrderManyGroups(t *testing.T) {
 	t.Parallel()
 	const groups, per = 50, 40
-	s := natsStartServer(t)
-	_, js := natsConnect(t, s.URL())
+	s := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, s.URL())
 	natsCreateStream(t, js, "IN", "in.>")
 	natsCreateStream(t, js, "OUT", "out.>")
 	// Published before the daemon starts, so its first fetches hold many
@@ -65,10 +67,10 @@ func TestNatsOrderManyGroups(t *testing.T) {
 func TestNatsSinkOutage(t *testing.T) {
 	t.Parallel()
 	const groups, per = 20, 50
-	src := natsStartServer(t)
-	dst := natsStartServer(t)
-	_, sjs := natsConnect(t, src.URL())
-	_, djs := natsConnect(t, dst.URL())
+	src := e2etest.StartNATS(t)
+	dst := e2etest.StartNATS(t)
+	_, sjs := e2etest.ConnectNATS(t, src.URL())
+	_, djs := e2etest.ConnectNATS(t, dst.URL())
 	natsCreateStream(t, sjs, "IN", "in.>")
 	natsCreateStream(t, djs, "OUT", "out.>")
 
@@ -112,8 +114,8 @@ func TestNatsSinkOutage(t *testing.T) {
 func TestNatsKillAndRestart(t *testing.T) {
 	t.Parallel()
 	const groups, per, rounds = 40, 50, 10
-	s := natsStartServer(t)
-	_, js := natsConnect(t, s.URL())
+	s := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, s.URL())
 	natsCreateStream(t, js, "IN", "in.>")
 	outStream := natsCreateStream(t, js, "OUT", "out.>")
 
@@ -174,8 +176,8 @@ func TestNatsKillAndRestart(t *testing.T) {
 // (the reason is in the server's MSG_TERMINATED advisory).
 func TestNatsDeadLetter(t *testing.T) {
 	t.Parallel()
-	s := natsStartServer(t)
-	nc, js := natsConnect(t, s.URL())
+	s := e2etest.StartNATS(t)
+	nc, js := e2etest.ConnectNATS(t, s.URL())
 	natsCreateStream(t, js, "IN", "in.>")
 	natsCreateStream(t, js, "IN2", "in2.>")
 	natsCreateStream(t, js, "OUT", "out.>")
@@ -279,10 +281,10 @@ func TestNatsDeadLetter(t *testing.T) {
 func TestNatsGracefulShutdownInFlight(t *testing.T) {
 	t.Parallel()
 	const groups, per = 10, 30
-	src := natsStartServer(t)
-	dst := natsStartServer(t)
-	_, sjs := natsConnect(t, src.URL())
-	_, djs := natsConnect(t, dst.URL())
+	src := e2etest.StartNATS(t)
+	dst := e2etest.StartNATS(t)
+	_, sjs := e2etest.ConnectNATS(t, src.URL())
+	_, djs := e2etest.ConnectNATS(t, dst.URL())
 	natsCreateStream(t, sjs, "IN", "in.>")
 	natsCreateStream(t, djs, "OUT", "out.>")
 
@@ -299,7 +301,7 @@ func TestNatsGracefulShutdownInFlight(t *testing.T) {
 	acked := d.metric("qbridge_messages_acked_total")
 	start := time.Now()
 	if err := d.Stop(20 * time.Second); err != nil {
-		t.Fatalf("SIGTERM: %v\n%s", err, natsTail(d.Logs(), 30))
+		t.Fatalf("SIGTERM: %v\n%s", err, e2etest.Tail(d.Logs(), 30))
 	}
 	took := time.Since(start)
 	t.Logf("SIGTERM with %d messages in flight: exit 0 after %s (shutdown_timeout 5s); %v acked before", groups*(per-5), took.Round(time.Millisecond), acked)
@@ -480,8 +482,8 @@ func natsDummyEnv(name string) string {
 func TestNatsReload(t *testing.T) {
 	t.Parallel()
 	const groups = 10
-	s := natsStartServer(t)
-	_, js := natsConnect(t, s.URL())
+	s := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, s.URL())
 	natsCreateStream(t, js, "IN", "in.>")
 	natsCreateStream(t, js, "OUT", "out.>")
 	oldCfg := natsPipeline("reload", s.URL(), "IN", "reload", s.URL(), "out.old.{group}", "")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 func natsCtx(t testing.TB, d time.Duration) context.Context {
@@ -147,7 +149,7 @@ func (c *natsCollector) WaitUnique(n int, timeout time.Duration, d *daemon) {
 		if time.Now().After(deadline) {
 			logs := ""
 			if d != nil {
-				logs = natsTail(d.Logs(), 40)
+				logs = e2etest.Tail(d.Logs(), 40)
 			}
 			c.t.Fatalf("after %s: %d of %d messages arrived\n%s", timeout, got, n, logs)
 		}
@@ -225,15 +227,6 @@ func natsCheckOrderAfterRestart(t testing.TB, recs []natsRec, groups, perGroup i
 		t.Errorf("%d first arrivals out of group order after the restart:\n%s", disorder, detail)
 	}
 	return dups, disorder
-}
-
-// natsTail returns the last n lines of s.
-func natsTail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // natsPipeline renders a JetStream → JetStream pipeline whose group key is

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -300,7 +301,7 @@ pipeline "nats-to-servicebus" {
 	sbCompareMessage(t, "Service Bus → NATS → Service Bus", sent, back)
 
 	// the NATS message in between (the stream keeps it)
-	_, js := natsConnect(t, ns.ClientURL())
+	_, js := e2etest.ConnectNATS(t, ns.ClientURL())
 	msgs := sqsStreamMsgs(t, js, "SBE2E", 1, 10*time.Second)
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages in the stream, want 1", len(msgs))
@@ -402,8 +403,8 @@ func TestSbLockRenewalSlowSink(t *testing.T) {
 	t.Parallel()
 	srv := sbStartServer(t, `{"queues":[{"name":"slow","lockDuration":3000,"maxDeliveryCount":10}]}`)
 	c := sbClient(t, srv)
-	n := natsStartServer(t)
-	_, js := natsConnect(t, n.URL())
+	n := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, n.URL())
 	sqsCreateStream(t, js, "SBLOCK", "sb.lock")
 	d := startDaemon(t, fmt.Sprintf(`
 pipeline "slow" {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // SQS ↔ NATS against a hand-written forwarder (bench_helpers_test.go);
@@ -51,7 +52,7 @@ func sqsBenchEntries(n int) []types.SendMessageBatchRequestEntry {
 func BenchmarkSqsToNats(b *testing.B) {
 	e := sqsSetup(b)
 	ns := startNATS(b)
-	nc, _ := natsConnect(b, ns.ClientURL())
+	nc, _ := e2etest.ConnectNATS(b, ns.ClientURL())
 	out := subscribeArrivals(b, nc, "bench.out")
 	// round queues a round's messages (not timed) and runs a side on them.
 	round := func(run func(q string)) (time.Duration, time.Duration) {
@@ -78,7 +79,7 @@ pipeline "bench" {
 		qb.add(sqsBenchRound, took, cpu)
 
 		took, cpu = round(func(q string) {
-			pub, _ := natsConnect(b, ns.ClientURL())
+			pub, _ := e2etest.ConnectNATS(b, ns.ClientURL())
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			for range 2 {
@@ -146,7 +147,7 @@ func sqsForwardToNats(ctx context.Context, b *testing.B, c *awssqs.Client, q str
 func BenchmarkNatsToSqs(b *testing.B) {
 	e := sqsSetup(b)
 	ns := startNATS(b)
-	_, js := natsConnect(b, ns.ClientURL())
+	_, js := e2etest.ConnectNATS(b, ns.ClientURL())
 	ctx := context.Background()
 	stream := 0
 	fill := func() string {

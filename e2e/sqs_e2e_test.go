@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/natsmap"
 	"github.com/qbridge/qbridge/mapping/sqsmap"
@@ -222,8 +223,8 @@ func sqsStreamBodies(msgs []interface{ Data() []byte }) (map[string]int, int) {
 func TestSqsNoLossSinkOutageAndKill(t *testing.T) {
 	e := sqsSetup(t)
 	src := e.createQueue(t, "src", false, map[string]string{"VisibilityTimeout": "4"})
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	sqsCreateStream(t, js, "OUT", "sqs.out")
 	cfg := fmt.Sprintf(`
 pipeline "loss" {
@@ -329,8 +330,8 @@ pipeline "loss" {
 func TestSqsVisibilityExtendedWhileSinkDown(t *testing.T) {
 	e := sqsSetup(t)
 	src := e.createQueue(t, "src", false, map[string]string{"VisibilityTimeout": "2"})
-	ns := natsStartServer(t)
-	_, js := natsConnect(t, ns.URL())
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
 	sqsCreateStream(t, js, "VIS", "vis.out")
 	d := startDaemon(t, fmt.Sprintf(`
 pipeline "vis" {
@@ -410,7 +411,7 @@ func TestSqsDeadLetter(t *testing.T) {
 		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"2"}`, e.queueArn(t, native)),
 	})
 	ns := startNATS(t)
-	nc, _ := natsConnect(t, ns.ClientURL())
+	nc, _ := e2etest.ConnectNATS(t, ns.ClientURL())
 	sub, err := nc.SubscribeSync("dl.>")
 	if err != nil {
 		t.Fatal(err)
@@ -557,7 +558,7 @@ pipeline "delay" {
 %s  }
 }
 `, ns.ClientURL(), e.conn(dst)))
-	nc, _ := natsConnect(t, ns.ClientURL())
+	nc, _ := e2etest.ConnectNATS(t, ns.ClientURL())
 	at := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
 	for _, m := range []*mapping.Message{
 		{Body: []byte("later"), ScheduledAt: at},
@@ -651,7 +652,7 @@ pipeline "batch" {
   }
 }
 `, ns.ClientURL(), dst, proxy.URL, e.region, e.conn(dlq)))
-	nc, _ := natsConnect(t, ns.ClientURL())
+	nc, _ := e2etest.ConnectNATS(t, ns.ClientURL())
 	const n, oversize = 25, 7
 	for i := range n {
 		body := fmt.Sprintf("burst-%02d", i)
@@ -714,7 +715,7 @@ func TestSqsNatsConfigsBothWays(t *testing.T) {
 	e := sqsSetup(t)
 	a, b, dlq := e.createQueue(t, "a", false, nil), e.createQueue(t, "b", false, nil), e.createQueue(t, "dlq", false, nil)
 	ns := startNATS(t)
-	_, js := natsConnect(t, ns.ClientURL())
+	_, js := e2etest.ConnectNATS(t, ns.ClientURL())
 	// Both pipelines would create FROM_SQS (on from-sqs.* and from-sqs.>);
 	// the test makes it first.
 	sqsCreateStream(t, js, "FROM_SQS", "from-sqs.>")

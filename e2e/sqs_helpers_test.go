@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/qbridge/qbridge/internal/testenv"
 	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
@@ -40,7 +41,7 @@ type sqsEnv struct {
 // sqsSetup returns a client for fauxqs (or skips the test, see requireEnv).
 func sqsSetup(t testing.TB) *sqsEnv {
 	t.Helper()
-	ep := requireEnv(t, "QBRIDGE_SQS_ENDPOINT")
+	ep := testenv.Require(t, "QBRIDGE_SQS_ENDPOINT")
 	region := os.Getenv("QBRIDGE_SQS_REGION")
 	if region == "" {
 		region = "us-east-1"

@@ -17,6 +17,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -118,7 +119,7 @@ pipeline "traced" {
 	}
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	_, js := natsConnect(t, ns.ClientURL())
+	_, js := e2etest.ConnectNATS(t, ns.ClientURL())
 	msg := &nats.Msg{Subject: "traced.in", Data: []byte("traced"), Header: nats.Header{}}
 	msg.Header.Set("traceparent", "00-"+traceID+"-"+parentID+"-01")
 	msg.Header.Set(nats.MsgIdHdr, "trace-1")

@@ -10,12 +10,14 @@ import (
 	"testing"
 
 	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/internal/testenv"
 )
 
 // rabbitctl runs rabbitmqctl against the test broker's node (from
 // QBRIDGE_RABBITMQ_ENV, written by e2e/brokers/up.sh).
 func rabbitctl(t testing.TB, args ...string) (string, error) {
-	envFile := requireEnv(t, "QBRIDGE_RABBITMQ_ENV")
+	envFile := testenv.Require(t, "QBRIDGE_RABBITMQ_ENV")
 	script := fmt.Sprintf(`. %q && exec /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RABBITMQ_NODENAME" "$@"`, envFile)
 	out, err := exec.Command("bash", append([]string{"-c", script, "rabbitmqctl"}, args...)...).CombinedOutput()
 	if err != nil {
@@ -96,7 +98,7 @@ func (s *amqpSender) close() {
 // package restarts it in one of its tests, which this one then survives).
 func TestChaosAMQPSingleActive(t *testing.T) {
 	p := runPlan()
-	url := requireEnv(t, "QBRIDGE_AMQP_URL")
+	url := testenv.Require(t, "QBRIDGE_AMQP_URL")
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	q := "chaos-" + hex.EncodeToString(b[:])

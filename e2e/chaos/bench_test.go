@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // BenchmarkJetStreamReplicas measures what replicas do to throughput on
@@ -54,8 +56,8 @@ func BenchmarkJetStreamReplicas(b *testing.B) {
 // per message.
 func drainOnce(b *testing.B, replicas, partitions, messages, groups int) (perSec, cpuPerMsg float64) {
 	b.StopTimer()
-	src := startNATS(b)
-	js := natsConnect(b, src.URL())
+	src := e2etest.StartNATS(b)
+	_, js := e2etest.ConnectNATS(b, src.URL())
 	snk := startSink(b)
 	stream := jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.*"}, Storage: jetstream.FileStorage}
 	durable, filter, extra := "bench", "in.*", ""
@@ -94,7 +96,7 @@ func drainOnce(b *testing.B, replicas, partitions, messages, groups int) (perSec
 		}
 		futures = futures[:0]
 	}
-	cfg := writeConfigLevel(b, "info", fmt.Sprintf(`pipeline "bench" {
+	cfg := e2etest.WriteConfig(b, "info", fmt.Sprintf(`pipeline "bench" {
   source "nats" {
     url = %q
     jetstream {
@@ -114,7 +116,7 @@ func drainOnce(b *testing.B, replicas, partitions, messages, groups int) (perSec
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
 	reps := make([]*replica, replicas)
 	for i := range reps {
-		reps[i] = &replica{t: b, id: i, config: cfg, env: []string{fmt.Sprintf("QBRIDGE_PARTITION=%d", i%max(partitions, 1))}, logs: &syncBuffer{}}
+		reps[i] = &replica{t: b, id: i, config: cfg, env: []string{fmt.Sprintf("QBRIDGE_PARTITION=%d", i%max(partitions, 1))}, logs: &e2etest.Buffer{}}
 	}
 	for _, r := range reps {
 		r.start()

@@ -1,42 +1,20 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// requireEnv returns a broker setting written by e2e/brokers/up.sh. Without
-// it the test is skipped, unless QBRIDGE_E2E_REQUIRED is set (as
-// e2e/test.sh does): then a missing broker is a failure.
-func requireEnv(t testing.TB, name string) string {
-	t.Helper()
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	msg := fmt.Sprintf("%s is not set: start the test brokers with e2e/brokers/up.sh and load its env file, or run bash e2e/test.sh", name)
-	if os.Getenv("QBRIDGE_E2E_REQUIRED") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+	"github.com/qbridge/qbridge/internal/e2etest"
+)
 
 func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -44,100 +22,18 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// natsServer is an embedded nats-server with JetStream that the test can
-// stop and start again on the same port and store directory: clients
-// reconnect and stored messages stay.
-type natsServer struct {
-	t    testing.TB
-	port int
-	dir  string
-	mu   sync.Mutex
-	s    *server.Server
-}
-
-func startNATS(t testing.TB) *natsServer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	ns := &natsServer{t: t, port: port, dir: t.TempDir()}
-	ns.Start()
-	t.Cleanup(ns.Stop)
-	return ns
-}
-
-func (ns *natsServer) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", ns.port) }
-
-// Start starts the server (again).
-func (ns *natsServer) Start() {
-	ns.t.Helper()
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	if ns.s != nil {
-		return
-	}
-	var last error
-	for range 50 { // the port may take a moment to be free again
-		s, err := server.NewServer(&server.Options{
-			Host: "127.0.0.1", Port: ns.port, JetStream: true, StoreDir: ns.dir,
-			NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
-		})
-		if err != nil {
-			ns.t.Fatal(err)
-		}
-		s.Start()
-		if s.ReadyForConnections(5 * time.Second) {
-			ns.s = s
-			return
-		}
-		s.Shutdown()
-		last = fmt.Errorf("nats-server on port %d not ready", ns.port)
-		time.Sleep(100 * time.Millisecond) // the port is still held: retry
-	}
-	ns.t.Fatal(last)
-}
-
-// Stop shuts the server down (clients see a lost connection).
-func (ns *natsServer) Stop() {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	if ns.s != nil {
-		ns.s.Shutdown()
-		ns.s.WaitForShutdown()
-		ns.s = nil
-	}
-}
-
-// natsConnect returns a client that reconnects quickly and forever.
-func natsConnect(t testing.TB, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // sink is the JetStream sink every run writes to: stream OUT on out.>,
 // on its own server, deduplicating on Nats-Msg-Id for an hour (longer than
 // any run, so each redelivered copy is dropped).
 type sink struct {
-	srv *natsServer
+	srv *e2etest.NATS
 	js  jetstream.JetStream
 }
 
 func startSink(t testing.TB) *sink {
 	t.Helper()
-	s := &sink{srv: startNATS(t)}
-	s.js = natsConnect(t, s.srv.URL())
+	s := &sink{srv: e2etest.StartNATS(t)}
+	_, s.js = e2etest.ConnectNATS(t, s.srv.URL())
 	if _, err := s.js.CreateStream(ctxFor(t, 10*time.Second), jetstream.StreamConfig{
 		Name: "OUT", Subjects: []string{"out.>"}, Storage: jetstream.FileStorage, Duplicates: time.Hour,
 	}); err != nil {
@@ -206,33 +102,6 @@ func (s *sink) bodies(t testing.TB) []string {
 	return out
 }
 
-// syncBuffer keeps what a process wrote.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// tail is the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // replica is one qbridge process ("qbridge run") of a run; it is started
 // again after each kill, as the same replica.
 type replica struct {
@@ -247,7 +116,7 @@ type replica struct {
 	done    chan struct{}
 	exitErr error
 	starts  int
-	logs    *syncBuffer // every incarnation's log, one after the other
+	logs    *e2etest.Buffer // every incarnation's log, one after the other
 }
 
 // start runs the replica and waits until /readyz answers 200.
@@ -273,23 +142,7 @@ func (r *replica) start() {
 	r.mu.Unlock()
 	addrc := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			_, _ = r.logs.Write(append(line, '\n'))
-			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "monitoring endpoints listening" {
-				select {
-				case addrc <- rec.Addr:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
+		e2etest.ScanLogs(stderr, r.logs, addrc)
 		err := cmd.Wait()
 		r.mu.Lock()
 		r.exitErr = err
@@ -300,9 +153,9 @@ func (r *replica) start() {
 	select {
 	case addr = <-addrc:
 	case <-done:
-		r.t.Fatalf("replica %d exited at start (%v):\n%s", r.id, r.exitErr, tail(r.logs.String(), 40))
+		r.t.Fatalf("replica %d exited at start (%v):\n%s", r.id, r.exitErr, e2etest.Tail(r.logs.String(), 40))
 	case <-time.After(30 * time.Second):
-		r.t.Fatalf("replica %d did not start listening:\n%s", r.id, tail(r.logs.String(), 40))
+		r.t.Fatalf("replica %d did not start listening:\n%s", r.id, e2etest.Tail(r.logs.String(), 40))
 	}
 	r.mu.Lock()
 	r.addr = addr
@@ -312,20 +165,11 @@ func (r *replica) start() {
 
 func (r *replica) waitReady(done chan struct{}, addr string, timeout time.Duration) {
 	r.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		code, body := get(addr, "/readyz")
-		if code == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("replica %d not ready after %s: %d %s\n%s", r.id, timeout, code, body, tail(r.logs.String(), 40))
-		}
-		select {
-		case <-done:
-			r.t.Fatalf("replica %d exited (%v):\n%s", r.id, r.exitErr, tail(r.logs.String(), 40))
-		case <-time.After(50 * time.Millisecond): // a poll of /readyz
-		}
+	switch err := e2etest.WaitReady(addr, done, timeout); {
+	case errors.Is(err, e2etest.ErrExited):
+		r.t.Fatalf("replica %d exited (%v):\n%s", r.id, r.exitErr, e2etest.Tail(r.logs.String(), 40))
+	case err != nil:
+		r.t.Fatalf("replica %d %v\n%s", r.id, err, e2etest.Tail(r.logs.String(), 40))
 	}
 }
 
@@ -385,53 +229,7 @@ func (r *replica) metric(name string) float64 {
 	r.mu.Lock()
 	addr := r.addr
 	r.mu.Unlock()
-	_, body := get(addr, "/metrics")
-	var sum float64
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		var f float64
-		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &f); err == nil {
-			sum += f
-		}
-	}
-	return sum
-}
-
-// get fetches a monitoring path; code 0 means the request failed.
-func get(addr, path string) (int, string) {
-	if addr == "" {
-		return 0, "no address"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// writeConfig writes a configuration of pipelines with JSON logs and a
-// free monitoring port (each replica picks its own).
-func writeConfig(t testing.TB, pipelines string) string {
-	t.Helper()
-	return writeConfigLevel(t, "debug", pipelines)
-}
-
-// writeConfigLevel is writeConfig with another log level.
-func writeConfigLevel(t testing.TB, level, pipelines string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "qbridge.hcl")
-	cfg := "log {\n  level  = \"" + level + "\"\n  format = \"json\"\n}\nhttp {\n  listen = \"127.0.0.1:0\"\n}\n" + pipelines
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return e2etest.Metric(addr, name)
 }
 
 // engineBlocks are the pipeline settings every run shares: one message

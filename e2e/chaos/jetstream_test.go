@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // TestChaosJetStream: three replicas on one durable consumer, which qbridge
@@ -17,8 +19,8 @@ import (
 // one's engine) or the source server's restart.
 func TestChaosJetStream(t *testing.T) {
 	p := runPlan()
-	src := startNATS(t)
-	js := natsConnect(t, src.URL())
+	src := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, src.URL())
 	if _, err := js.CreateStream(ctxFor(t, 10*time.Second), jetstream.StreamConfig{
 		Name: "IN", Subjects: []string{"in.>"}, Storage: jetstream.FileStorage,
 	}); err != nil {
@@ -62,8 +64,8 @@ func TestChaosJetStream(t *testing.T) {
 // faults are those of the other runs.
 func TestChaosJetStreamPartitioned(t *testing.T) {
 	p := runPlan()
-	src := startNATS(t)
-	js := natsConnect(t, src.URL())
+	src := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, src.URL())
 	snk := startSink(t)
 	runChaos(t, p, kind{
 		name:     "jetstream-partitioned",
@@ -126,13 +128,13 @@ func sendJetStream(js jetstream.JetStream) func(context.Context, []msgRef) error
 // priority group (pinned = false) split each group's messages between them;
 // each says so in its log and among the warnings of /readyz.
 func TestChaosJetStreamSharedConsumerWarns(t *testing.T) {
-	src := startNATS(t)
-	js := natsConnect(t, src.URL())
+	src := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, src.URL())
 	if _, err := js.CreateStream(ctxFor(t, 10*time.Second), jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}}); err != nil {
 		t.Fatal(err)
 	}
 	snk := startSink(t)
-	cfg := writeConfig(t, fmt.Sprintf(`pipeline "shared" {
+	cfg := e2etest.WriteConfig(t, "debug", fmt.Sprintf(`pipeline "shared" {
   source "nats" {
     url = %q
     jetstream {
@@ -145,12 +147,12 @@ func TestChaosJetStreamSharedConsumerWarns(t *testing.T) {
   }
 %s%s}
 `, src.URL(), snk.block(), engineBlocks))
-	reps := []*replica{{t: t, id: 0, config: cfg, logs: &syncBuffer{}}, {t: t, id: 1, config: cfg, logs: &syncBuffer{}}}
+	reps := []*replica{{t: t, id: 0, config: cfg, logs: &e2etest.Buffer{}}, {t: t, id: 1, config: cfg, logs: &e2etest.Buffer{}}}
 	t.Cleanup(func() {
 		for _, r := range reps {
 			r.kill()
 			if t.Failed() {
-				t.Logf("replica %d, last lines:\n%s", r.id, tail(r.logs.String(), 30))
+				t.Logf("replica %d, last lines:\n%s", r.id, e2etest.Tail(r.logs.String(), 30))
 			}
 		}
 	})
@@ -164,7 +166,7 @@ func TestChaosJetStreamSharedConsumerWarns(t *testing.T) {
 			r.mu.Lock()
 			addr := r.addr
 			r.mu.Unlock()
-			code, body := get(addr, "/readyz")
+			code, body := e2etest.Get(addr, "/readyz")
 			if code == 200 && strings.Contains(body, "another client consumes durable") {
 				break
 			}

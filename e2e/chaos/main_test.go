@@ -21,11 +21,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 var (
@@ -47,15 +47,7 @@ var (
 // qbridge returns the built binary.
 func qbridge(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		path := filepath.Join(binDir, "qbridge")
-		out, err := exec.Command("go", "build", "-o", path, "../../cmd/qbridge").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building qbridge: %w\n%s", err, out)
-			return
-		}
-		binPath = path
-	})
+	buildOnce.Do(func() { binPath, buildErr = e2etest.Build(binDir, "") })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}

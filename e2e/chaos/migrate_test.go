@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // TestChaosMigrateKillAndResume: `qbridge migrate -copy -state FILE` from a
@@ -24,8 +26,8 @@ import (
 func TestChaosMigrateKillAndResume(t *testing.T) {
 	p := runPlan()
 	per := p.messages / p.groups
-	src := startNATS(t)
-	js := natsConnect(t, src.URL())
+	src := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, src.URL())
 	if _, err := js.CreateStream(ctxFor(t, 10*time.Second), jetstream.StreamConfig{
 		Name: "IN", Subjects: []string{"in.>"}, Storage: jetstream.FileStorage,
 	}); err != nil {
@@ -39,7 +41,7 @@ func TestChaosMigrateKillAndResume(t *testing.T) {
 		}
 	}
 	snk := startSink(t)
-	cfg := writeConfig(t, fmt.Sprintf(`pipeline "mig" {
+	cfg := e2etest.WriteConfig(t, "debug", fmt.Sprintf(`pipeline "mig" {
   source "nats" {
     url = %q
     jetstream {
@@ -67,8 +69,8 @@ func TestChaosMigrateKillAndResume(t *testing.T) {
 	// -rate keeps each run long enough for a kill to land in it.
 	rate := fmt.Sprint(max(p.messages/8, 50))
 	report := filepath.Join(t.TempDir(), "report.json")
-	run := func() (*exec.Cmd, *syncBuffer, chan error) {
-		logs := &syncBuffer{}
+	run := func() (*exec.Cmd, *e2etest.Buffer, chan error) {
+		logs := &e2etest.Buffer{}
 		cmd := exec.Command(qbridge(t), "migrate", "-yes", "-copy", "-state", state, "-idle", "1s",
 			"-rate", rate, "-progress", "off", "-report", report, cfg)
 		cmd.Stdout, cmd.Stderr = logs, logs
@@ -80,7 +82,7 @@ func TestChaosMigrateKillAndResume(t *testing.T) {
 		t.Cleanup(func() {
 			_ = cmd.Process.Kill()
 			if t.Failed() {
-				t.Logf("qbridge migrate, last lines:\n%s", tail(logs.String(), 30))
+				t.Logf("qbridge migrate, last lines:\n%s", e2etest.Tail(logs.String(), 30))
 			}
 		})
 		return cmd, logs, done
@@ -108,7 +110,7 @@ func TestChaosMigrateKillAndResume(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("the last run (%d): %v\n%s", runs, err, tail(logs.String(), 30))
+			t.Fatalf("the last run (%d): %v\n%s", runs, err, e2etest.Tail(logs.String(), 30))
 		}
 	case <-time.After(stall):
 		t.Fatalf("the last run (%d) did not end within %s", runs, stall)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/e2etest"
 )
 
 // kind is one source kind of a chaos run.
@@ -45,14 +47,14 @@ func runChaos(t *testing.T, p plan, k kind, snk *sink) {
 	evs := makeSchedule(seed, k.name, p, k.replicas, k.restartBroker != nil)
 	t.Logf("chaos %s: seed %d (replay with -chaos.seed=%d), %d messages in %d groups, %d replicas, sink outage %s; schedule:%s",
 		k.name, seed, seed, p.messages, p.groups, k.replicas, p.outage, describe(evs))
-	cfg := writeConfig(t, fmt.Sprintf("pipeline \"chaos\" {\n%s%s%s}\n", k.source, snk.block(), engineBlocks))
+	cfg := e2etest.WriteConfig(t, "debug", fmt.Sprintf("pipeline \"chaos\" {\n%s%s%s}\n", k.source, snk.block(), engineBlocks))
 	reps := make([]*replica, k.replicas)
 	for i := range reps {
 		env := k.env
 		if k.replicaEnv != nil {
 			env = append(slices.Clone(env), k.replicaEnv(i)...)
 		}
-		reps[i] = &replica{t: t, id: i, config: cfg, env: env, logs: &syncBuffer{}}
+		reps[i] = &replica{t: t, id: i, config: cfg, env: env, logs: &e2etest.Buffer{}}
 	}
 	t.Cleanup(func() {
 		for _, r := range reps {
@@ -64,7 +66,7 @@ func runChaos(t *testing.T, p plan, k kind, snk *sink) {
 			dir := t.ArtifactDir()
 			for _, r := range reps {
 				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("replica-%d.log", r.id)), []byte(r.logs.String()), 0o644)
-				t.Logf("replica %d (%d starts), last lines:\n%s", r.id, r.starts, tail(r.logs.String(), 60))
+				t.Logf("replica %d (%d starts), last lines:\n%s", r.id, r.starts, e2etest.Tail(r.logs.String(), 60))
 			}
 			t.Logf("whole replica logs: %s", dir)
 			t.Logf("replay with -chaos.seed=%d", seed)

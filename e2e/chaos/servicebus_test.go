@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/internal/sbtestserver"
 )
 
@@ -57,7 +58,7 @@ func startServiceBus(t *testing.T, entitiesJSON string) string {
 		logf.Close()
 		if t.Failed() {
 			if b, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("sbserver log, last lines:\n%s", tail(string(b), 40))
+				t.Logf("sbserver log, last lines:\n%s", e2etest.Tail(string(b), 40))
 			}
 		}
 	})

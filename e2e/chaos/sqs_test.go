@@ -15,6 +15,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/qbridge/qbridge/internal/testenv"
 	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
@@ -26,7 +27,7 @@ import (
 // the other tests: no broker restart.
 func TestChaosSQSFIFO(t *testing.T) {
 	p := runPlan()
-	endpoint := requireEnv(t, "QBRIDGE_SQS_ENDPOINT")
+	endpoint := testenv.Require(t, "QBRIDGE_SQS_ENDPOINT")
 	region := os.Getenv("QBRIDGE_SQS_REGION")
 	if region == "" {
 		region = "us-east-1"

@@ -5,7 +5,7 @@
 // `go test ./adapters/amqp/` printed `ok` while most of its tests skipped.
 // Missing writes its line to the terminal when there is one (and to stderr
 // otherwise), and with QBRIDGE_E2E_REQUIRED set the package fails instead,
-// as CI wants.
+// as CI wants. Require applies the same rule to one test.
 package testenv
 
 import (
@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"testing"
 )
 
 // RequiredVar makes a missing environment an error rather than a skip.
@@ -46,6 +47,22 @@ func Report(pkg, msg string) bool {
 	defer closeW()
 	fmt.Fprintf(w, "%s: %s\n", pkg, msg)
 	return !required
+}
+
+// Require returns the broker setting in the environment variable name
+// (written by e2e/brokers/up.sh). Without it the test skips, or fails when
+// QBRIDGE_E2E_REQUIRED is set.
+func Require(t testing.TB, name string) string {
+	t.Helper()
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	msg := name + " is not set: start the test brokers with e2e/brokers/up.sh and load its env file, or run bash e2e/test.sh"
+	if os.Getenv(RequiredVar) != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
 }
 
 // out is the controlling terminal, where go test cannot swallow the line,
