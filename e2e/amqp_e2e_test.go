@@ -254,7 +254,7 @@ pipeline "amqp-sections" {
 		}
 	}
 	n := float64(len(msgs))
-	if r, s, a := d.metric("qbridge_messages_received_total"), d.metric("qbridge_messages_sent_total"), d.metric("qbridge_messages_acked_total"); r != n || s != n || a != n {
+	if r, s, a := d.metricReaches(n, "qbridge_messages_received_total"), d.metricReaches(n, "qbridge_messages_sent_total"), d.metricReaches(n, "qbridge_messages_acked_total"); r != n || s != n || a != n {
 		t.Errorf("received %v, sent %v, acked %v; want %v", r, s, a, n)
 	}
 }
@@ -340,7 +340,7 @@ func TestAmqpNATSRoundTripExampleConfigs(t *testing.T) {
 	if amqpID(got) != "typed-1" || got.Properties.GroupID == nil || *got.Properties.GroupID != "tenant-a" || string(got.GetData()) != "hello nats" {
 		t.Errorf("properties %+v body %q", got.Properties, got.GetData())
 	}
-	if s := d.metric("qbridge_messages_sent_total", "pipeline=nats-to-amqp"); s != 1 {
+	if s := d.metricReaches(1, "qbridge_messages_sent_total", "pipeline=nats-to-amqp"); s != 1 {
 		t.Errorf("nats-to-amqp sent %v", s)
 	}
 }
@@ -427,7 +427,7 @@ pipeline "sqs-to-amqp" {
 	if string(got.GetData()) != "hello sqs" && got.Value != "hello sqs" {
 		t.Errorf("body %q %#v", got.GetData(), got.Value)
 	}
-	if s := d.metric("qbridge_messages_sent_total", "pipeline=sqs-to-amqp"); s != 1 {
+	if s := d.metricReaches(1, "qbridge_messages_sent_total", "pipeline=sqs-to-amqp"); s != 1 {
 		t.Errorf("sqs-to-amqp sent %v", s)
 	}
 }
@@ -614,10 +614,10 @@ pipeline "sqs-reject" {
 	if b := byID["binary-body"]; b != nil && !reflect.DeepEqual(b.Data, binary.Data) {
 		t.Errorf("the dead letter lost the binary body: %q", b.Data)
 	}
-	if got := d.metric("qbridge_messages_dead_lettered_total", "pipeline=mapping-dl", "reason=mapping"); got != 1 {
+	if got := d.metricReaches(1, "qbridge_messages_dead_lettered_total", "pipeline=mapping-dl", "reason=mapping"); got != 1 {
 		t.Errorf("dead_lettered{mapping} = %v", got)
 	}
-	if got := d.metric("qbridge_messages_dead_lettered_total", "pipeline=sqs-reject", "reason=rejected"); got != 1 {
+	if got := d.metricReaches(1, "qbridge_messages_dead_lettered_total", "pipeline=sqs-reject", "reason=rejected"); got != 1 {
 		t.Errorf("dead_lettered{rejected} = %v", got)
 	}
 	eventually(t, 10*time.Second, "both text messages in SQS", func() bool {
@@ -672,7 +672,7 @@ pipeline "native-dl" {
 		t.Errorf("dead-lettered by RabbitMQ: %v %q", dead.Properties, dead.GetData())
 	}
 	t.Logf("RabbitMQ's dead letter: annotations %v application properties %v", dead.Annotations, dead.ApplicationProperties)
-	if got := d.metric("qbridge_messages_dead_lettered_total", "reason=mapping"); got != 1 {
+	if got := d.metricReaches(1, "qbridge_messages_dead_lettered_total", "reason=mapping"); got != 1 {
 		t.Errorf("dead_lettered{mapping} = %v", got)
 	}
 	if !amqpLogHas(d, "no-x") && !amqpLogHas(d, "dead") {

@@ -127,6 +127,21 @@ func (d *daemon) metric(name string, labels ...string) float64 {
 	return e2etest.Metric(d.addr, name, labels...)
 }
 
+// metricReaches is metric once it shows want, or after 15 s whatever it
+// shows then. The daemon counts a message after the broker confirmed it, so
+// a test that has just seen the message at the broker can read the counter
+// a moment before it moves (one run in two parallel suites did).
+func (d *daemon) metricReaches(want float64, name string, labels ...string) float64 {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v := d.metric(name, labels...)
+		if v == want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Kill ends the daemon with SIGKILL (no chance to drain) and waits for it.
 func (d *daemon) Kill() {
 	select {

@@ -138,10 +138,10 @@ pipeline "sqs-to-servicebus" {
 	if back.DeliveryCount != 1 {
 		t.Errorf("DeliveryCount %d, want 1", back.DeliveryCount)
 	}
-	if s := d.metric("qbridge_messages_sent_total", "pipeline=servicebus-to-sqs"); s != 1 {
+	if s := d.metricReaches(1, "qbridge_messages_sent_total", "pipeline=servicebus-to-sqs"); s != 1 {
 		t.Errorf("servicebus-to-sqs sent %v, want 1", s)
 	}
-	if s := d.metric("qbridge_messages_acked_total", "pipeline=servicebus-to-sqs"); s != 1 {
+	if s := d.metricReaches(1, "qbridge_messages_acked_total", "pipeline=servicebus-to-sqs"); s != 1 {
 		t.Errorf("servicebus-to-sqs acked %v, want 1", s)
 	}
 	if left := sbPeekAll(t, c, "to-sqs", sbMain); len(left) != 0 {
@@ -326,7 +326,7 @@ pipeline "nats-to-servicebus" {
 	if string(nm.Data()) != string(sent.Body) {
 		t.Errorf("NATS body %q", nm.Data())
 	}
-	if s := d.metric("qbridge_messages_sent_total", "pipeline=nats-to-servicebus"); s != 1 {
+	if s := d.metricReaches(1, "qbridge_messages_sent_total", "pipeline=nats-to-servicebus"); s != 1 {
 		t.Errorf("nats-to-servicebus sent %v, want 1", s)
 	}
 }
@@ -548,7 +548,7 @@ pipeline "dl" {
 	if src := sbStr(dl.DeadLetterSource); src != "dl" {
 		t.Logf("DeadLetterSource %q", src)
 	}
-	if v := d.metric("qbridge_messages_dead_lettered_total", "pipeline=dl", "reason=mapping"); v != 1 {
+	if v := d.metricReaches(1, "qbridge_messages_dead_lettered_total", "pipeline=dl", "reason=mapping"); v != 1 {
 		t.Errorf("dead_lettered_total{reason=mapping} = %v, want 1", v)
 	}
 	if left := sbPeekAll(t, c, "dl", sbMain); len(left) != 0 {
@@ -634,7 +634,7 @@ pipeline "https-back" {
 	out := sbReceive(t, c, "h-out", sbMain, 1, 20*time.Second)[0]
 	sbCompareMessage(t, "HTTPS → HTTPS → SDK → HTTPS → AMQP", sent, out)
 	for _, p := range []string{"https-out", "https-back"} {
-		if v := d.metric("qbridge_messages_acked_total", "pipeline="+p); v != 1 {
+		if v := d.metricReaches(1, "qbridge_messages_acked_total", "pipeline="+p); v != 1 {
 			t.Errorf("%s acked %v, want 1", p, v)
 		}
 	}

@@ -517,10 +517,10 @@ pipeline "native-redrive" {
 		}
 		t.Logf("dead letter %.20q: %s: %s", body, reason, desc)
 	}
-	if n := d.metric("qbridge_messages_dead_lettered_total", "pipeline=engine-dlq", "reason=mapping"); n != 1 {
+	if n := d.metricReaches(1, "qbridge_messages_dead_lettered_total", "pipeline=engine-dlq", "reason=mapping"); n != 1 {
 		t.Errorf("dead_lettered{reason=mapping} = %v", n)
 	}
-	if n := d.metric("qbridge_messages_dead_lettered_total", "pipeline=engine-dlq", "reason=too-large"); n != 1 {
+	if n := d.metricReaches(1, "qbridge_messages_dead_lettered_total", "pipeline=engine-dlq", "reason=too-large"); n != 1 {
 		t.Errorf("dead_lettered{reason=too-large} = %v", n)
 	}
 
@@ -700,7 +700,7 @@ pipeline "batch" {
 	}
 	t.Logf("sink calls: SendMessageBatch %v, SendMessage %d; dead letter: %s", batches, len(singles),
 		aws.ToString(dead[0].MessageAttributes["DeadLetterErrorDescription"].StringValue))
-	if s := d.metric("qbridge_messages_sent_total"); s != n-1 {
+	if s := d.metricReaches(float64(n-1), "qbridge_messages_sent_total"); s != float64(n-1) {
 		t.Errorf("sent_total %v", s)
 	}
 }
@@ -839,7 +839,7 @@ func TestSqsNatsConfigsBothWays(t *testing.T) {
 			t.Errorf("qty decoded from NATS as %v %q", v.Kind, v.DataType())
 		}
 	}
-	if s := d.metric("qbridge_messages_sent_total", "pipeline=nats-to-sqs"); s != n {
+	if s := d.metricReaches(float64(n), "qbridge_messages_sent_total", "pipeline=nats-to-sqs"); s != float64(n) {
 		t.Errorf("nats-to-sqs sent %v", s)
 	}
 }
