@@ -15,6 +15,7 @@ func entityConfig() map[string]any {
 	queues := []any{
 		q("basic", nil),
 		q("abandon", nil),
+		q("release", nil),
 		q("deadletter", nil),
 		q("defer", nil),
 		q("renew", map[string]any{"lockDuration": "PT4S"}),

@@ -467,7 +467,7 @@ export class AmqpServer {
           delivery.update(true, rheaMessage.accepted().described());
           break;
         case 'released':
-          ent.abandon(msg, []);
+          ent.release(msg);
           delivery.update(true, rheaMessage.released().described());
           break;
         case 'modified': {

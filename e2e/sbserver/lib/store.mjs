@@ -295,6 +295,15 @@ export class Receivable {
     this.failedDelivery(msg);
   }
 
+  // release hands a message back without counting a delivery: Service Bus
+  // does not increment DeliveryCount on the AMQP released outcome
+  // (docs/wire-servicebus.md §5.1). The Go SDK releases what reaches a
+  // peek-lock receiver between two ReceiveMessages calls.
+  release(msg) {
+    this.unlock(msg);
+    this.notify();
+  }
+
   defer(msg, props) {
     this.applyProps(msg, props);
     this.unlock(msg);
