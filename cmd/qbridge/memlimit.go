@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"runtime/debug"
 
@@ -18,7 +19,18 @@ var memoryLimitErr error
 // process. A core NATS burst fills memory this way (its buffer follows the
 // limit: adapters/nats AutoBufferBytes). Without a limit nothing changes.
 func setMemoryLimit() {
-	_, memoryLimitErr = memlimit.Set(memlimit.WithRatio(0.9))
+	_, err := memlimit.Set(memlimit.WithRatio(0.9))
+	memoryLimitErr = memoryLimitProblem(err)
+}
+
+// memoryLimitProblem is err unless it only says there is no cgroup to read
+// (macOS, Windows, a process outside any cgroup): then there is no limit to
+// follow, and nothing to warn about.
+func memoryLimitProblem(err error) error {
+	if errors.Is(err, memlimit.ErrCgroupsNotSupported) || errors.Is(err, memlimit.ErrNoCgroup) {
+		return nil
+	}
+	return err
 }
 
 // memoryLimit is the runtime's soft memory limit, or 0 for none.
