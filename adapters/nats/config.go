@@ -46,8 +46,8 @@ const (
 // quarter of the process's memory limit (GOMEMLIMIT, which qbridge derives
 // from the container's limit), between MinAutoBufferBytes and
 // MaxAutoBufferBytes. The buffer fills only during a burst the pipeline
-// cannot keep up with; nats.go's 64 MiB lost a third of a 200 MiB burst
-// that 256 MiB held whole (docs/benchmarks.md).
+// cannot keep up with; with nats.go's 64 MiB the benchmark lost 39 – 48 %
+// of a 200 MiB burst that 256 MiB held whole (docs/benchmarks.md).
 func AutoBufferBytes(memoryLimit int64) int {
 	return int(min(max(memoryLimit/4, MinAutoBufferBytes), MaxAutoBufferBytes))
 }
