@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // podmanRuntime is Debian's runc: crun, podman's default, does not run on
@@ -239,7 +239,7 @@ type quickstart struct {
 	name               string
 	natsPort, httpPort int
 	run                *exec.Cmd
-	logs               *e2etest.Buffer
+	logs               *testlog.Buffer
 	ready              chan struct{} // closed at the first log line that ready accepts
 	exited             chan error    // podman run's exit, once the log is read
 }
@@ -252,7 +252,7 @@ type quickstart struct {
 // it returns true.
 func startQuickstart(t *testing.T, podman func(...string) *exec.Cmd, ref, name string, flags []string, ready func(line string) bool) *quickstart {
 	t.Helper()
-	qs := &quickstart{name: name, natsPort: freeTCPPort(t), httpPort: freeTCPPort(t), logs: &e2etest.Buffer{},
+	qs := &quickstart{name: name, natsPort: freeTCPPort(t), httpPort: freeTCPPort(t), logs: &testlog.Buffer{},
 		ready: make(chan struct{}), exited: make(chan error, 1)}
 	src, err := os.ReadFile("../configs/quickstart.hcl")
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // qbridgeBin is the daemon binary, built once by TestMain.
@@ -59,7 +60,7 @@ type daemon struct {
 	t       testing.TB
 	cmd     *exec.Cmd
 	config  string
-	logs    *e2etest.Buffer
+	logs    *testlog.Buffer
 	addr    string // monitoring address
 	done    chan struct{}
 	exitErr error
@@ -77,7 +78,7 @@ func startDaemon(t testing.TB, pipelines string) *daemon {
 // log format is JSON and whose monitoring listener is 127.0.0.1:0.
 func startDaemonConfig(t testing.TB, path string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, config: path, logs: &e2etest.Buffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, config: path, logs: &testlog.Buffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(qbridgeBin, "run", "-config", path)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // The hot-path benchmarks measure qbridge as a user sees it from outside:
@@ -66,7 +67,7 @@ func buildForwarder(b *testing.B) string {
 type hotBridge struct {
 	name string
 	cmd  *exec.Cmd
-	logs e2etest.Buffer
+	logs testlog.Buffer
 }
 
 func startHotBridge(b *testing.B, name string, args ...string) *hotBridge {

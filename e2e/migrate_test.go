@@ -24,6 +24,7 @@ import (
 
 	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/internal/migrate"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // migWriteConfig writes pipeline blocks into a configuration file.
@@ -39,7 +40,7 @@ func migWriteConfig(t testing.TB, hcl string) string {
 // migration is a running "qbridge migrate".
 type migration struct {
 	cmd       *exec.Cmd
-	out, errb e2etest.Buffer
+	out, errb testlog.Buffer
 	done      chan struct{}
 	code      int
 }

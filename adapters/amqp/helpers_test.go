@@ -21,6 +21,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/testenv"
+	"github.com/qbridge/qbridge/internal/testlog"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -55,22 +56,7 @@ func queue(t *testing.T) string {
 }
 
 // logBuf collects an adapter's log lines; printed when the test fails.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuf = testlog.Buffer
 
 func testLog(t *testing.T) (*slog.Logger, *logBuf) {
 	lb := &logBuf{}

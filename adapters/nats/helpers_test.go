@@ -1,11 +1,9 @@
 package nats
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/testlog"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -36,22 +35,7 @@ func startServer(t testing.TB, mod ...func(*server.Options)) *server.Server {
 }
 
 // logBuf collects log lines; safe after the test ends.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuf struct{ testlog.Buffer }
 
 func (l *logBuf) waitFor(t testing.TB, s string) {
 	t.Helper()

@@ -9,7 +9,6 @@ package sqs
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -27,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/testlog"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sqsmap"
 )
@@ -1038,9 +1038,8 @@ func TestStubQueueAttributesAtStart(t *testing.T) {
 // The deprecated heartbeat setting still loads, with a warning.
 func TestStubHeartbeatDeprecated(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var buf strings.Builder
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	var buf testlog.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
 	cfg := SourceConfig{Pollers: 1, VisibilityTimeout: "30s", Heartbeat: "10s"}
 	cfg.QueueURL = stubURL(false)
 	set, err := cfg.resolve()
@@ -1052,20 +1051,7 @@ func TestStubHeartbeatDeprecated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = src.Close(context.Background()) })
-	mu.Lock()
-	defer mu.Unlock()
 	if !strings.Contains(buf.String(), "heartbeat is deprecated and ignored") {
 		t.Errorf("no deprecation warning in %q", buf.String())
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // The gauge follows the broker's counts at each poll, not at each scrape;
@@ -114,9 +115,8 @@ qbridge_source_backlog_messages{pipeline="sqs",state="sessions"} 5
 // after it counted in between.
 func TestBacklogWarnsOnSecondFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs strings.Builder
-		var logMu sync.Mutex
-		b := NewBacklog(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		var logs testlog.Buffer
+		b := NewBacklog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		var mu sync.Mutex
 		fails := []bool{true, true, true, false, true, true}
 		poll := 0
@@ -137,8 +137,6 @@ func TestBacklogWarnsOnSecondFailure(t *testing.T) {
 		go func() { b.Run(ctx, BacklogInterval, counters); close(done) }()
 		warnings := func() int {
 			synctest.Wait()
-			logMu.Lock()
-			defer logMu.Unlock()
 			return strings.Count(logs.String(), "cannot count the source's backlog")
 		}
 		for i, want := range []int{0, 1, 1, 1, 1, 2} {
@@ -152,15 +150,4 @@ func TestBacklogWarnsOnSecondFailure(t *testing.T) {
 		cancel()
 		<-done
 	})
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *strings.Builder
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

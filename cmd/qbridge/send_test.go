@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/qbridge/qbridge/internal/testlog"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -29,26 +28,9 @@ func startNATS(t *testing.T) *server.Server {
 	return s
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func run(t *testing.T, c func(context.Context, []string, stdio) int, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb syncBuf
+	var out, errb testlog.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	code := c(ctx, args, stdio{In: strings.NewReader(stdin), Out: &out, Err: &errb})

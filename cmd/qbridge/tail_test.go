@@ -9,11 +9,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 func TestTailCore(t *testing.T) {
 	srv := startNATS(t)
-	var out, errb syncBuf
+	var out, errb testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // BenchmarkJetStreamReplicas measures what replicas do to throughput on
@@ -116,7 +117,7 @@ func drainOnce(b *testing.B, replicas, partitions, messages, groups int) (perSec
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
 	reps := make([]*replica, replicas)
 	for i := range reps {
-		reps[i] = &replica{t: b, id: i, config: cfg, env: []string{fmt.Sprintf("QBRIDGE_PARTITION=%d", i%max(partitions, 1))}, logs: &e2etest.Buffer{}}
+		reps[i] = &replica{t: b, id: i, config: cfg, env: []string{fmt.Sprintf("QBRIDGE_PARTITION=%d", i%max(partitions, 1))}, logs: &testlog.Buffer{}}
 	}
 	for _, r := range reps {
 		r.start()

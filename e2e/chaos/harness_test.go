@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 func ctxFor(t testing.TB, d time.Duration) context.Context {
@@ -116,7 +117,7 @@ type replica struct {
 	done    chan struct{}
 	exitErr error
 	starts  int
-	logs    *e2etest.Buffer // every incarnation's log, one after the other
+	logs    *testlog.Buffer // every incarnation's log, one after the other
 }
 
 // start runs the replica and waits until /readyz answers 200.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // TestChaosJetStream: three replicas on one durable consumer, which qbridge
@@ -147,7 +148,7 @@ func TestChaosJetStreamSharedConsumerWarns(t *testing.T) {
   }
 %s%s}
 `, src.URL(), snk.block(), engineBlocks))
-	reps := []*replica{{t: t, id: 0, config: cfg, logs: &e2etest.Buffer{}}, {t: t, id: 1, config: cfg, logs: &e2etest.Buffer{}}}
+	reps := []*replica{{t: t, id: 0, config: cfg, logs: &testlog.Buffer{}}, {t: t, id: 1, config: cfg, logs: &testlog.Buffer{}}}
 	t.Cleanup(func() {
 		for _, r := range reps {
 			r.kill()

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // TestChaosMigrateKillAndResume: `qbridge migrate -copy -state FILE` from a
@@ -69,8 +70,8 @@ func TestChaosMigrateKillAndResume(t *testing.T) {
 	// -rate keeps each run long enough for a kill to land in it.
 	rate := fmt.Sprint(max(p.messages/8, 50))
 	report := filepath.Join(t.TempDir(), "report.json")
-	run := func() (*exec.Cmd, *e2etest.Buffer, chan error) {
-		logs := &e2etest.Buffer{}
+	run := func() (*exec.Cmd, *testlog.Buffer, chan error) {
+		logs := &testlog.Buffer{}
 		cmd := exec.Command(qbridge(t), "migrate", "-yes", "-copy", "-state", state, "-idle", "1s",
 			"-rate", rate, "-progress", "off", "-report", report, cfg)
 		cmd.Stdout, cmd.Stderr = logs, logs

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // kind is one source kind of a chaos run.
@@ -54,7 +55,7 @@ func runChaos(t *testing.T, p plan, k kind, snk *sink) {
 		if k.replicaEnv != nil {
 			env = append(slices.Clone(env), k.replicaEnv(i)...)
 		}
-		reps[i] = &replica{t: t, id: i, config: cfg, env: env, logs: &e2etest.Buffer{}}
+		reps[i] = &replica{t: t, id: i, config: cfg, env: env, logs: &testlog.Buffer{}}
 	}
 	t.Cleanup(func() {
 		for _, r := range reps {

@@ -10,7 +10,6 @@ package e2etest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -149,25 +148,6 @@ func WriteConfig(t testing.TB, level, pipelines string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// Buffer keeps what a process writes; it may be read while the process
-// still writes.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Tail is the last n lines of s, for a failure message that a whole log
