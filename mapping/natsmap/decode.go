@@ -114,7 +114,8 @@ func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
 
 	var envText, traceparent, tracestate *header
 	var seen [5]string // the header names read as fields, to refuse doubles
-	attrs := make([]header, 0, len(msg.Header))
+	var buf [16]header // on the stack for most messages
+	attrs := buf[:0]
 	for k, vs := range msg.Header {
 		if len(vs) == 0 {
 			continue

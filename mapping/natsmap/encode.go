@@ -60,6 +60,14 @@ func subjectProblem(s string) string {
 	return ""
 }
 
+// outMsg is the encoded message and the backing array of its one-value
+// headers, allocated together: a message with a few headers (a group key,
+// a content type, a trace) costs one allocation for both instead of two.
+type outMsg struct {
+	msg  nats.Msg
+	vals [6]string
+}
+
 // userHeader is a header written for a user attribute (Drop may leave the
 // largest out when the message is too large).
 type userHeader struct {
@@ -87,10 +95,16 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 	// per header, and one with no header none for them.
 	var h nats.Header
 	var one []string
+	var out *outMsg
 	makeHeader := func() {
 		if h == nil {
 			h = make(nats.Header, len(m.Attributes)+4)
-			one = make([]string, 0, len(m.Attributes)+5)
+			out = new(outMsg)
+			if n := len(m.Attributes) + 5; n > len(out.vals) {
+				one = make([]string, 0, n)
+			} else {
+				one = out.vals[:0:len(out.vals)]
+			}
 		}
 	}
 	set := func(k, v string) {
@@ -163,15 +177,26 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 		env = mapping.NewEnvelope(m, native, o)
 		makeHeader() // encodeAttributes writes to h itself
 		var err error
-		if users, err = encodeAttributes(m.Attributes, h, set, gh, o, env); err != nil {
+		var buf [16]userHeader // on the stack for most messages
+		if users, err = encodeAttributes(buf[:0], m.Attributes, h, set, gh, o, env); err != nil {
 			return nil, err
 		}
 	} else {
 		env = mapping.NewEnvelopeIfAny(m, native, o) // nil for a plain message
 	}
-	msg := &nats.Msg{Subject: subject, Header: h, Data: m.Body}
+	var msg *nats.Msg
+	if out != nil {
+		msg = &out.msg
+	} else {
+		msg = new(nats.Msg)
+	}
+	*msg = nats.Msg{Subject: subject, Header: h, Data: m.Body}
 	env.DropIfOnly(home)
-	if err := fit(msg, users, o, env); err != nil {
+	setEnvelope := func(v string) {
+		set(mapping.EnvelopeName, v)
+		msg.Header = h // made by set when the message had no header
+	}
+	if err := fit(msg, users, o, env, setEnvelope); err != nil {
 		return nil, err
 	}
 	return msg, nil
@@ -192,11 +217,10 @@ func decide(opt *mapping.Options, field, reason string) (carry bool, err error) 
 
 func attrField(name string) string { return fmt.Sprintf("attribute %q", name) }
 
-// encodeAttributes writes each attribute as a header with its Text() (a
+// encodeAttributes writes each attribute as a header (appending to users) with its Text() (a
 // Strings value as several values) and records in env the types a plain
 // header does not say.
-func encodeAttributes(attrs []mapping.Attribute, h nats.Header, set func(k, v string), gh string, o *mapping.Options, env *mapping.Envelope) ([]userHeader, error) {
-	users := make([]userHeader, 0, len(attrs))
+func encodeAttributes(users []userHeader, attrs []mapping.Attribute, h nats.Header, set func(k, v string), gh string, o *mapping.Options, env *mapping.Envelope) ([]userHeader, error) {
 	for _, a := range attrs {
 		text, multi, typed, reason, err := attributeHeader(a, h, gh)
 		if err != nil {
@@ -275,7 +299,7 @@ func attributeHeader(a mapping.Attribute, h nats.Header, gh string) (text string
 
 // fit writes the envelope header and enforces the size limit; Drop leaves
 // out the largest user attributes until the message fits.
-func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Envelope) error {
+func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Envelope, setEnvelope func(string)) error {
 	limit := o.MaxMessageSize
 	if limit <= 0 {
 		limit = DefaultMaxMessageSize
@@ -291,10 +315,7 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 			if err != nil {
 				return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
 			}
-			if msg.Header == nil {
-				msg.Header = nats.Header{}
-			}
-			msg.Header[mapping.EnvelopeName] = []string{s}
+			setEnvelope(s)
 		}
 		n := headerSize(msg.Header) + len(msg.Data)
 		if n <= limit {
