@@ -381,8 +381,9 @@ func (p *Pipeline) admit(src driver.Source, ds []driver.Delivery) {
 	now := time.Now()
 	items := make([]item, len(ds)) // one allocation for the batch
 	for i, d := range ds {
-		it := &items[i]
-		*it = item{d: d, src: src, orig: d.Message(), recvAt: now, extendedAt: now}
+		it := &items[i] // fresh and zero: set the fields, not the whole struct
+		it.d, it.src, it.orig = d, src, d.Message()
+		it.recvAt, it.extendedAt = now, now
 		p.prepare(it)
 	}
 	p.mu.Lock()
