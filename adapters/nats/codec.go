@@ -27,6 +27,10 @@ func (c *codec) encode(m *mapping.Message, subject string) (*nats.Msg, error) {
 	return natsmap.Encode(m, subject, c.enc)
 }
 
+func (c *codec) encodeScratch(sc *natsmap.Scratch, m *mapping.Message, subject string) (*nats.Msg, error) {
+	return natsmap.EncodeScratch(sc, m, subject, c.enc)
+}
+
 func (c *codec) decode(msg *nats.Msg) (*mapping.Message, error) {
 	return natsmap.Decode(msg, c.dec)
 }

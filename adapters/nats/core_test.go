@@ -26,7 +26,7 @@ func TestCorePubSub(t *testing.T) {
 	m1 := msg("one", "k", "v")
 	m1.GroupKey = "g1"
 	m1.SetAttr("n", mapping.Int32(42)) // typed: natsmap carries the type
-	m2 := msg("two")
+	m2 := msg("two", "x", "y")
 	sendOK(t, snk, m1, m2)
 
 	ds := receiveN(t, src, 2, 5*time.Second)
@@ -42,6 +42,11 @@ func TestCorePubSub(t *testing.T) {
 	}
 	if a := ds[1].Message().Source.Address; a != "demo._" {
 		t.Errorf("no group: address %q, want the default token demo._", a)
+	}
+	// The sink encodes a call's messages into one scratch message: nothing
+	// of the first one's headers reaches the second.
+	if m := ds[1].Message(); m.GroupKey != "" || len(m.Attributes) != 1 || m.Attributes[0].Name != "x" {
+		t.Errorf("second message: group %q, attributes %v; want no group and x alone", m.GroupKey, m.Attributes)
 	}
 	// Core settlement is a no-op and never fails.
 	for _, d := range ds {

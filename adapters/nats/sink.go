@@ -13,6 +13,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/natsmap"
 )
 
 // sink publishes to core NATS (publish, then one flush per Send as the
@@ -74,22 +75,33 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop fun
 
 func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	errs := make([]error, len(msgs))
+	if s.js == nil {
+		s.sendCore(ctx, msgs, errs)
+		return errs
+	}
+	// Async publishes keep their message until the PubAck: one each.
 	out := make([]*nats.Msg, len(msgs))
 	for i, m := range msgs {
-		subject := s.set.subject.render(m, s.set.groupToken)
-		nm, err := s.codec.encode(m, subject)
-		if err != nil {
-			errs[i] = fmt.Errorf("nats: encode for %q: %w", subject, err)
-			continue
-		}
-		out[i] = nm
+		out[i], errs[i] = s.encode(nil, m)
 	}
-	if s.js == nil {
-		s.sendCore(ctx, out, errs)
-	} else {
-		s.sendJS(ctx, out, errs)
-	}
+	s.sendJS(ctx, out, errs)
 	return errs
+}
+
+// encode renders m's subject and encodes m, into sc when it is not nil.
+func (s *sink) encode(sc *natsmap.Scratch, m *mapping.Message) (*nats.Msg, error) {
+	subject := s.set.subject.render(m, s.set.groupToken)
+	var nm *nats.Msg
+	var err error
+	if sc != nil {
+		nm, err = s.codec.encodeScratch(sc, m, subject)
+	} else {
+		nm, err = s.codec.encode(m, subject)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nats: encode for %q: %w", subject, err)
+	}
+	return nm, nil
 }
 
 // KeepsOrder reports that a call's messages reach the server in slice order
@@ -102,22 +114,30 @@ func (s *sink) KeepsOrder() bool { return true }
 // publishes on one connection: a message published after a reconnect could
 // be read while one published before it was lost with the old socket, and
 // the flush on the new connection would confirm both.
-func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {
+//
+// Each message is encoded into one scratch message right before its
+// publish: PublishMsg copies it into the connection's buffer, so the next
+// one reuses its header map instead of allocating its own.
+func (s *sink) sendCore(ctx context.Context, msgs []*mapping.Message, errs []error) {
 	gen := s.reconnects()
 	sent := 0
-	for i, nm := range out {
-		if nm == nil {
+	var sc natsmap.Scratch
+	for i, m := range msgs {
+		nm, err := s.encode(&sc, m)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
-		err := s.sameConn(gen)
+		err = s.sameConn(gen)
 		if err == nil {
 			err = publishErr(s.conn.nc.PublishMsg(nm))
 		}
 		if err != nil {
 			errs[i] = err
-			out[i] = nil
 			if !driver.IsPermanent(err) {
-				holdBack(out[i+1:], errs[i+1:], err)
+				for j := i + 1; j < len(msgs); j++ {
+					errs[j] = heldBack(err)
+				}
 				break
 			}
 			continue
@@ -140,8 +160,8 @@ func (s *sink) sendCore(ctx context.Context, out []*nats.Msg, errs []error) {
 		err = s.sameConn(gen)
 	}
 	if err != nil {
-		for i, nm := range out {
-			if nm != nil {
+		for i := range errs {
+			if errs[i] == nil { // published: the flush decides
 				errs[i] = err
 			}
 		}
@@ -256,6 +276,12 @@ func (s *sink) publishAsync(nm *nats.Msg, gen uint64) (jetstream.PubAckFuture, e
 	return f, publishErr(err)
 }
 
+// heldBack is the error of a message not published because an earlier one
+// of the call failed (it is retried after it, in order).
+func heldBack(cause error) error {
+	return fmt.Errorf("nats: not published: an earlier message of the call failed: %w", cause)
+}
+
 // holdBack fails the messages of a call after a transient failure without
 // publishing them: a message published after a failed one can be stored
 // before it, and the engine's resend of the failed one (followed by its
@@ -264,7 +290,7 @@ func (s *sink) publishAsync(nm *nats.Msg, gen uint64) (jetstream.PubAckFuture, e
 func holdBack(out []*nats.Msg, errs []error, cause error) {
 	for i, nm := range out {
 		if nm != nil {
-			errs[i] = fmt.Errorf("nats: not published: an earlier message of the call failed: %w", cause)
+			errs[i] = heldBack(cause)
 			out[i] = nil
 		}
 	}

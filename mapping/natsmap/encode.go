@@ -31,7 +31,28 @@ func Encode(m *mapping.Message, subject string, opt EncodeOptions) (*nats.Msg, e
 	if r := subjectProblem(subject); r != "" {
 		return nil, mapping.Rejectf(Wire, "subject", "%q: %s", subject, r)
 	}
-	return encode(m, subject, &opt)
+	return encode(m, subject, &opt, nil)
+}
+
+// Scratch is what EncodeScratch reuses from one message to the next: the
+// message, its header map and the backing array of its header values.
+// The zero value is ready; one goroutine uses it at a time.
+type Scratch struct {
+	msg  nats.Msg
+	h    nats.Header
+	vals []string
+}
+
+// EncodeScratch is Encode into sc: the message it returns, and its headers,
+// are valid until the next call with sc. It is for a publisher that hands
+// each message to nats.go's synchronous Publish before encoding the next
+// (Publish copies it into the connection's buffer): a message with headers
+// then costs no header map of its own.
+func EncodeScratch(sc *Scratch, m *mapping.Message, subject string, opt EncodeOptions) (*nats.Msg, error) {
+	if r := subjectProblem(subject); r != "" {
+		return nil, mapping.Rejectf(Wire, "subject", "%q: %s", subject, r)
+	}
+	return encode(m, subject, &opt, sc)
 }
 
 // subjectProblem says why a subject cannot be published to, or "". One
@@ -75,7 +96,7 @@ type userHeader struct {
 	size int
 }
 
-func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, error) {
+func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch) (*nats.Msg, error) {
 	gh := opt.GroupHeader
 	if gh == "" {
 		gh = DefaultGroupHeader
@@ -97,6 +118,14 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 	var one []string
 	var out *outMsg
 	makeHeader := func() {
+		if h == nil && sc != nil {
+			if sc.h == nil {
+				sc.h = make(nats.Header, len(m.Attributes)+4)
+			}
+			clear(sc.h)
+			h, one = sc.h, sc.vals[:0]
+			return
+		}
 		if h == nil {
 			h = make(nats.Header, len(m.Attributes)+4)
 			out = new(outMsg)
@@ -185,9 +214,12 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 		env = mapping.NewEnvelopeIfAny(m, native, o) // nil for a plain message
 	}
 	var msg *nats.Msg
-	if out != nil {
+	switch {
+	case sc != nil:
+		msg = &sc.msg
+	case out != nil:
 		msg = &out.msg
-	} else {
+	default:
 		msg = new(nats.Msg)
 	}
 	*msg = nats.Msg{Subject: subject, Header: h, Data: m.Body}
@@ -198,6 +230,9 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions) (*nats.Msg, 
 	}
 	if err := fit(msg, users, o, env, setEnvelope); err != nil {
 		return nil, err
+	}
+	if sc != nil && cap(one) > cap(sc.vals) {
+		sc.vals = one[:0] // grown for this message: kept for the next
 	}
 	return msg, nil
 }

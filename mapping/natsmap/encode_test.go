@@ -325,3 +325,40 @@ func TestEncodePlainHasNoHeader(t *testing.T) {
 		t.Fatalf("decoded %+v, %v", back, err)
 	}
 }
+
+// EncodeScratch writes what Encode writes, message after message into one
+// Scratch: nothing of a message's headers stays for the next one, whether
+// the next has fewer headers, none, or more than the value array held.
+func TestEncodeScratchMatchesEncode(t *testing.T) {
+	plain := plainMessages()
+	seq := []*mapping.Message{
+		benchMessage(),
+		plain["plain"],
+		plain["grouped"],
+		{Body: []byte("c"), CorrelationID: "only-an-envelope"},
+		plain["plain"],
+		benchMessage(),
+		plain["grouped"],
+		{Body: []byte("t"), Attributes: []mapping.Attribute{{Name: "tags", Value: mapping.Strings("a", "b", "c")}}},
+	}
+	var sc Scratch
+	for i, m := range seq {
+		want, err := Encode(m, "s.x", EncodeOptions{})
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		got, err := EncodeScratch(&sc, m, "s.x", EncodeOptions{})
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if d := mappingtest.DiffHeaders(want.Header, got.Header); d != "" {
+			t.Errorf("message %d: %s", i, d)
+		}
+		if got.Subject != want.Subject || string(got.Data) != string(want.Data) {
+			t.Errorf("message %d: %q %q, want %q %q", i, got.Subject, got.Data, want.Subject, want.Data)
+		}
+	}
+	if _, err := EncodeScratch(&sc, plain["plain"], "bad subject", EncodeOptions{}); err == nil {
+		t.Error("EncodeScratch took a subject with white space")
+	}
+}

@@ -52,7 +52,7 @@ func ParseJSON(data []byte) (*mapping.Message, error) {
 // as JSON. The subject is m.To (the model has no target subject; the sink's
 // template decides it), and is not checked.
 func RenderJSON(m *mapping.Message, opt mapping.Options) ([]byte, error) {
-	msg, err := encode(m, m.To, &EncodeOptions{Options: opt})
+	msg, err := encode(m, m.To, &EncodeOptions{Options: opt}, nil)
 	if err != nil {
 		return nil, err
 	}
