@@ -488,7 +488,7 @@ func (p *Pipeline) takeUnstarted() []*item {
 	var out []*item
 	keep := p.ready[:0]
 	for _, it := range p.ready {
-		if it.attempts > 0 || (it.lane != "" && p.groups[it.lane].active > 1) {
+		if it.attempts > 0 || (it.lane != "" && it.g.active > 1) {
 			keep = append(keep, it)
 			continue
 		}

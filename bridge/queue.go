@@ -16,6 +16,7 @@ type item struct {
 	msg       *mapping.Message // after Transform; what the sink gets
 	group     string
 	lane      string // the ordering key: group, ungroupedLane, or "" (no order kept)
+	g         *group // the lane's state while it is active (p.groups[lane] then)
 	seq       uint64 // source order: items are numbered as they are placed
 	preErr    error  // undecodable or refused by Transform: dead-letter without sending
 	preReason string // ReasonCorrupt or ReasonMapping
@@ -118,6 +119,7 @@ func (p *Pipeline) place(it *item) {
 		g = &group{}
 		p.groups[it.lane] = g
 	}
+	it.g = g
 	if g.active < p.opt.Ordering.PerGroup && len(g.queue) == 0 {
 		g.active++
 		it.active = true
@@ -162,7 +164,7 @@ func (p *Pipeline) release(it *item) {
 	if it.lane == "" {
 		return
 	}
-	g := p.groups[it.lane]
+	g := it.g // active: its group is in p.groups
 	g.active--
 	for g.active < p.opt.Ordering.PerGroup && len(g.queue) > 0 {
 		next := g.queue[0]
@@ -247,7 +249,7 @@ func (p *Pipeline) requeue(items []*item) {
 	if len(items) == 0 {
 		return
 	}
-	g := p.groups[items[0].lane]
+	g := items[0].g // active until here
 	for _, it := range items {
 		it.active = false
 		it.state = stQueued

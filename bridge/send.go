@@ -80,7 +80,7 @@ func (p *Pipeline) takeReady(n int) []*item {
 		if !p.pipelined || it.lane == "" || it.preErr != nil {
 			continue // a message to dead-letter goes alone: its followers wait for it
 		}
-		g := p.groups[it.lane]
+		g := it.g // ready: active
 		for len(g.queue) > 0 && len(batch) < n && g.queue[0].preErr == nil {
 			f := g.queue[0]
 			g.queue[0] = nil
