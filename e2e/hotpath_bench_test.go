@@ -33,8 +33,11 @@ import (
 // hand-written nats.go forwarder. Reported per bridge: msg/s (received over
 // the time from the first publish to the last receipt), lost, reordered
 // (within a group; for ungrouped messages, against the publish order), CPU
-// µs per message, and the unloaded latency the bridge adds (p50/p99 of 500
-// messages sent one at a time).
+// µs per message, the load side's CPU per message (the test process:
+// publisher, server, counter; on shared cores what the bridge competes
+// with), and the unloaded latency the bridge adds (p50/p99 of 500 messages
+// sent one at a time). QBRIDGE_HOTPATH_BRIDGE_CPUS runs the bridges under
+// taskset -c on the cores it names.
 //
 //	go test -run '^$' -bench HotPath -benchtime 200000x ./e2e/
 
