@@ -28,10 +28,7 @@ type EncodeOptions struct {
 
 // Encode builds the NATS message for m on subject. Data refers to m.Body.
 func Encode(m *mapping.Message, subject string, opt EncodeOptions) (*nats.Msg, error) {
-	if r := subjectProblem(subject); r != "" {
-		return nil, mapping.Rejectf(Wire, "subject", "%q: %s", subject, r)
-	}
-	return encode(m, subject, &opt, nil)
+	return EncodeScratch(nil, m, subject, opt)
 }
 
 // Scratch is what EncodeScratch reuses from one message to the next: the
@@ -47,7 +44,7 @@ type Scratch struct {
 // are valid until the next call with sc. It is for a publisher that hands
 // each message to nats.go's synchronous Publish before encoding the next
 // (Publish copies it into the connection's buffer): a message with headers
-// then costs no header map of its own.
+// then costs no header map of its own. With a nil sc it is Encode.
 func EncodeScratch(sc *Scratch, m *mapping.Message, subject string, opt EncodeOptions) (*nats.Msg, error) {
 	if r := subjectProblem(subject); r != "" {
 		return nil, mapping.Rejectf(Wire, "subject", "%q: %s", subject, r)
@@ -252,9 +249,9 @@ func decide(opt *mapping.Options, field, reason string) (carry bool, err error) 
 
 func attrField(name string) string { return fmt.Sprintf("attribute %q", name) }
 
-// encodeAttributes writes each attribute as a header (appending to users) with its Text() (a
-// Strings value as several values) and records in env the types a plain
-// header does not say.
+// encodeAttributes writes each attribute as a header with its Text() (a
+// Strings value as several values), appends it to users, and records in env
+// the types a plain header does not say.
 func encodeAttributes(users []userHeader, attrs []mapping.Attribute, h nats.Header, set func(k, v string), gh string, o *mapping.Options, env *mapping.Envelope) ([]userHeader, error) {
 	for _, a := range attrs {
 		text, multi, typed, reason, err := attributeHeader(a, h, gh)
