@@ -33,7 +33,7 @@ import (
 // hand-written nats.go forwarder. Reported per bridge: msg/s (received over
 // the time from the first publish to the last receipt), lost, reordered
 // (within a group; for ungrouped messages, against the publish order), CPU
-// µs per message, the load side's CPU per message (the test process:
+// µs and minor page faults per message, the load side's CPU per message (the test process:
 // publisher, server, counter; on shared cores what the bridge competes
 // with), and the unloaded latency the bridge adds (p50/p99 of 500 messages
 // sent one at a time). QBRIDGE_HOTPATH_BRIDGE_CPUS runs the bridges under
@@ -95,11 +95,18 @@ func startHotBridge(b *testing.B, name string, args ...string) *hotBridge {
 	return h
 }
 
-// stop ends the bridge with SIGTERM and returns its CPU time (user + system)
-// and its peak resident memory in MiB. The peak is the kernel's VmHWM of
+// bridgeUsage is what a bridge's process used over its pass.
+type bridgeUsage struct {
+	cpu         time.Duration // user + system
+	peakMiB     float64
+	minorFaults int64 // pages the kernel mapped in: mostly the heap growing
+}
+
+// stop ends the bridge with SIGTERM and returns its CPU time (user + system),
+// its peak resident memory in MiB and its minor page faults. The peak is the kernel's VmHWM of
 // the running process: getrusage's ru_maxrss of a child counts the
 // parent's memory it shared until exec, here the test process's.
-func (h *hotBridge) stop(b *testing.B) (time.Duration, float64) {
+func (h *hotBridge) stop(b *testing.B) bridgeUsage {
 	b.Helper()
 	peak := vmHWM(b, h.cmd.Process.Pid)
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
@@ -115,7 +122,7 @@ func (h *hotBridge) stop(b *testing.B) (time.Duration, float64) {
 		b.Fatalf("%s did not stop within a minute", h.name)
 	}
 	ru := h.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), peak
+	return bridgeUsage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), peakMiB: peak, minorFaults: ru.Minflt}
 }
 
 // vmHWM is the peak resident memory of process pid in MiB (/proc/PID/status).
@@ -145,15 +152,18 @@ type hotResult struct {
 	cpuPerMsg      float64 // µs
 	loadCPUPerMsg  float64 // µs of the test process (publisher, server, counter) during the burst
 	maxRSS         float64 // MiB, the bridge's peak resident memory
+	faultsPerMsg   float64 // the bridge's minor page faults per received message
 	p50, p99       time.Duration
 	received, sent int
 }
 
-// measure records what the bridge's process used: CPU per received message
-// and peak memory.
-func (r *hotResult) measure(cpu time.Duration, maxRSS float64) {
-	r.cpuPerMsg = float64(cpu.Microseconds()) / float64(max(r.received, 1))
-	r.maxRSS = maxRSS
+// measure records what the bridge's process used: CPU and minor page faults
+// per received message, and peak memory.
+func (r *hotResult) measure(u bridgeUsage) {
+	n := float64(max(r.received, 1))
+	r.cpuPerMsg = float64(u.cpu.Microseconds()) / n
+	r.maxRSS = u.peakMiB
+	r.faultsPerMsg = float64(u.minorFaults) / n
 }
 
 // hotCounter receives on "out" and checks the order.
@@ -328,6 +338,8 @@ func hotReport(b *testing.B, base, qb hotResult) {
 	b.ReportMetric(qb.cpuPerMsg/base.cpuPerMsg, "cpu-ratio")
 	b.ReportMetric(qb.loadCPUPerMsg, "load-cpu-µs/msg")
 	b.ReportMetric(base.loadCPUPerMsg, "baseline-load-cpu-µs/msg")
+	b.ReportMetric(qb.faultsPerMsg, "faults/msg")
+	b.ReportMetric(base.faultsPerMsg, "baseline-faults/msg")
 	b.ReportMetric(qb.maxRSS, "max-rss-MiB")
 	b.ReportMetric(base.maxRSS, "baseline-max-rss-MiB")
 	b.ReportMetric(float64(qb.p50.Microseconds()), "p50-µs")
