@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strings"
 	"time"
 
@@ -373,14 +372,9 @@ func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) *jsDelivery {
 		_ = m.TermWithReason("qbridge: no JetStream metadata")
 		return nil
 	}
-	// The pin belongs to this delivery, not to the message: it must not
-	// travel on as an annotation.
-	hdr := m.Headers()
-	if _, ok := hdr[pinIDHeader]; ok {
-		hdr = maps.Clone(hdr)
-		delete(hdr, pinIDHeader)
-	}
-	raw := &nats.Msg{Subject: m.Subject(), Header: hdr, Data: m.Data()}
+	// natsmap leaves the pin header of a JetStream delivery out: it belongs
+	// to the delivery, not to the message.
+	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
 	d := &jsDelivery{
 		m: m, log: s.log, src: s, seq: meta.Sequence.Stream, pending: meta.NumPending,
 		last: maxDeliver > 0 && meta.NumDelivered >= uint64(maxDeliver), maxDeliver: maxDeliver,

@@ -104,10 +104,13 @@ func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
 	m := &mapping.Message{Body: msg.Data, Source: mapping.Source{
 		Protocol: "nats", Address: msg.Subject, DeliveryCount: 1, PartitionID: -1,
 	}}
+	jsDelivery := false
 	if opt.JetStream != nil {
 		ApplyJetStreamMeta(m, *opt.JetStream)
+		jsDelivery = true
 	} else if meta, ok := ParseAckSubject(msg.Reply); ok {
 		ApplyJetStreamMeta(m, meta)
+		jsDelivery = true
 	} else if msg.Reply != "" && !strings.HasPrefix(msg.Reply, "$JS.") {
 		m.ReplyTo = msg.Reply // a core request's reply subject
 	}
@@ -125,6 +128,9 @@ func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
 		case strings.EqualFold(k, nats.MsgIdHdr):
 			slot = 0
 		case len(k) >= len(natsPrefix) && strings.EqualFold(k[:len(natsPrefix)], natsPrefix):
+			if jsDelivery && strings.EqualFold(k, hdrPinID) {
+				continue // the delivery's pin, not the message's
+			}
 			m.Annotations = append(m.Annotations, mapping.Attribute{Name: k, Value: stringsValue(vs)})
 			continue
 		case strings.EqualFold(k, hdrContentType):

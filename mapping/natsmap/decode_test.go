@@ -1,6 +1,7 @@
 package natsmap
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -128,5 +129,40 @@ func TestParseAckSubject(t *testing.T) {
 	m, err = Decode(&nats.Msg{Subject: "s"}, DecodeOptions{JetStream: &JetStreamMeta{StreamSeq: 9, NumDelivered: 4, Timestamp: ts}})
 	if err != nil || m.Source.SequenceNumber != "9" || m.Source.DeliveryCount != 4 {
 		t.Fatalf("%+v %v", m.Source, err)
+	}
+}
+
+// The pin nats-server puts on a pinned consumer's deliveries belongs to the
+// delivery: a JetStream delivery (metadata given, or a $JS.ACK reply) drops
+// it; anywhere else it is an ordinary Nats-* header, an annotation.
+func TestDecodePinIDOfJetStreamDelivery(t *testing.T) {
+	hdr := nats.Header{"Nats-Pin-Id": {"p1"}, "Nats-Expected-Stream": {"ORDERS"}}
+	ack := "$JS.ACK.ORDERS.c.1.7.7.1700000000000000000.0"
+	for _, tc := range []struct {
+		name  string
+		reply string
+		opt   DecodeOptions
+		want  []string
+	}{
+		{"metadata given", "", DecodeOptions{JetStream: &JetStreamMeta{Stream: "ORDERS", StreamSeq: 7}}, []string{"Nats-Expected-Stream"}},
+		{"ack reply", ack, DecodeOptions{}, []string{"Nats-Expected-Stream"}},
+		{"core message", "", DecodeOptions{}, []string{"Nats-Expected-Stream", "Nats-Pin-Id"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Decode(&nats.Msg{Subject: "orders.a", Reply: tc.reply, Header: hdr, Data: []byte("x")}, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range m.Annotations {
+				got = append(got, a.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("annotations %v, want %v", got, tc.want)
+			}
+			if _, ok := hdr["Nats-Pin-Id"]; !ok {
+				t.Error("Decode changed the message's headers")
+			}
+		})
 	}
 }

@@ -16,6 +16,10 @@ const (
 	hdrTraceparent     = "traceparent"
 	hdrTracestate      = "tracestate"
 	natsPrefix         = "Nats-"
+	// hdrPinID is the pin nats-server puts on each message a consumer with
+	// the pinned-client policy delivers (server/consumer.go,
+	// JSPullRequestNatsPinId): it belongs to the delivery, not the message.
+	hdrPinID = "Nats-Pin-Id"
 )
 
 // validName reports whether name can be a header name for nats.go: printable
