@@ -273,6 +273,11 @@ func intBits(k Kind) int {
 	return 64
 }
 
+// ErrTextNotUTF8 is Text's error for a Strings, List or Map value holding a
+// string that is not valid UTF-8: their text is JSON, which would put U+FFFD
+// in place of the bytes, silently.
+var ErrTextNotUTF8 = errors.New("a string in it is not valid UTF-8, which its JSON text cannot hold")
+
 // Text renders the value as the text SQS carries for its data type (String
 // and Number StringValue). Binary renders as base64. Wire forms that carry only
 // strings (NATS headers, HTTP headers) use this same text with the DataType as
@@ -307,6 +312,9 @@ func (v Value) Text() (string, error) {
 		}
 		return UUIDString(v.UUID()), nil
 	case KindStrings:
+		if !v.ValidUTF8() {
+			return "", ErrTextNotUTF8
+		}
 		ss := v.ss
 		if ss == nil {
 			ss = []string{} // "[]", not "null"
@@ -314,6 +322,9 @@ func (v Value) Text() (string, error) {
 		b, err := json.Marshal(ss)
 		return string(b), err
 	case KindList, KindMap, KindNull:
+		if !v.ValidUTF8() {
+			return "", ErrTextNotUTF8
+		}
 		// The data type says which; the text is the typed JSON's value member.
 		b, err := v.jsonRaw()
 		return string(b), err

@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -220,5 +221,27 @@ func TestDataTypeTableMatchesSpelling(t *testing.T) {
 		if got := v.DataType(); got != want {
 			t.Errorf("%s: DataType %q, want %q", k, got, want)
 		}
+	}
+}
+
+// The text of a Strings, List or Map value is JSON: a string that is not
+// valid UTF-8 in it is an error, never U+FFFD.
+func TestTextRefusesInvalidUTF8(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v    Value
+		want error
+	}{
+		"strings":       {Strings("a", "\xff"), ErrTextNotUTF8},
+		"list":          {List(String("\xff")), ErrTextNotUTF8},
+		"map":           {Map(String("k"), String("\xa3")), ErrTextNotUTF8},
+		"valid strings": {Strings("a", "ü"), nil},
+		"plain string":  {String("\xff"), nil}, // its text is the string itself
+		"binary":        {Binary([]byte{0xff}), nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := tc.v.Text(); !errors.Is(err, tc.want) {
+				t.Errorf("Text() error %v, want %v", err, tc.want)
+			}
+		})
 	}
 }

@@ -409,16 +409,17 @@ func (e *Envelope) invalidUTF8() string {
 
 func invalidAttrs(field string, attrs []Attribute) string {
 	for i, a := range attrs {
-		if !utf8.ValidString(a.Name) || !validUTF8Value(a.Value) {
+		if !utf8.ValidString(a.Name) || !a.Value.ValidUTF8() {
 			return fmt.Sprintf("%s[%d] %q", field, i, a.Name)
 		}
 	}
 	return ""
 }
 
-// validUTF8Value checks the strings of a value; binary payloads are
-// base64 in JSON and always fine.
-func validUTF8Value(v Value) bool {
+// ValidUTF8 reports whether every string of v (its label, text, strings and
+// those of its elements) is valid UTF-8; binary payloads are base64 in JSON
+// and always fine.
+func (v Value) ValidUTF8() bool {
 	if !utf8.ValidString(v.Label) || !utf8.ValidString(v.s) {
 		return false
 	}
@@ -428,7 +429,7 @@ func validUTF8Value(v Value) bool {
 		}
 	}
 	for _, e := range v.vs {
-		if !validUTF8Value(e) {
+		if !e.ValidUTF8() {
 			return false
 		}
 	}

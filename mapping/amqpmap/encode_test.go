@@ -322,6 +322,10 @@ func TestEncodeAttributePolicies(t *testing.T) {
 		{"invalid UTF-8 value never carried", mappingtest.Attrs("a", mapping.String("\xff")), mapping.Encode, "UTF-8", nil, 0, nil},
 		{"invalid UTF-8 value dropped", mappingtest.Attrs("a", mapping.String("\xff"), "b", mapping.Int32(1)), mapping.Drop, "", []string{`application-properties "a"`}, 0, []string{"b"}},
 		{"invalid UTF-8 name", mappingtest.Attrs("\xff", mapping.Int32(1)), mapping.Encode, "UTF-8", nil, 0, nil},
+		// A Strings value's text is JSON, which cannot hold it either.
+		{"invalid UTF-8 in Strings rejected", mappingtest.Attrs("a", mapping.Strings("x", "\xff")), mapping.Reject, "UTF-8", nil, 0, nil},
+		{"invalid UTF-8 in Strings never carried", mappingtest.Attrs("a", mapping.Strings("x", "\xff")), mapping.Encode, "UTF-8", nil, 0, nil},
+		{"invalid UTF-8 in Strings dropped", mappingtest.Attrs("a", mapping.Strings("x", "\xff"), "b", mapping.Int32(1)), mapping.Drop, "", []string{`application-properties "a"`}, 0, []string{"b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -259,7 +259,7 @@ func encodeAttributes(users []userHeader, attrs []mapping.Attribute, h nats.Head
 			return nil, mapping.Rejectf(Wire, attrField(a.Name), "%v", err)
 		}
 		if reason != "" {
-			if !validValue(a.Value) || !utf8.ValidString(a.Name) {
+			if !a.Value.ValidUTF8() || !utf8.ValidString(a.Name) {
 				// The envelope is JSON: nothing carries invalid UTF-8.
 				if o.Policy == mapping.Drop {
 					o.Dropped(attrField(a.Name), reason)
@@ -319,6 +319,11 @@ func attributeHeader(a mapping.Attribute, h nats.Header, gh string) (text string
 		}
 		// Otherwise its JSON text in one value, typed (below).
 	}
+	if !v.ValidUTF8() {
+		// Text() of a Strings, list or map value is JSON, which would
+		// put U+FFFD in place of the bytes, silently.
+		return "", nil, false, "not valid UTF-8", nil
+	}
 	t, err := v.Text()
 	if err != nil {
 		return "", nil, false, "", err
@@ -373,22 +378,4 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 		env.Forget(users[i].name)
 		users = slices.Delete(users, i, i+1)
 	}
-}
-
-// validValue reports whether every text inside v is valid UTF-8.
-func validValue(v mapping.Value) bool {
-	if !utf8.ValidString(v.Label) || !utf8.ValidString(v.Str()) {
-		return false
-	}
-	for _, s := range v.Strings() {
-		if !utf8.ValidString(s) {
-			return false
-		}
-	}
-	for _, x := range v.List() {
-		if !validValue(x) {
-			return false
-		}
-	}
-	return true
 }

@@ -184,17 +184,28 @@ func TestFieldPolicies(t *testing.T) {
 	policyCase(t, "id", &mapping.Message{ID: "a\rb"}, "Nats-Msg-Id", func(m *mapping.Message) {})
 }
 
-// Invalid UTF-8 has no reversible encoding (the envelope is JSON).
+// Invalid UTF-8 has no reversible encoding (the envelope is JSON, and so is
+// the header text of a Strings value that is not one header per value):
+// never U+FFFD in its place.
 func TestInvalidUTF8(t *testing.T) {
-	m := &mapping.Message{Attributes: []mapping.Attribute{{Name: "bad", Value: mapping.String("\xff")}}}
-	for _, p := range []mapping.Policy{mapping.Reject, mapping.Encode} {
-		if _, err := Encode(m, "s", EncodeOptions{Options: mapping.Options{Policy: p}}); !mapping.IsReject(err) {
-			t.Errorf("%v: %v", p, err)
-		}
-	}
-	msg, err := Encode(m, "s", EncodeOptions{Options: mapping.Options{Policy: mapping.Drop}})
-	if err != nil || len(msg.Header) != 0 {
-		t.Fatalf("%v %v", msg, err)
+	for name, v := range map[string]mapping.Value{
+		"string":               mapping.String("\xff"),
+		"strings":              mapping.Strings("a", "\xff"),
+		"strings with a blank": mapping.Strings("", "\xa3"), // found by FuzzDecode
+		"one of strings":       mapping.Strings("\xff"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := &mapping.Message{Attributes: []mapping.Attribute{{Name: "bad", Value: v}}}
+			for _, p := range []mapping.Policy{mapping.Reject, mapping.Encode} {
+				if msg, err := Encode(m, "s", EncodeOptions{Options: mapping.Options{Policy: p}}); !mapping.IsReject(err) {
+					t.Errorf("%v: %v, headers %v", p, err, msg.Header)
+				}
+			}
+			msg, err := Encode(m, "s", EncodeOptions{Options: mapping.Options{Policy: mapping.Drop}})
+			if err != nil || len(msg.Header) != 0 {
+				t.Fatalf("%v %v", msg, err)
+			}
+		})
 	}
 }
 

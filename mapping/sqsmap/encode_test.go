@@ -660,3 +660,22 @@ func TestEncodeNil(t *testing.T) {
 		t.Errorf("nil message: %v", err)
 	}
 }
+
+// A Strings value's text is JSON, which cannot hold invalid UTF-8: it is
+// refused (or dropped), never sent with U+FFFD in place of its bytes.
+func TestEncodeStringsNotUTF8(t *testing.T) {
+	bad := at("a", mapping.Strings("x", "\xff"))
+	for _, p := range []mapping.Policy{mapping.Reject, mapping.Encode} {
+		var r recorder
+		_, err := Encode(sqsMsg("b", bad), opts(p, &r))
+		wantReject(t, err, `attribute "a"`)
+	}
+	var r recorder
+	o, err := Encode(sqsMsg("b", bad, at("k", mapping.String("v"))), opts(mapping.Drop, &r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.Attributes["a"]; ok || len(r.fields) != 1 {
+		t.Errorf("attributes %v, dropped %v; want a dropped", o.Attributes, r.fields)
+	}
+}
