@@ -1,37 +1,19 @@
 package servicebus
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/testlog"
 	"github.com/qbridge/qbridge/mapping"
 )
 
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testLog(t *testing.T) (*slog.Logger, *logBuf) {
+func testLog(t *testing.T) (*slog.Logger, *testlog.Buffer) {
 	t.Helper()
-	lb := &logBuf{}
+	lb := &testlog.Buffer{}
 	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})), lb
 }
 
@@ -47,7 +29,7 @@ func fastConn() ConnConfig {
 	return ConnConfig{ConnectionString: brokerConn, MaxRetries: 2, RetryDelay: "50ms", RetryDelayMax: "500ms"}
 }
 
-func newTestSource(t *testing.T, cfg SourceConfig) (driver.Source, *logBuf) {
+func newTestSource(t *testing.T, cfg SourceConfig) (driver.Source, *testlog.Buffer) {
 	t.Helper()
 	if cfg.ConnectionString == "" && cfg.Namespace == "" {
 		cfg.ConnConfig = fastConn()
@@ -65,7 +47,7 @@ func newTestSource(t *testing.T, cfg SourceConfig) (driver.Source, *logBuf) {
 	return src, lb
 }
 
-func newTestSink(t *testing.T, cfg SinkConfig) (driver.Sink, *logBuf) {
+func newTestSink(t *testing.T, cfg SinkConfig) (driver.Sink, *testlog.Buffer) {
 	t.Helper()
 	if cfg.ConnectionString == "" && cfg.Namespace == "" {
 		cfg.ConnConfig = fastConn()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/internal/testlog"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -133,30 +133,12 @@ func init() {
 	})
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runningDaemon is a daemon started by a test.
 type runningDaemon struct {
 	sig  chan os.Signal
 	addr chan net.Addr
 	code chan int
-	log  *syncBuffer
+	log  *testlog.Buffer
 }
 
 func startDaemon(t *testing.T, path string) *runningDaemon {
@@ -166,7 +148,7 @@ func startDaemon(t *testing.T, path string) *runningDaemon {
 
 func startDaemonWith(t *testing.T, path string, lf logFlags) *runningDaemon {
 	t.Helper()
-	r := &runningDaemon{sig: make(chan os.Signal, 4), addr: make(chan net.Addr, 1), code: make(chan int, 1), log: &syncBuffer{}}
+	r := &runningDaemon{sig: make(chan os.Signal, 4), addr: make(chan net.Addr, 1), code: make(chan int, 1), log: &testlog.Buffer{}}
 	d := &daemon{
 		path:        path,
 		std:         stdio{In: strings.NewReader(""), Out: io.Discard, Err: r.log},
