@@ -23,11 +23,9 @@ func newCodec(groupHeader string, opt mapping.Options) codec {
 	}
 }
 
-func (c *codec) encode(m *mapping.Message, subject string) (*nats.Msg, error) {
-	return natsmap.Encode(m, subject, c.enc)
-}
-
-func (c *codec) encodeScratch(sc *natsmap.Scratch, m *mapping.Message, subject string) (*nats.Msg, error) {
+// encode encodes m for subject, into sc when it is not nil (see
+// natsmap.EncodeScratch).
+func (c *codec) encode(sc *natsmap.Scratch, m *mapping.Message, subject string) (*nats.Msg, error) {
 	return natsmap.EncodeScratch(sc, m, subject, c.enc)
 }
 

@@ -334,7 +334,7 @@ func (s *drySink) Send(_ context.Context, msgs []*mapping.Message) []error {
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
 		subject := s.set.subject.render(m, s.set.groupToken)
-		if _, err := s.codec.encode(m, subject); err != nil {
+		if _, err := s.codec.encode(nil, m, subject); err != nil {
 			errs[i] = fmt.Errorf("nats: encode for %q: %w", subject, err)
 		}
 	}

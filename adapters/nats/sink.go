@@ -91,13 +91,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 // encode renders m's subject and encodes m, into sc when it is not nil.
 func (s *sink) encode(sc *natsmap.Scratch, m *mapping.Message) (*nats.Msg, error) {
 	subject := s.set.subject.render(m, s.set.groupToken)
-	var nm *nats.Msg
-	var err error
-	if sc != nil {
-		nm, err = s.codec.encodeScratch(sc, m, subject)
-	} else {
-		nm, err = s.codec.encode(m, subject)
-	}
+	nm, err := s.codec.encode(sc, m, subject)
 	if err != nil {
 		return nil, fmt.Errorf("nats: encode for %q: %w", subject, err)
 	}

@@ -2,6 +2,7 @@ package natsmap
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"unicode/utf8"
@@ -319,12 +320,10 @@ func attributeHeader(a mapping.Attribute, h nats.Header, gh string) (text string
 		}
 		// Otherwise its JSON text in one value, typed (below).
 	}
-	if !v.ValidUTF8() {
-		// Text() of a Strings, list or map value is JSON, which would
-		// put U+FFFD in place of the bytes, silently.
-		return "", nil, false, "not valid UTF-8", nil
-	}
 	t, err := v.Text()
+	if errors.Is(err, mapping.ErrTextNotUTF8) || !utf8.ValidString(v.Label) {
+		return "", nil, false, "not valid UTF-8", nil // for the policy, as a plain string's
+	}
 	if err != nil {
 		return "", nil, false, "", err
 	}
