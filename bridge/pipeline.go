@@ -203,13 +203,14 @@ func (p *Pipeline) setLastErr(err error) {
 	p.mu.Unlock()
 }
 
-// retryOpen calls open until it succeeds or ctx ends.
-func (p *Pipeline) retryOpen(ctx context.Context, what string, open func(context.Context) error) bool {
+// retryOpen calls open until it succeeds or ctx ends. what is the
+// adapter's role ("source", "sink", "dead-letter sink"), kind its kind.
+func (p *Pipeline) retryOpen(ctx context.Context, what, kind string, open func(context.Context) error) bool {
 	for n := 1; ; n++ {
 		err := open(ctx)
 		if err == nil {
 			p.setLastErr(nil)
-			p.log.Info("connected", "adapter", what)
+			p.log.Info("connected", "role", what, "adapter", kind)
 			return true
 		}
 		if ctx.Err() != nil {
@@ -218,7 +219,7 @@ func (p *Pipeline) retryOpen(ctx context.Context, what string, open func(context
 		p.setLastErr(err)
 		p.met.errOpen.Inc()
 		delay := p.opt.Restart.Delay(n)
-		p.log.Error("cannot open "+what+"; retrying", "error", err, "attempt", n, "retry_in", delay)
+		p.log.Error("cannot open "+what+"; retrying", "adapter", kind, "error", err, "attempt", n, "retry_in", delay)
 		if !sleep(ctx, delay) {
 			return false
 		}
@@ -226,7 +227,7 @@ func (p *Pipeline) retryOpen(ctx context.Context, what string, open func(context
 }
 
 func (p *Pipeline) openSinks(ctx context.Context) bool {
-	ok := p.retryOpen(ctx, "sink", func(ctx context.Context) error {
+	ok := p.retryOpen(ctx, "sink", p.cfg.SinkKind, func(ctx context.Context) error {
 		s, err := p.cfg.Sink(ctx, p.onDrop)
 		if err != nil {
 			return fmt.Errorf("open %s sink: %w", p.cfg.SinkKind, err)
@@ -248,7 +249,7 @@ func (p *Pipeline) openSinks(ctx context.Context) bool {
 	if !ok || p.cfg.DeadLetter.Sink == nil {
 		return ok
 	}
-	return p.retryOpen(ctx, "dead-letter sink", func(ctx context.Context) error {
+	return p.retryOpen(ctx, "dead-letter sink", p.cfg.DeadLetter.SinkKind, func(ctx context.Context) error {
 		s, err := p.cfg.DeadLetter.Sink(ctx, p.onDrop)
 		if err != nil {
 			return fmt.Errorf("open %s dead-letter sink: %w", p.cfg.DeadLetter.SinkKind, err)
@@ -262,7 +263,7 @@ func (p *Pipeline) openSinks(ctx context.Context) bool {
 
 func (p *Pipeline) openSource(ctx context.Context) (driver.Source, bool) {
 	var src driver.Source
-	ok := p.retryOpen(ctx, "source", func(ctx context.Context) error {
+	ok := p.retryOpen(ctx, "source", p.cfg.SourceKind, func(ctx context.Context) error {
 		s, err := p.cfg.Source(ctx)
 		if err != nil {
 			return fmt.Errorf("open %s source: %w", p.cfg.SourceKind, err)

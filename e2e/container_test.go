@@ -99,7 +99,7 @@ func TestContainerImage(t *testing.T) {
 	qs := startQuickstart(t, podman, ref, fmt.Sprintf("qbridge-e2e-%d", os.Getpid()), nil, func(line string) bool {
 		// The sink and the dead-letter sink connect first, then the
 		// source, which creates stream DEMO_IN.
-		return strings.Contains(line, `"msg":"connected"`) && strings.Contains(line, `"adapter":"source"`)
+		return strings.Contains(line, `"msg":"connected"`) && strings.Contains(line, `"role":"source"`)
 	})
 	if err := qs.wait(2 * time.Minute); err != nil {
 		t.Fatalf("the container did not connect its adapters: %v\n%s", err, qs.logs.String())

@@ -43,7 +43,7 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 	if log == nil {
 		log = slog.Default()
 	}
-	s, err := newSource(ctx, set, log.With("adapter", "amqp", "role", "source"))
+	s, err := newSource(ctx, set, log)
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}
@@ -65,7 +65,7 @@ func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason stri
 	if log == nil {
 		log = slog.Default()
 	}
-	s, err := newSink(ctx, set, log.With("adapter", "amqp", "role", "sink"))
+	s, err := newSink(ctx, set, log)
 	if err != nil {
 		return nil, err
 	}

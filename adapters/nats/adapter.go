@@ -33,7 +33,6 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("adapter", "nats", "role", "source")
 	if cfg.browse && set.js != nil {
 		return newBrowseSource(ctx, set, cfg.browseAfter, log)
 	}
@@ -53,6 +52,5 @@ func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason stri
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("adapter", "nats", "role", "sink")
 	return newSink(ctx, set, &cfg, onDrop, log)
 }

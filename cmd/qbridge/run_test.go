@@ -355,7 +355,7 @@ func TestDaemonReadinessPerPipeline(t *testing.T) {
 		!strings.Contains(body, `qbridge_oldest_unsettled_age_seconds{pipeline="up"} 0`) {
 		t.Errorf("metrics lack qbridge_build_info or the oldest unsettled age:\n%s", body)
 	}
-	if !strings.Contains(d.log.String(), `"msg":"connected"`) || !strings.Contains(d.log.String(), `"adapter":"source"`) {
+	if !strings.Contains(d.log.String(), `"msg":"connected"`) || !strings.Contains(d.log.String(), `"role":"source"`) {
 		t.Errorf("no JSON \"connected\" line (the -log-format flag over the file's text default):\n%s", d.log)
 	}
 

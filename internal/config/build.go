@@ -42,6 +42,13 @@ func routeShed(onDrop func(field, reason string), pipeline string, log *slog.Log
 	}
 }
 
+// adapterLog is the logger of one adapter of a pipeline: every line says
+// which kind and which role (source, sink, dead-letter, dry-run) it comes
+// from. The adapters add neither, so a key is never there twice.
+func adapterLog(log *slog.Logger, kind, role string) *slog.Logger {
+	return log.With("adapter", kind, "role", role)
+}
+
 // Definition builds the engine definition of one pipeline.
 func (p *Pipeline) Definition(log *slog.Logger) (bridge.Definition, error) {
 	if log == nil {
@@ -57,13 +64,13 @@ func (p *Pipeline) Definition(log *slog.Logger) (bridge.Definition, error) {
 		Name:       p.Name,
 		SourceKind: s.Source.Kind,
 		Source: func(ctx context.Context) (driver.Source, error) {
-			return src.openSource(ctx, s.Source.Config, log)
+			return src.openSource(ctx, s.Source.Config, adapterLog(log, s.Source.Kind, "source"))
 		},
 		SinkKind: s.Sink.Kind,
 		Sink: func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 			opt := s.Mapping.options()
 			opt.OnDrop = routeShed(onDrop, p.Name, log)
-			return snk.openSink(ctx, s.Sink.Config, opt, log)
+			return snk.openSink(ctx, s.Sink.Config, opt, adapterLog(log, s.Sink.Kind, "sink"))
 		},
 		Options: s.Engine,
 	}
@@ -80,7 +87,7 @@ func (p *Pipeline) Definition(log *slog.Logger) (bridge.Definition, error) {
 		cfg.DeadLetter.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 			opt := deadLetterOptions()
 			opt.OnDrop = routeShed(onDrop, p.Name, log)
-			return k.openSink(ctx, dlCfg, opt, log.With("role", "dead-letter"))
+			return k.openSink(ctx, dlCfg, opt, adapterLog(log, dl.Sink.Kind, "dead-letter"))
 		}
 	}
 	if !s.Mapping.Rules.IsZero() {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -59,6 +60,7 @@ func (c *testSinkConfig) Validate() error {
 type openedSink struct {
 	testSinkConfig
 	onDrop func(field, reason string)
+	log    *slog.Logger
 }
 
 var (
@@ -87,9 +89,9 @@ func init() {
 		NewSource: func(context.Context, testSourceConfig, *slog.Logger) (driver.Source, error) {
 			return nopSource{}, nil
 		},
-		NewSink: func(_ context.Context, c testSinkConfig, onDrop func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
+		NewSink: func(_ context.Context, c testSinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 			openedMu.Lock()
-			openedSinks = append(openedSinks, openedSink{c, onDrop})
+			openedSinks = append(openedSinks, openedSink{c, onDrop, log})
 			openedMu.Unlock()
 			return nopSink{}, nil
 		},
@@ -491,7 +493,8 @@ func TestDefinitions(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	defs, err := cfg.Definitions(slog.New(slog.DiscardHandler))
+	var logs bytes.Buffer
+	defs, err := cfg.Definitions(slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,6 +537,21 @@ func TestDefinitions(t *testing.T) {
 	}
 	if dlq.Address != "/dlq" || dlq.Policy != mapping.Encode || !dlq.Carry || dlq.onDrop == nil {
 		t.Errorf("dead-letter sink opened with %+v", dlq.testSinkConfig)
+	}
+	// Each adapter's lines say its kind and role once: a JSON log with a
+	// key twice keeps only one of them (the dead-letter sink's role was
+	// lost that way).
+	for _, o := range []struct {
+		log  *slog.Logger
+		role string
+	}{{sink.log, "sink"}, {dlq.log, "dead-letter"}} {
+		logs.Reset()
+		o.log.Info("hello")
+		line := logs.String()
+		if strings.Count(line, `"role":`) != 1 || strings.Count(line, `"adapter":`) != 1 ||
+			!strings.Contains(line, `"pipeline":"p","adapter":"test","role":"`+o.role+`"`) {
+			t.Errorf("the %s's log line: %s", o.role, line)
+		}
 	}
 	sink.onDrop("attribute \"x\"", "too many")
 	dlq.onDrop("attribute \"y\"", "too many")

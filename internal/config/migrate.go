@@ -91,12 +91,12 @@ func (p *Pipeline) DryRunDefinition(log *slog.Logger) (bridge.Definition, error)
 	if err != nil {
 		return d, err
 	}
-	log = orDefault(log).With("pipeline", p.Name, "role", "dry-run")
-	mo, cfg := p.Spec.Mapping, p.Spec.Sink.Config
+	log = orDefault(log).With("pipeline", p.Name)
+	mo, cfg, kind := p.Spec.Mapping, p.Spec.Sink.Config, p.Spec.Sink.Kind
 	d.Config.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 		opt := mo.options()
 		opt.OnDrop = routeShed(onDrop, p.Name, log)
-		return k.openDrySink(ctx, cfg, opt, log)
+		return k.openDrySink(ctx, cfg, opt, adapterLog(log, kind, "dry-run"))
 	}
 	d.Config.DeadLetter = bridge.DeadLetter{Native: true}
 	return d, nil
