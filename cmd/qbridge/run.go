@@ -140,6 +140,7 @@ func (d *daemon) run(ctx context.Context) int {
 		}
 		return d.readiness(ctx, sup)
 	}
+	reg.MustRegister(monitor.NewReadyCollector(ready))
 	srv, err := monitor.Listen(cfg.HTTP.Listen, monitor.Handler(reg, ready), d.log)
 	if err != nil {
 		d.log.Error("cannot start the monitoring endpoints", "error", err)

@@ -352,8 +352,9 @@ func TestDaemonReadinessPerPipeline(t *testing.T) {
 		return code == 200 && strings.Contains(body, "pipeline up: ready\n") && strings.Contains(body, want)
 	})
 	if _, body := get(t, base+"/metrics"); !strings.Contains(body, `qbridge_build_info{go_version="`+runtime.Version()+`",version="`+buildVersion()+`"} 1`) ||
-		!strings.Contains(body, `qbridge_oldest_unsettled_age_seconds{pipeline="up"} 0`) {
-		t.Errorf("metrics lack qbridge_build_info or the oldest unsettled age:\n%s", body)
+		!strings.Contains(body, `qbridge_oldest_unsettled_age_seconds{pipeline="up"} 0`) ||
+		!strings.Contains(body, `qbridge_pipeline_ready{pipeline="up"} 1`) || !strings.Contains(body, `qbridge_pipeline_ready{pipeline="down"} 0`) {
+		t.Errorf("metrics lack qbridge_build_info, the oldest unsettled age or each pipeline's readiness:\n%s", body)
 	}
 	if !strings.Contains(d.log.String(), `"msg":"connected"`) || !strings.Contains(d.log.String(), `"role":"source"`) {
 		t.Errorf("no JSON \"connected\" line (the -log-format flag over the file's text default):\n%s", d.log)
