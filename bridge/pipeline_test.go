@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/testlog"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -386,6 +388,32 @@ func TestDeadLetterFailureNacksTheGroup(t *testing.T) {
 	ds[0].mu.Unlock()
 	if got := sink.groupIDs("g"); len(got) != 0 {
 		t.Errorf("followers sent out of order: %v", got)
+	}
+}
+
+// TestDeadLetterSinkRefusesForGood: a message the dead-letter sink refuses
+// for good (larger than the dead-letter queue takes) is nacked like any
+// dead-letter failure, never acked, and the log says that only the source's
+// redrive limit ends it.
+func TestDeadLetterSinkRefusesForGood(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("g", 0))
+	sink := newSink(t)
+	sink.fail = func(*mapping.Message, int) error {
+		return mapping.TooLargef("sqs", "message", "size 300000 bytes exceeds the limit of 262144")
+	}
+	dlq := newSink(t)
+	dlq.fail = sink.fail
+	var logs testlog.Buffer
+	start(t, Config{Options: fastOptions(), DeadLetter: DeadLetter{Sink: dlq.open},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, q, sink)
+	d := q.deliveries()[0]
+	eventually(t, 5*time.Second, "nacked", func() bool { return d.nacks.Load() >= 1 })
+	if d.acks.Load() != 0 {
+		t.Error("acked although neither the sink nor the dead-letter sink took it")
+	}
+	if l := logs.String(); !strings.Contains(l, "the dead-letter sink refuses this message too") || !strings.Contains(l, "dlq_reason=too-large") {
+		t.Errorf("log:\n%s", l)
 	}
 }
 

@@ -410,7 +410,15 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 		}
 		if err != nil {
 			p.met.errDeadLetter.Inc()
-			log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
+			if driver.IsPermanent(err) {
+				// Retrying will not help (a message larger than the
+				// dead-letter destination takes): it stays at the source,
+				// whose redrive limit is what ends the redeliveries.
+				log.Error("the dead-letter sink refuses this message too; it stays at the source and is redelivered until the source's redrive limit (JetStream max_deliver, SQS maxReceiveCount, Service Bus MaxDeliveryCount): set one, or a dead-letter destination that takes it",
+					"dlq_reason", sinkReason(err), "dlq_error", err)
+			} else {
+				log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
+			}
 			p.nackGroup(it)
 			return
 		}

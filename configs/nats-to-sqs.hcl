@@ -38,6 +38,10 @@ pipeline "nats-to-sqs" {
       durable       = "qbridge-to-sqs"
       create_stream = true
       ack_wait      = "60s" # the lock below sends InProgress while a message is held
+      # A message SQS cannot take, not even in the dead-letter queue (over
+      # 256 KiB: NATS takes up to 1 MB), would otherwise come back forever;
+      # its last delivery is terminated with the reason (docs/adapter-nats.md).
+      max_deliver   = 10
     }
   }
 
