@@ -74,6 +74,9 @@ func Enabled() bool {
 // Sampling follows the incoming message's sampled flag unless
 // OTEL_TRACES_SAMPLER says otherwise (the SDK's default, parentbased_always_on).
 func FromEnv(ctx context.Context, version string) (*Tracing, func(context.Context) error, error) {
+	if err := checkExporter(); err != nil {
+		return nil, nil, err
+	}
 	if !Enabled() {
 		return nil, func(context.Context) error { return nil }, nil
 	}
@@ -91,6 +94,24 @@ func FromEnv(ctx context.Context, version string) (*Tracing, func(context.Contex
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return New(tp), tp.Shutdown, nil
+}
+
+// checkExporter refuses an OTEL_TRACES_EXPORTER this build cannot honour
+// (zipkin, console...): left alone, it would turn tracing off, or be
+// ignored for OTLP when an endpoint is set, without a word.
+func checkExporter() error {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+		return nil
+	}
+	v := os.Getenv("OTEL_TRACES_EXPORTER")
+	for _, e := range strings.Split(v, ",") {
+		switch strings.TrimSpace(e) {
+		case "", "otlp", "none":
+		default:
+			return fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q: this build exports otlp (over http/protobuf) only; set otlp, or none to turn traces off", v)
+		}
+	}
+	return nil
 }
 
 func serviceName() string {

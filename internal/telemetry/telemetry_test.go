@@ -249,3 +249,29 @@ func TestEnabled(t *testing.T) {
 		}
 	}
 }
+
+// TestFromEnvRefusesOtherExporters: an exporter this build lacks is refused
+// at start, not silently replaced by OTLP or by no tracing at all.
+func TestFromEnvRefusesOtherExporters(t *testing.T) {
+	for _, tt := range []struct {
+		exporter, endpoint string
+		refused            bool
+	}{
+		{"zipkin", "", true},
+		{"console", "http://127.0.0.1:4318", true},
+		{"otlp,console", "", true},
+		{"none", "", false},
+		{"", "", false},
+	} {
+		t.Setenv("OTEL_SDK_DISABLED", "")
+		t.Setenv("OTEL_TRACES_EXPORTER", tt.exporter)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tt.endpoint)
+		_, stop, err := FromEnv(context.Background(), "test")
+		if (err != nil) != tt.refused {
+			t.Errorf("OTEL_TRACES_EXPORTER=%q: err %v, want refused %v", tt.exporter, err, tt.refused)
+		}
+		if err == nil {
+			_ = stop(context.Background())
+		}
+	}
+}
