@@ -12,6 +12,7 @@ import (
 
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/natsmap"
 )
 
 // Defaults applied by NewSource/NewSink to fields left at their zero value.
@@ -620,13 +621,10 @@ func checkName(field, s string) error {
 	return nil
 }
 
-// checkHeaderName applies natsmap's rule: printable ASCII without ':' and
-// the separators "()/,;<=>?@[\]{}.
+// checkHeaderName applies natsmap's rule for header names.
 func checkHeaderName(field, s string) error {
-	for _, r := range s {
-		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"()/,:;<=>?@[\]{}`, r) {
-			return adaptercfg.Errorf(field, "%q is not a valid header name", s)
-		}
+	if !natsmap.ValidHeaderName(s) {
+		return adaptercfg.Errorf(field, "%q is not a valid header name (printable ASCII without ':' and \"()/,;<=>?@[\\]{})", s)
 	}
 	return nil
 }

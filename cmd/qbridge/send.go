@@ -143,6 +143,10 @@ func runSend(ctx context.Context, args []string, std stdio) int {
 			fmt.Fprintf(std.Err, "qbridge send: -header %q: want name=value\n", h)
 			return 2
 		}
+		if !natsmap.ValidHeaderName(k) {
+			fmt.Fprintf(std.Err, "qbridge send: -header %q: %q is not a valid NATS header name (printable ASCII without ':' and \"()/,;<=>?@[\\]{})\n", h, k)
+			return 2
+		}
 		if msg.Header == nil {
 			msg.Header = nats.Header{}
 		}

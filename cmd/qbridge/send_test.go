@@ -90,6 +90,8 @@ func TestSendUsage(t *testing.T) {
 		{[]string{"-subject", "a", "-attr", "bad", "x"}, `-attr: "bad": want name[:Type]=value`},
 		{[]string{"-subject", "a", "-attr", "qty:Number.int=abc", "x"}, `-attr: "qty:Number.int=abc": "abc" is not a number`},
 		{[]string{"-subject", "a", "-header", "bad", "x"}, `-header "bad": want name=value`},
+		// Refused before connecting (the flags point at no server here).
+		{[]string{"-subject", "a", "-header", "a b=x", "x"}, `-header "a b=x": "a b" is not a valid NATS header name`},
 	} {
 		code, _, errOut := run(t, runSend, "", tt.args...)
 		if code != 2 || !strings.Contains(errOut, tt.want) || strings.Contains(errOut, "usage:") {

@@ -99,7 +99,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 	if gh == "" {
 		gh = DefaultGroupHeader
 	}
-	if !validName(gh) {
+	if !ValidHeaderName(gh) {
 		return nil, fmt.Errorf("natsmap: group header %q is not a valid header name", gh)
 	}
 	opt.Options = opt.Options.Effective()
@@ -300,7 +300,7 @@ func encodeAttributes(users []userHeader, attrs []mapping.Attribute, h nats.Head
 // for a Strings value) and whether its type must be recorded, or the reason
 // it cannot be a header (for the policy).
 func attributeHeader(a mapping.Attribute, h nats.Header, gh string) (text string, multi []string, typed bool, reason string, err error) {
-	if !validName(a.Name) {
+	if !ValidHeaderName(a.Name) {
 		return "", nil, false, `name is not a NATS header name (printable ASCII without white space and "():;,/<=>?@[\]{})`, nil
 	}
 	if r := reservedReason(a.Name, gh); r != "" {

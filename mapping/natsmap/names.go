@@ -22,10 +22,11 @@ const (
 	hdrPinID = "Nats-Pin-Id"
 )
 
-// validName reports whether name can be a header name for nats.go: printable
-// ASCII without ':' and the separators "()/,;<=>?@[\]{} (a stricter set
-// than ADR-4's, which nats.go enforces on publish).
-func validName(name string) bool {
+// ValidHeaderName reports whether name can be a header name for nats.go:
+// printable ASCII without ':' and the separators "()/,;<=>?@[\]{} (a
+// stricter set than ADR-4's, which nats.go enforces on publish). The
+// encoder, the adapter's configuration and qbridge send all apply it.
+func ValidHeaderName(name string) bool {
 	if name == "" {
 		return false
 	}
