@@ -10,6 +10,7 @@ func init() {
 		Name:      "amqp",
 		NewSource: amqp.NewSource,
 		NewSink:   amqp.NewSink,
+		Feeds:     amqp.SinkFeedsSource,
 		// The sink block has its own max_message_size: the mapping block's
 		// value applies only where it is set.
 		SinkMapping: func(c *amqp.SinkConfig, o mapping.Options) {

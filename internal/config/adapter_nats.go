@@ -13,6 +13,7 @@ func init() {
 		Name:      "nats",
 		NewSource: nats.NewSource,
 		NewSink:   nats.NewSink,
+		Feeds:     nats.SinkFeedsSource,
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
 			c.Policy, c.MaxMessageSize, c.CarrySource, c.Envelope = o.Policy, o.MaxMessageSize, o.CarrySource, o.Envelope
 		},

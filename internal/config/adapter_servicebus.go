@@ -10,6 +10,7 @@ func init() {
 		Name:      "servicebus",
 		NewSource: servicebus.NewSource,
 		NewSink:   servicebus.NewSink,
+		Feeds:     servicebus.SinkFeedsSource,
 		// The sink block has its own max_message_size: the mapping block's
 		// value applies only where it is set.
 		SinkMapping: func(c *servicebus.SinkConfig, o mapping.Options) {

@@ -10,6 +10,7 @@ func init() {
 		Name:      "sqs",
 		NewSource: sqs.NewSource,
 		NewSink:   sqs.NewSink,
+		Feeds:     sqs.SinkFeedsSource,
 		// The sink block has its own max_message_size and carry_source: the
 		// mapping block's values apply only where they are set.
 		SinkMapping: func(c *sqs.SinkConfig, o mapping.Options) {

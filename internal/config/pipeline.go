@@ -136,6 +136,7 @@ func decodePipeline(e *eval, b *pipelineBlock) *Pipeline {
 		e.errorf(b.DefRange, "Missing sink block", "Pipeline %q needs a sink block, such as sink \"sqs\" { ... }.", b.Name)
 	} else {
 		s.Sink = decodeAdapter(e, "sink", b.Sink, s.Mapping.options())
+		checkFeeds(e, "sink", s.Source, s.Sink, b.Sink.DefRange)
 	}
 	if d := b.DeadLetter; d != nil {
 		var native bool
@@ -149,6 +150,7 @@ func decodePipeline(e *eval, b *pipelineBlock) *Pipeline {
 		case d.Sink != nil:
 			a := decodeAdapter(e, "sink", d.Sink, deadLetterOptions())
 			s.DeadLetter.Sink = &a
+			checkFeeds(e, "dead-letter sink", s.Source, a, d.Sink.DefRange)
 		default:
 			e.errorf(d.DefRange, "Missing dead-letter destination",
 				"A dead_letter block needs native = true (the source broker's dead-letter queue) or a sink block, such as sink \"sqs\" { ... }. Without the block, failing messages are nacked and the broker's redrive policy applies.")

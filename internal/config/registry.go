@@ -37,6 +37,11 @@ type AdapterKind[S, K any] struct {
 	SinkMapping func(cfg *K, opt mapping.Options)
 	// SourceMapping does the same for a source that takes options (optional).
 	SourceMapping func(cfg *S, opt mapping.Options)
+	// Feeds reports whether a sink provably writes into what the source
+	// reads (same server and entity), why naming both, for config to refuse
+	// a pipeline or dead-letter sink that would pass its messages around
+	// forever. It must answer true only when certain (optional).
+	Feeds func(src S, sink K) (why string, loops bool)
 
 	// What qbridge migrate needs; each optional (nil: the kind cannot).
 
@@ -69,6 +74,8 @@ type kind struct {
 	decodeSink   func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error)
 	openSource   func(ctx context.Context, cfg any, log *slog.Logger) (driver.Source, error)
 	openSink     func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
+	// feeds is AdapterKind.Feeds; nil where the kind has none.
+	feeds func(src, sink any) (why string, loops bool)
 
 	// Migration hooks; nil where the kind has none.
 	countSource      func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error)
@@ -125,6 +132,16 @@ func Register[S, K any](a AdapterKind[S, K]) {
 			a.SinkMapping(&c, opt)
 			return a.NewSink(ctx, c, opt.OnDrop, log)
 		},
+	}
+	if a.Feeds != nil {
+		k.feeds = func(src, sink any) (string, bool) {
+			s, okS := src.(S)
+			t, okK := sink.(K)
+			if !okS || !okK {
+				return "", false
+			}
+			return a.Feeds(s, t)
+		}
 	}
 	if a.CountSource != nil {
 		k.countSource = func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error) {

@@ -76,6 +76,12 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			// Dead letters stay dead letters: they go to the pipeline's
 			// dead-letter sink where it has one.
 			dp = dp.WithDeadLetterSinkAsSink()
+			// Known only now: a dead-letter sink writing into the very
+			// dead-letter queue read would move its messages in a circle.
+			if why, loops := dp.SinkFeedsSource(); loops {
+				rep.Outcome, rep.Reason = OutcomeFailed, fmt.Sprintf("-include-dead-letters: pipeline %q: its dead-letter sink %s (the dead-letter queue read), so its messages would circulate without end; migrate the dead letters without -include-dead-letters, with a pipeline of their own", p.Name, why)
+				return finish()
+			}
 			jobs = append(jobs, &job{opt: &opt, pipe: dp, queue: "dead-letter"})
 		}
 		for _, j := range jobs {
