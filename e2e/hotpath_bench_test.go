@@ -37,7 +37,12 @@ import (
 // publisher, server, counter; on shared cores what the bridge competes
 // with), and the unloaded latency the bridge adds (p50/p99 of 500 messages
 // sent one at a time). QBRIDGE_HOTPATH_BRIDGE_CPUS runs the bridges under
-// taskset -c on the cores it names.
+// taskset -c on the cores it names; QBRIDGE_HOTPATH_RATE offers that many
+// messages per second instead of as many as the publisher can (the cost
+// per message at a load both bridges keep up with, where neither holds a
+// backlog); QBRIDGE_HOTPATH_QBRIDGE_ENV adds space-separated NAME=value
+// pairs to qbridge's environment only (e.g. GOGC=200, to measure a runtime
+// setting against the same forwarder).
 //
 //	go test -run '^$' -bench HotPath -benchtime 200000x ./e2e/
 
@@ -82,6 +87,9 @@ func startHotBridge(b *testing.B, name string, args ...string) *hotBridge {
 		args = append([]string{"taskset", "-c", cpus}, args...)
 	}
 	h.cmd = exec.Command(args[0], args[1:]...)
+	if env := os.Getenv("QBRIDGE_HOTPATH_QBRIDGE_ENV"); env != "" && name == "qbridge" {
+		h.cmd.Env = append(os.Environ(), strings.Fields(env)...)
+	}
 	h.cmd.Stdout, h.cmd.Stderr = &h.logs, &h.logs
 	if err := h.cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -231,9 +239,11 @@ func (c *hotCounter) receive(data []byte) {
 }
 
 // hotPass runs one measured pass: warm-up (until a probe crosses the
-// bridge), n messages as fast as the publisher goes, the wait for the last
-// one (or 3 s without progress), then 500 pings one at a time.
-func hotPass(b *testing.B, n int, grouped bool, publish func(m *nats.Msg) error, flush func() error, c *hotCounter) hotResult {
+// bridge), n messages as fast as the publisher goes (or at
+// QBRIDGE_HOTPATH_RATE), each with a Qbridge-Group header when header is
+// set, the wait for the last one (or 3 s without progress), then 500 pings
+// one at a time.
+func hotPass(b *testing.B, n int, header bool, publish func(m *nats.Msg) error, flush func() error, c *hotCounter) hotResult {
 	b.Helper()
 	warm := time.NewTicker(50 * time.Millisecond)
 	deadline := time.After(time.Minute)
@@ -255,15 +265,22 @@ warmup:
 	for i := range buf {
 		buf[i] = 'x'
 	}
+	rate := hotRate(b)
 	load0 := selfCPU(b)
 	start := time.Now()
 	for i := range n {
+		if rate > 0 && i%64 == 0 {
+			// Paced: message i is due at start + i/rate.
+			if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
 		data := make([]byte, hotBody)
 		copy(data, buf)
 		g := i % hotGroups
 		hotMessage(data, i, g, time.Now().UnixNano())
 		m := &nats.Msg{Data: data}
-		if grouped {
+		if header {
 			m.Header = nats.Header{"Qbridge-Group": []string{"g" + strconv.Itoa(g)}}
 		}
 		if err := publish(m); err != nil {
@@ -292,6 +309,20 @@ warmup:
 	r.reorder = c.reorder
 	c.mu.Unlock()
 	r.p50, r.p99 = hotPings(b, publish, c)
+	return r
+}
+
+// hotRate is the offered rate in msg/s (QBRIDGE_HOTPATH_RATE), or 0: as
+// fast as the publisher goes.
+func hotRate(b *testing.B) float64 {
+	v := os.Getenv("QBRIDGE_HOTPATH_RATE")
+	if v == "" {
+		return 0
+	}
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || r <= 0 {
+		b.Fatalf("QBRIDGE_HOTPATH_RATE=%q: want a positive number of messages per second", v)
+	}
 	return r
 }
 
@@ -373,53 +404,101 @@ func BenchmarkHotPathCore(b *testing.B) {
 		name := map[bool]string{false: "ungrouped", true: "grouped"}[grouped]
 		b.Run(name, func(b *testing.B) {
 			fwd := buildForwarder(b)
-			s := startNATS(b)
-			url := s.ClientURL()
-			pass := func(h *hotBridge) hotResult {
-				pub, err := nats.Connect(url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer pub.Close()
-				sub, err := nats.Connect(url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer sub.Close()
-				c := newHotCounter(b.N, grouped)
-				ss, err := sub.Subscribe("out", func(m *nats.Msg) { c.receive(m.Data) })
-				if err != nil {
-					b.Fatal(err)
-				}
-				_ = ss.SetPendingLimits(-1, -1) // the counter must not be the one that drops
-				if err := sub.Flush(); err != nil {
-					b.Fatal(err)
-				}
-				r := hotPass(b, b.N, grouped, func(m *nats.Msg) error {
-					m.Subject = "in"
-					return pub.PublishMsg(m)
-				}, pub.Flush, c)
-				r.measure(h.stop(b))
-				return r
-			}
+			url := startNATS(b).ClientURL()
 			b.ResetTimer()
-			base := pass(startHotBridge(b, "forwarder", fwd, "-url", url, "-in", "in", "-out", "out"))
-			qb := pass(startHotBridge(b, "qbridge", qbridgeBin, "run", hotConfig(b, fmt.Sprintf(`
-pipeline "hot" {
-  source "nats" {
-    url     = %q
-    subject = "in"
-  }
-  sink "nats" {
-    url     = %q
-    subject = "out"
-  }
-}
-`, url, url))))
+			base := hotCorePass(b, url, startHotBridge(b, "forwarder", fwd, "-url", url, "-in", "in", "-out", "out"), grouped, grouped)
+			qb := hotCorePass(b, url, startHotCoreQbridge(b, url, ""), grouped, grouped)
 			b.StopTimer()
 			hotReport(b, base, qb)
 		})
 	}
+}
+
+var groupCostRuns atomic.Int64
+
+// BenchmarkHotPathGroupCost: what keeping order per group costs qbridge
+// itself. The same b.N messages, each with a Qbridge-Group header over 100
+// groups, cross qbridge twice on one server: grouped by that header
+// (per_group = 1), and as one ordered stream, the source's and the sink's
+// group_header set to a header they do not carry (Qbridge-Group is then a
+// plain user header, carried through like any other). The load side (publisher,
+// server, counter) does the same work in both passes, which the
+// ungrouped/grouped pair of BenchmarkHotPathCore cannot give: there the
+// header itself costs the load side more than the bridge. Reported as
+// hotReport does, the "baseline" being the ungrouped pass; ratio is the
+// grouped rate over it. The passes alternate which goes first from one run
+// to the next (-count).
+func BenchmarkHotPathGroupCost(b *testing.B) {
+	url := startNATS(b).ClientURL()
+	plain := func() hotResult {
+		return hotCorePass(b, url, startHotCoreQbridge(b, url, `group_header = "X-Not-Carried"`), true, false)
+	}
+	grouped := func() hotResult {
+		return hotCorePass(b, url, startHotCoreQbridge(b, url, ""), true, true)
+	}
+	b.ResetTimer()
+	var base, qb hotResult
+	if groupCostRuns.Add(1)%2 == 1 {
+		base = plain()
+		qb = grouped()
+	} else {
+		qb = grouped()
+		base = plain()
+	}
+	b.StopTimer()
+	hotReport(b, base, qb)
+}
+
+// startHotCoreQbridge starts qbridge between core subjects "in" and "out"
+// of the server at url, in its default configuration plus the given line
+// in the source and the sink block.
+func startHotCoreQbridge(b *testing.B, url, extra string) *hotBridge {
+	return startHotBridge(b, "qbridge", qbridgeBin, "run", hotConfig(b, fmt.Sprintf(`
+pipeline "hot" {
+  source "nats" {
+    url     = %q
+    subject = "in"
+    %[2]s
+  }
+  sink "nats" {
+    url     = %[1]q
+    subject = "out"
+    %[2]s
+  }
+}
+`, url, extra)))
+}
+
+// hotCorePass publishes b.N messages to core subject "in" (each with a
+// Qbridge-Group header when header is set), counts them on "out" (order
+// checked within each group when grouped, else against the publish order),
+// and stops bridge h.
+func hotCorePass(b *testing.B, url string, h *hotBridge, header, grouped bool) hotResult {
+	pub, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	sub, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	c := newHotCounter(b.N, grouped)
+	ss, err := sub.Subscribe("out", func(m *nats.Msg) { c.receive(m.Data) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = ss.SetPendingLimits(-1, -1) // the counter must not be the one that drops
+	if err := sub.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	r := hotPass(b, b.N, header, func(m *nats.Msg) error {
+		m.Subject = "in"
+		return pub.PublishMsg(m)
+	}, pub.Flush, c)
+	r.measure(h.stop(b))
+	return r
 }
 
 // BenchmarkHotPathJetStream: JetStream stream IN → bridge → stream OUT,
