@@ -135,6 +135,25 @@ func (m *Message) DedupKey() string {
 	return m.ID
 }
 
+// SourceKey names the message at its source, the same on every delivery
+// of it: its protocol and address with the id the broker assigned
+// (Source.MessageID: SQS MessageId) or else its sequence number there
+// (JetStream stream sequence, Service Bus SequenceNumber). It is "" where
+// the source gives neither (an AMQP message without message-id, core
+// NATS). Sinks that must send a deduplication id use it when the message
+// has none of its own (DedupKey).
+func (m *Message) SourceKey() string {
+	s := &m.Source
+	id := s.MessageID
+	if id == "" {
+		id = s.SequenceNumber
+	}
+	if id == "" || s.Protocol == "" {
+		return ""
+	}
+	return s.Protocol + "\x00" + s.Address + "\x00" + id
+}
+
 // Attr returns the attribute with the given name.
 func (m *Message) Attr(name string) (Value, bool) {
 	for _, a := range m.Attributes {

@@ -94,10 +94,10 @@ func Decode(msg types.Message, opt DecodeOptions) (*mapping.Message, error) {
 	if err := decodeSystem(m, msg.Attributes, &opt); err != nil {
 		return nil, err
 	}
-	// A FIFO send without any id used what content-based deduplication
-	// would: the SHA-256 of the body. That is no dedup id of the message's
-	// own (and re-sending recomputes the same).
-	if m.DedupID != "" && len(m.DedupID) == 64 && m.DedupID == hashID(string(body)) &&
+	// A FIFO send without any id made one up (madeUpDedupID; before it,
+	// the SHA-256 of the body). That is no dedup id of the message's own:
+	// an explicit one that looks the same travels in the envelope.
+	if d := m.DedupID; (strings.HasPrefix(d, madeUpPrefix) || (len(d) == 64 && d == hashID(string(body)))) &&
 		(env == nil || env.Fields == nil || env.Fields.DedupID == "") {
 		m.DedupID = ""
 	}

@@ -1,6 +1,7 @@
 package sqsmap
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -220,8 +221,9 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 		}
 		e.out.DedupID = d
 		// Equal to a carried ID, it is carried too, so that the decoder can
-		// tell an explicit dedup id from one derived from the ID.
-		if d != m.ID || native&mapping.FieldID != 0 {
+		// tell an explicit dedup id from one derived from the ID; so is one
+		// that looks made up (madeUpPrefix).
+		if (d != m.ID || native&mapping.FieldID != 0) && !strings.HasPrefix(d, madeUpPrefix) {
 			native |= mapping.FieldDedupID
 		}
 	case opt.ContentBasedDedup:
@@ -236,10 +238,30 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 			e.home |= mapping.FieldID
 		}
 	default:
-		// What content-based deduplication would use: SHA-256 of the body.
-		e.out.DedupID = hashID(e.out.Body)
+		// No id of the message's own. The SHA-256 of the body, what
+		// content-based deduplication uses, would merge distinct messages
+		// with equal bodies on a queue that does not deduplicate on content
+		// (a move would delete them at the source): the source's name for
+		// the message where it has one (the same on a redelivery), else an
+		// id of its own (a redelivery may then arrive twice; no message is
+		// ever lost to another's id).
+		e.out.DedupID = madeUpDedupID(m)
 	}
 	return native, emptyGroup, nil
+}
+
+// madeUpPrefix starts a dedup id the encoder made up for a message that has
+// none: the decoder does not take it for the message's own. An explicit
+// dedup id that starts with it travels in the envelope instead.
+const madeUpPrefix = "qbridge-"
+
+// madeUpDedupID is the dedup id of a message without one: from its
+// SourceKey, else unique.
+func madeUpDedupID(m *mapping.Message) string {
+	if k := m.SourceKey(); k != "" {
+		return madeUpPrefix + hashID(k)
+	}
+	return madeUpPrefix + rand.Text()
 }
 
 // hashID is the lowercase hex SHA-256 of s: a valid SQS id for any key.

@@ -418,8 +418,9 @@ func TestEncodeFIFO(t *testing.T) {
 		{"content-based, explicit wins", &mapping.Message{Body: []byte("b"), DedupID: "d", GroupKey: "g"},
 			func() EncodeOptions { o := fifo(mapping.Reject, nil); o.ContentBasedDedup = true; return o }(),
 			want{group: "g", dedup: "d"}},
-		{"no id at all: body hash", &mapping.Message{Body: []byte("b"), GroupKey: "g"}, fifo(mapping.Reject, nil),
-			want{group: "g", dedup: hashID("b")}},
+		{"no id: the source's name for it", &mapping.Message{Body: []byte("b"), GroupKey: "g",
+			Source: mapping.Source{Protocol: "nats", Address: "orders.eu", SequenceNumber: "7"}}, fifo(mapping.Reject, nil),
+			want{group: "g", dedup: "qbridge-" + hashID("nats\x00orders.eu\x007")}},
 		{"invalid group reject", &mapping.Message{Body: []byte("b"), GroupKey: "grüße", DedupID: "d"}, fifo(mapping.Reject, nil),
 			want{reject: "MessageGroupId"}},
 		{"invalid group drop", &mapping.Message{Body: []byte("b"), GroupKey: "grüße", DedupID: "d"}, fifo(mapping.Drop, &recorder{}),
@@ -677,5 +678,59 @@ func TestEncodeStringsNotUTF8(t *testing.T) {
 	}
 	if _, ok := o.Attributes["a"]; ok || len(r.fields) != 1 {
 		t.Errorf("attributes %v, dropped %v; want a dropped", o.Attributes, r.fields)
+	}
+}
+
+// TestEncodeFIFOMadeUpDedupID: a message without any id gets a dedup id of
+// its own, never the hash of its body: two distinct messages with equal
+// bodies (different attributes, or simply sent twice) must both reach a
+// FIFO queue that does not deduplicate on content — an audit saw a move of
+// four "{}" messages leave one in the queue and none at the source. From the
+// source's name for the message it is the same on every delivery; decoded,
+// a made-up id is no dedup id of the message's, while an explicit one that
+// looks made up comes back.
+func TestEncodeFIFOMadeUpDedupID(t *testing.T) {
+	opt := opts(mapping.Reject, nil)
+	opt.FIFO = true
+	plain := func(order string) *mapping.Message {
+		return &mapping.Message{Body: []byte("{}"), GroupKey: "g",
+			Attributes: []mapping.Attribute{{Name: "order", Value: mapping.String(order)}}}
+	}
+	a, err := Encode(plain("1"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Encode(plain("2"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Encode(plain("1"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*Outbound{a, b, again} {
+		if !strings.HasPrefix(o.DedupID, "qbridge-") || checkID(o.DedupID) != "" {
+			t.Errorf("dedup id %q: want a valid made-up id", o.DedupID)
+		}
+	}
+	if a.DedupID == b.DedupID || a.DedupID == again.DedupID {
+		t.Errorf("distinct messages share dedup ids: %q %q %q", a.DedupID, b.DedupID, again.DedupID)
+	}
+
+	js := plain("1")
+	js.Source = mapping.Source{Protocol: "nats", Address: "sb.x", SequenceNumber: "42"}
+	first, _ := Encode(js, opt)
+	redelivered, _ := Encode(js, opt)
+	if first.DedupID != redelivered.DedupID {
+		t.Errorf("a redelivery got another dedup id: %q, %q", first.DedupID, redelivered.DedupID)
+	}
+
+	if _, got := roundTrip(t, plain("1"), opt); got.DedupID != "" {
+		t.Errorf("decoded a made-up dedup id as the message's: %q", got.DedupID)
+	}
+	explicit := plain("1")
+	explicit.DedupID = "qbridge-mine"
+	if o, got := roundTrip(t, explicit, opt); o.DedupID != "qbridge-mine" || got.DedupID != "qbridge-mine" {
+		t.Errorf("explicit dedup id sent %q, decoded %q; want qbridge-mine both", o.DedupID, got.DedupID)
 	}
 }
