@@ -322,7 +322,14 @@ func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*m
 			tr.group(m.GroupKey)
 		}
 		if rerun != "" {
-			m.DedupID = rerunDedupID(m.DedupKey(), rerun)
+			// From the message's own id, else the source's name for it;
+			// without either the sink makes up a unique one anyway (one key
+			// for all of them would let the sink keep just one).
+			if k := m.DedupKey(); k != "" {
+				m.DedupID = rerunDedupID(k, rerun)
+			} else if k := m.SourceKey(); k != "" {
+				m.DedupID = rerunDedupID(k, rerun)
+			}
 		}
 		return nil
 	}

@@ -452,6 +452,37 @@ func TestNewDedupIDsAreStablePerRun(t *testing.T) {
 	}
 }
 
+// TestNewDedupIDsWithoutIDs: messages with no id of their own get a rerun
+// id from the source's name for them, or none (the sink makes a unique
+// one): never one id for all of them, which a FIFO sink would keep once
+// (an audit saw 20 such messages arrive as 1).
+func TestNewDedupIDsWithoutIDs(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(3, 0)
+	for i, m := range ms {
+		m.ID = ""
+		if i < 2 {
+			m.Source = mapping.Source{Protocol: "nats", Address: "in", SequenceNumber: fmt.Sprint(i + 1)}
+		}
+	}
+	b.put("in", ms...)
+	opt := fastOptions(ModeMove)
+	opt.RunID = "rerun-1"
+	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	seen := map[string]bool{}
+	for _, m := range b.messages("out") {
+		if m.DedupID != "" && seen[m.DedupID] {
+			t.Errorf("dedup id %q given twice", m.DedupID)
+		}
+		seen[m.DedupID] = true
+	}
+	if !seen[rerunDedupID("nats\x00in\x001", "rerun-1")] || !seen[rerunDedupID("nats\x00in\x002", "rerun-1")] || !seen[""] {
+		t.Errorf("dedup ids %v: want the two from the source's sequence numbers and none for the third", seen)
+	}
+}
+
 func TestReportFileAndSummary(t *testing.T) {
 	b, pipes := setup(t, moveHCL)
 	ms := msgs(12, 2)
