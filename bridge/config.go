@@ -36,6 +36,18 @@ type Config struct {
 	// permanent: the message is dead-lettered. Nil means no change.
 	Transform func(m *mapping.Message) error
 
+	// OnUndeliverable, when set, is called each time the engine hands a
+	// message back to the source because nothing will ever take it: the
+	// dead-letter sink refused it for good (driver.IsPermanent), the source
+	// has no native dead-letter queue, or there is no dead-letter
+	// destination. It stays at the source and comes back until the source's
+	// redrive limit; a one-shot job uses this to stop waiting for it. m is
+	// the message as the source delivered it (do not modify it); reason is
+	// the dead-letter reason code of the refusal that ended it (the
+	// dead-letter sink's where it refused, else the sink's); err says why.
+	// It runs on a settlement goroutine and must not block.
+	OnUndeliverable func(m *mapping.Message, reason string, err error)
+
 	Options
 
 	Logger  *slog.Logger // nil: slog.Default()
@@ -54,6 +66,10 @@ type DeadLetter struct {
 	// the message unsendable.
 	Sink     SinkOpener
 	SinkKind string
+	// DryRun: the destination only records what it is given (a
+	// migration's dry run), so the engine logs each such message at debug
+	// level as one that would be dead-lettered, not as a dead letter.
+	DryRun bool
 }
 
 // Options are the engine's knobs; all plain values, so two Options compare

@@ -405,13 +405,25 @@ func TestDeadLetterSinkRefusesForGood(t *testing.T) {
 	dlq := newSink(t)
 	dlq.fail = sink.fail
 	var logs testlog.Buffer
+	var mu sync.Mutex
+	var told []string
 	start(t, Config{Options: fastOptions(), DeadLetter: DeadLetter{Sink: dlq.open},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, q, sink)
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		OnUndeliverable: func(m *mapping.Message, reason string, err error) {
+			mu.Lock()
+			told = append(told, m.ID+" "+reason+" "+fmt.Sprint(err != nil))
+			mu.Unlock()
+		}}, q, sink)
 	d := q.deliveries()[0]
 	eventually(t, 5*time.Second, "nacked", func() bool { return d.nacks.Load() >= 1 })
 	if d.acks.Load() != 0 {
 		t.Error("acked although neither the sink nor the dead-letter sink took it")
 	}
+	mu.Lock()
+	if len(told) == 0 || told[0] != "g/0 too-large true" {
+		t.Errorf("OnUndeliverable calls %q, want g/0 too-large with the error", told)
+	}
+	mu.Unlock()
 	if l := logs.String(); !strings.Contains(l, "the dead-letter sink refuses this message too") || !strings.Contains(l, "dlq_reason=too-large") {
 		t.Errorf("log:\n%s", l)
 	}
@@ -883,4 +895,38 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestDryRunDeadLetterLogsWhatItDoes: a destination that only records (a
+// migration's dry run) is not logged as a dead letter.
+func TestDryRunDeadLetterLogsWhatItDoes(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("g", 0))
+	sink := newSink(t)
+	sink.fail = func(*mapping.Message, int) error { return driver.Permanent(errors.New("no")) }
+	var logs testlog.Buffer
+	start(t, Config{Options: fastOptions(), DeadLetter: DeadLetter{Native: true, DryRun: true},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, q, sink)
+	d := q.deliveries()[0]
+	eventually(t, 5*time.Second, "recorded", func() bool { return d.deadLetters.Load() == 1 })
+	eventually(t, 5*time.Second, "logged", func() bool { return strings.Contains(logs.String(), "would be dead-lettered") })
+	if l := logs.String(); strings.Contains(l, `msg="message dead-lettered"`) || !strings.Contains(l, "level=DEBUG") {
+		t.Errorf("log:\n%s", l)
+	}
+}
+
+// TestUndeliverableWithoutDestination: with no dead-letter destination a
+// permanently refused message is handed back for good, and said so.
+func TestUndeliverableWithoutDestination(t *testing.T) {
+	q := newQueue(t)
+	q.push(msg("g", 0))
+	sink := newSink(t)
+	sink.fail = func(*mapping.Message, int) error { return mapping.Rejectf("sqs", `attribute "a b"`, "invalid name") }
+	var calls atomic.Int64
+	start(t, Config{Options: fastOptions(), OnUndeliverable: func(m *mapping.Message, reason string, err error) {
+		if m.ID == "g/0" && reason == ReasonRejected && err != nil {
+			calls.Add(1)
+		}
+	}}, q, sink)
+	eventually(t, 5*time.Second, "told", func() bool { return calls.Load() >= 1 })
 }

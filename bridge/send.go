@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -416,6 +417,7 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 				// whose redrive limit is what ends the redeliveries.
 				log.Error("the dead-letter sink refuses this message too; it stays at the source and is redelivered until the source's redrive limit (JetStream max_deliver, SQS maxReceiveCount, Service Bus MaxDeliveryCount): set one, or a dead-letter destination that takes it",
 					"dlq_reason", sinkReason(err), "dlq_error", err)
+				p.undeliverable(it, sinkReason(err), err)
 			} else {
 				log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
 			}
@@ -423,7 +425,7 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 			return
 		}
 		p.met.deadLettered(reason)
-		log.Warn("message dead-lettered", "to", p.cfg.DeadLetter.SinkKind)
+		p.logDeadLettered(log, p.cfg.DeadLetter.SinkKind)
 		p.mu.Lock()
 		p.release(it)
 		p.mu.Unlock()
@@ -434,6 +436,7 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 		if !ok {
 			p.met.errDeadLetter.Inc()
 			log.Error("the source has no native dead-letter queue; nacking the message for redelivery")
+			p.undeliverable(it, reason, cause)
 			p.nackGroup(it)
 			return
 		}
@@ -454,12 +457,31 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 		}
 		if settled {
 			p.met.deadLettered(reason)
-			log.Warn("message dead-lettered", "to", "native")
+			p.logDeadLettered(log, "native")
 		}
 		p.done(it)
 
 	default:
 		log.Error("message cannot be delivered and no dead_letter is configured; nacking it for redelivery (the broker's redrive policy applies)")
+		p.undeliverable(it, reason, cause)
 		p.nackGroup(it)
 	}
+}
+
+// undeliverable tells Config.OnUndeliverable about a message that stays at
+// the source because nothing will take it.
+func (p *Pipeline) undeliverable(it *item, reason string, err error) {
+	if f := p.cfg.OnUndeliverable; f != nil {
+		f(it.orig, reason, err)
+	}
+}
+
+// logDeadLettered logs a dead letter; a dry run's destination only records
+// it, so the log must not claim one.
+func (p *Pipeline) logDeadLettered(log *slog.Logger, to string) {
+	if p.cfg.DeadLetter.DryRun {
+		log.Debug("message would be dead-lettered (dry run: nothing is written or settled)", "to", to)
+		return
+	}
+	log.Warn("message dead-lettered", "to", to)
 }
