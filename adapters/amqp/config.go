@@ -132,6 +132,9 @@ type SourceConfig struct {
 	// browse is set by Browse (qbridge migrate): attach with
 	// distribution-mode copy and settle nothing.
 	browse bool
+	// migrating is set by ForMigration (qbridge migrate): do not create
+	// the queue read (see attachAddress).
+	migrating bool
 }
 
 // SinkConfig is the body of `sink "amqp" { ... }`.
@@ -228,6 +231,7 @@ type sourceSettings struct {
 	guard        guardMode
 	browse       bool // distribution-mode copy, pre-settled, no settlement
 	singleActive bool
+	noCreate     bool // a migration: the queue must exist (attachAddress)
 }
 
 type sinkSettings struct {
@@ -359,6 +363,7 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 		return s, adaptercfg.Errorf("decode_guard", "%q: want scan, full or off", c.DecodeGuard)
 	}
 	s.browse = c.browse
+	s.noCreate = c.migrating
 	s.singleActive = c.SingleActiveConsumer
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,33 @@ func Browse(cfg SourceConfig, after uint64) (SourceConfig, error) {
 	}
 	cfg.browse = true
 	return cfg, nil
+}
+
+// ForMigration returns cfg changed so that its source does not create the
+// queue it reads: RabbitMQ 3.x declares /queue/NAME when a link attaches
+// to it, so a mistyped address "completed" empty and left a new queue.
+func ForMigration(cfg SourceConfig) SourceConfig {
+	cfg.migrating = true
+	return cfg
+}
+
+// attachAddress is the address a source link attaches to. In a migration
+// on RabbitMQ 3.x, /queue/NAME becomes /amq/queue/NAME: the same queue,
+// which the broker does not declare (an attach to a missing one fails
+// with amqp:not-found; tried on 3.10 in TestMigrateSourceDoesNotCreateQueue).
+// Other brokers, which create nodes on attach only when asked
+// (dynamic), keep the address.
+func (s *source) attachAddress(d *dialed) string {
+	if s.set.noCreate && d.rabbit3 && strings.HasPrefix(s.set.address, "/queue/") {
+		return "/amq" + s.set.address
+	}
+	return s.set.address
+}
+
+// isNotFound reports an attach the broker refused with amqp:not-found.
+func isNotFound(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Condition == amqp.ErrCondNotFound
 }
 
 var senderSettled = amqp.SenderSettleModeSettled

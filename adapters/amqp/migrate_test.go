@@ -116,3 +116,46 @@ func TestDrySink(t *testing.T) {
 		t.Errorf("Browse after 5: %v", err)
 	}
 }
+
+// A migration's source does not create its queue: RabbitMQ 3.x declares
+// /queue/NAME on attach, so a mistyped address "completed" with nothing
+// read. Attached as /amq/queue/NAME, a missing queue fails for good, and
+// an existing one is read as before.
+func TestMigrateSourceDoesNotCreateQueue(t *testing.T) {
+	url := brokerURL(t)
+	missing := queue(t)
+	log, _ := testLog(t)
+	src, err := NewSource(ctxT(t, 30*time.Second), ForMigration(SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: missing}), log)
+	if err == nil {
+		_ = src.Close(context.Background())
+		t.Fatal("a migration's source opened on a queue that does not exist")
+	}
+	if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "does not exist, and a migration does not create its source") {
+		t.Fatalf("NewSource: %v; want a permanent error saying the queue does not exist", err)
+	}
+	// Not created: attaching where RabbitMQ declares nothing still fails.
+	if _, err := NewSource(ctxT(t, 30*time.Second), SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: "/amq" + missing}, log); !isNotFound(err) {
+		t.Fatalf("the queue exists after the migration's attach: %v", err)
+	}
+
+	q := queue(t)
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	sendAll(t, snk, []*mapping.Message{textMsg("m1")})
+	mcfg := ForMigration(SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: q})
+	set, err := mcfg.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSource(ctxT(t, 30*time.Second), set, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	d := receiveN(t, s, 1, 10*time.Second)[0]
+	if d.Message().ID != "m1" || d.Message().Source.Address != q {
+		t.Fatalf("read %q from %q, want m1 from %q", d.Message().ID, d.Message().Source.Address, q)
+	}
+	if err := d.Ack(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -362,8 +362,12 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 		opts.RequestedSenderSettleMode = &senderSettled
 		opts.Credit = -1
 	}
-	rcv, err := sess.NewReceiver(ctx, s.set.address, opts)
+	addr := s.attachAddress(d)
+	rcv, err := sess.NewReceiver(ctx, addr, opts)
 	if err != nil {
+		if addr != s.set.address && isNotFound(err) {
+			return nil, driver.Permanent(fmt.Errorf("queue %s does not exist, and a migration does not create its source (attached as %s, which RabbitMQ does not declare): check the address: %w", s.set.address, addr, err))
+		}
 		return nil, sacAttachHint(err, s.set.address)
 	}
 	// A broker leaves out of its attach reply the filters it does not

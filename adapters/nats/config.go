@@ -136,6 +136,9 @@ type SourceConfig struct {
 	// without acknowledging, after this stream sequence.
 	browse      bool
 	browseAfter uint64
+	// Set by ForMigration (qbridge migrate), not from HCL: never create
+	// the stream, whatever create_stream says.
+	migrating bool
 }
 
 // SinkConfig is the body of `sink "nats" { ... }`.
@@ -264,6 +267,7 @@ type jsSourceSettings struct {
 	fetchBatch     int
 	fetchWait      time.Duration
 	createStream   bool
+	noCreate       bool // a migration: the stream must exist (ForMigration)
 	streamSubjects []string
 	// pinned: create the consumer with a pinned priority group.
 	pinned           bool
@@ -337,6 +341,7 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	js := &jsSourceSettings{
 		stream: j.Stream, durable: j.Durable, bind: j.Bind, maxDeliver: j.MaxDeliver,
 		maxAckPending: j.MaxAckPending, fetchBatch: j.FetchBatch, createStream: j.CreateStream,
+		noCreate: c.migrating,
 	}
 	if js.stream == "" {
 		return nil, adaptercfg.Errorf("jetstream.stream", "required")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -108,8 +109,11 @@ func (s *jsSource) setup(ctx context.Context) error {
 	if j.transform != nil {
 		scfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: j.transform.source, Destination: j.transform.destination}
 	}
-	st, err := ensureStream(ctx, s.js, j.stream, j.createStream, scfg, s.log)
+	st, err := ensureStream(ctx, s.js, j.stream, j.createStream && !j.noCreate, scfg, s.log)
 	if err != nil {
+		if j.noCreate && errors.Is(err, jetstream.ErrStreamNotFound) {
+			return driver.Permanent(fmt.Errorf("nats: jetstream.stream %q does not exist, and a migration does not create its source's stream (create_stream is for qbridge run): check its name: %w", j.stream, jetstream.ErrStreamNotFound))
+		}
 		return err
 	}
 	if err := s.checkPartitions(st.CachedInfo().Config); err != nil {
@@ -227,7 +231,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, name string, crea
 		return nil, fmt.Errorf("nats: stream %q: %w", name, err)
 	}
 	if !create {
-		return nil, fmt.Errorf("nats: jetstream.stream %q does not exist (set create_stream = true to create it)", name)
+		return nil, fmt.Errorf("nats: jetstream.stream %q does not exist (set create_stream = true to create it): %w", name, jetstream.ErrStreamNotFound)
 	}
 	st, err = js.CreateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

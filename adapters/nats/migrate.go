@@ -47,6 +47,11 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	defer closeConn()
 	j := set.js
 	cons, err := js.Consumer(ctx, j.stream, j.durable)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Retrying cannot help; a migration, which never creates its
+		// source's stream, fails at once on it.
+		return driver.Backlog{}, driver.Permanent(fmt.Errorf("nats: stream %s does not exist: %w", j.stream, err))
+	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		n, err := streamMsgs(ctx, js, j.stream, j.filterSubjects)
 		return driver.Backlog{Ready: n}, err
@@ -131,6 +136,14 @@ func streamMsgs(ctx context.Context, js jetstream.JetStream, stream string, subj
 	return n, nil
 }
 
+// ForMigration returns cfg changed so that its source never creates its
+// stream: a migration reads what exists (with create_stream = true a
+// mistyped stream name completed "empty" and left a new stream behind).
+func ForMigration(cfg SourceConfig) SourceConfig {
+	cfg.migrating = true
+	return cfg
+}
+
 // Browse returns cfg changed so that its source reads the stream without
 // acknowledging anything, after stream sequence after: an ordered consumer
 // the server forgets when it is closed. Core NATS cannot be browsed.
@@ -183,11 +196,19 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 		return nil, fmt.Errorf("nats: stream %s info: %w", j.stream, err)
 	}
 	filters := j.filterSubjects
-	// A durable that exists decides what the pipeline reads: browse the same.
+	// A durable that exists decides what the pipeline reads: browse the
+	// same, from where it stands. Everything up to its ack floor is
+	// acknowledged (gone to the sink of an earlier run): a dry run that
+	// read from the stream's start counted it again. A copy resuming
+	// from its own checkpoint (after > 0) keeps that.
 	if dc, err := js.Consumer(ctx, j.stream, j.durable); err == nil {
 		if ci, err := dc.Info(ctx); err == nil {
 			if f := filters0(ci.Config); len(f) > 0 {
 				filters = f
+			}
+			if after == 0 && ci.AckFloor.Stream > 0 {
+				after = ci.AckFloor.Stream
+				log.Info("nats jetstream browsing from the durable's ack floor", "durable", j.durable, "ack_floor", after)
 			}
 		}
 	}

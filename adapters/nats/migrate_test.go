@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +204,76 @@ func TestMigrateDrySink(t *testing.T) {
 	}
 	if err := snk.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A dry run (or copy) browses from the durable's ack floor: what an
+// earlier move acknowledged is gone to its sink, and reading it again
+// counted 2004 where the real run would read 4.
+func TestMigrateBrowseStartsAtTheDurablesAckFloor(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	for i := 1; i <= 5; i++ {
+		f.publish(t, "orders.eu."+strconv.Itoa(i), "orders.eu."+strconv.Itoa(i))
+	}
+	cfg := f.sourceConfig()
+	src, _ := mustSource(t, cfg)
+	ackAll(t, receiveN(t, src, 3, 10*time.Second))
+	deadline := time.Now().Add(10 * time.Second)
+	for f.consumerInfo(t, "bridge").AckFloor.Stream < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ack floor %d, want 3", f.consumerInfo(t, "bridge").AckFloor.Stream)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := src.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 6; i <= 7; i++ {
+		f.publish(t, "orders.eu."+strconv.Itoa(i), "orders.eu."+strconv.Itoa(i))
+	}
+	bcfg, err := Browse(cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bsrc, _ := mustSource(t, bcfg)
+	got := receiveN(t, bsrc, 4, 10*time.Second)
+	for i, d := range got {
+		if want := "orders.eu." + strconv.Itoa(i+4); string(d.Message().Body) != want {
+			t.Fatalf("browsed %d: %q, want %q", i, d.Message().Body, want)
+		}
+	}
+	if ds, err := bsrc.Receive(ctxT(t, 10*time.Second), 10); err != nil || len(ds) != 0 || !bsrc.(driver.Browser).Drained() {
+		t.Fatalf("after the last message: %d more, %v, drained %v", len(ds), err, bsrc.(driver.Browser).Drained())
+	}
+}
+
+// A migration never creates its source's stream: a mistyped name with
+// create_stream = true used to "complete" empty and leave a new stream.
+func TestMigrateSourceNeverCreatesItsStream(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	cfg := SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, JetStream: &JetStreamSourceConfig{
+		Stream: "ORDRES", Durable: "bridge", FilterSubjects: []string{"ordres.>"}, CreateStream: true,
+		AckWait: "30s", FetchWait: "300ms",
+	}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	mcfg := ForMigration(cfg)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := CountSource(ctx, mcfg, nil); !driver.IsPermanent(err) || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("count of a missing stream: %v; want a permanent stream-not-found error", err)
+	}
+	src, err := NewSource(ctx, mcfg, nil)
+	if err == nil {
+		_ = src.Close(context.Background())
+		t.Fatal("NewSource opened a source on a stream that does not exist")
+	}
+	if !driver.IsPermanent(err) || !strings.Contains(err.Error(), `"ORDRES" does not exist, and a migration does not create`) {
+		t.Fatalf("NewSource: %v; want a permanent error saying the stream does not exist", err)
+	}
+	if _, err := f.js.Stream(ctx, "ORDRES"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("stream ORDRES after the migration's open: %v; want not found (it was created)", err)
 	}
 }

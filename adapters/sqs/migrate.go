@@ -62,11 +62,11 @@ var countAttrs = []types.QueueAttributeName{
 func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog, error) {
 	url, err := queueURL(ctx, client, c)
 	if err != nil {
-		return driver.Backlog{}, err
+		return driver.Backlog{}, missingQueue(err)
 	}
 	out, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: countAttrs})
 	if err != nil {
-		return driver.Backlog{}, fmt.Errorf("sqs: count queue %s: %w", url, err)
+		return driver.Backlog{}, missingQueue(fmt.Errorf("sqs: count queue %s: %w", url, err))
 	}
 	var b driver.Backlog
 	for _, f := range []struct {
@@ -88,6 +88,16 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 		*f.dst = n
 	}
 	return b, nil
+}
+
+// missingQueue marks a queue that does not exist as permanent: the engine
+// retries it (a daemon may wait for the queue to be created), but a
+// migration counts its source first and fails at once on it.
+func missingQueue(err error) error {
+	if !isQueueMissing(err) {
+		return err
+	}
+	return driver.Permanent(fmt.Errorf("%w (the queue does not exist: check queue_url or queue_name, the region and the account)", err))
 }
 
 // queueURL is the configured URL, or GetQueueUrl's for a name.

@@ -232,3 +232,27 @@ func TestStubDrySinkMatchesSink(t *testing.T) {
 		})
 	}
 }
+
+// A queue that does not exist is a permanent count error: a migration
+// fails at once on it instead of retrying until -connect-timeout.
+func TestCountMissingQueueFauxqs(t *testing.T) {
+	t.Parallel()
+	c := adminClient(t)
+	url := createQueue(t, c, false, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	missing := url + "-ordres"
+	_, err := CountSource(ctx, SourceConfig{ConnConfig: conn(t, missing)}, testLogger(t))
+	if !driver.IsPermanent(err) || !isQueueMissing(err) || !strings.Contains(err.Error(), "the queue does not exist") {
+		t.Fatalf("CountSource of a missing queue: %v; want a permanent queue-does-not-exist error", err)
+	}
+	byName := conn(t, "")
+	byName.QueueName = queueNameOf(missing)
+	if _, err := CountSource(ctx, SourceConfig{ConnConfig: byName}, testLogger(t)); !driver.IsPermanent(err) {
+		t.Fatalf("CountSource of a missing queue by name: %v; want a permanent error", err)
+	}
+	// A queue that exists is not affected.
+	if _, err := CountSource(ctx, SourceConfig{ConnConfig: conn(t, url)}, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+}

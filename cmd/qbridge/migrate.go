@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -73,9 +74,14 @@ was read, written, dead-lettered and left behind.
 Exit status: 0 drained and everything written; 3 drained, some messages
 dead-lettered (see the report); 4 not drained (timeout, scheduled messages
 left, messages that arrived late); 1 failed (configuration, unreachable
-broker); 2 usage; 130 interrupted (in-flight messages finished or handed
-back). Running the same command again resumes: a move continues from what
-is left; a copy with -state continues after its checkpoint.
+broker, missing source; a failed pipeline does not stop the others); 2
+usage, or not confirmed (nothing was done); 130 interrupted (in-flight
+messages finished or handed back; pipelines not started are listed as
+skipped). Running the same command again resumes: a move continues from
+what is left; a copy with -state continues after its checkpoint.
+
+Flags go before FILE_OR_DIR. Pipelines run one after the other: in the
+order of the -pipeline flags, else in file order.
 
 Example:
   qbridge migrate -dry-run configs/sqs-to-servicebus.hcl
@@ -99,9 +105,40 @@ Flags:
 	case *path == "" && fs.NArg() == 1:
 		*path = fs.Arg(0)
 	case *path != "" && fs.NArg() == 0:
-	default:
+	case *path == "" && fs.NArg() == 0:
 		fs.Usage()
 		return 2
+	case *path != "":
+		return usageErr("-config %s and the argument %q: give the configuration once (flags go before the argument)", *path, fs.Arg(0))
+	default:
+		// The flag package stops at the first argument: "file.hcl -yes"
+		// leaves -yes unparsed.
+		return usageErr("one FILE_OR_DIR argument, not %d (flags go before it: %q is taken as an argument)", fs.NArg(), fs.Arg(1))
+	}
+	// Durations the engine would otherwise replace with a default, or take
+	// as "no limit": a value that means nothing is refused, not replaced.
+	for _, d := range []struct {
+		name, why string
+		v         time.Duration
+		zeroOK    bool
+	}{
+		{"idle", "how long the source must yield nothing before it counts as drained", *idle, false},
+		{"connect-timeout", "how long the brokers may be unreachable before the migration fails", *connect, false},
+		{"progress-every", "the interval of progress log lines", *every, false},
+		{"timeout", "0 is no limit", *timeout, true},
+	} {
+		switch {
+		case d.v < 0:
+			return usageErr("-%s %s: cannot be negative (%s)", d.name, d.v, d.why)
+		case d.v == 0 && !d.zeroOK:
+			return usageErr("-%s 0s: must be more than 0 (%s)", d.name, d.why)
+		}
+	}
+	if *reportPath != "" {
+		// Found out before anything moves, not after a completed move.
+		if err := checkWritable(*reportPath); err != nil {
+			return usageErr("-report: %v", err)
+		}
 	}
 	opt := migrate.Options{
 		Mode: migrate.ModeMove, IncludeDeadLetters: *deadLetter, Rate: *rateCap, Idle: *idle,
@@ -157,7 +194,13 @@ Flags:
 		if stdoutTTY && hasWidth(std.Out) {
 			mode = "bar"
 		}
-	case "bar", "log", "off":
+	case "bar":
+		if !stdoutTTY {
+			// A bar needs a terminal: without one it draws nothing.
+			fmt.Fprintln(std.Err, "qbridge migrate: -progress bar: standard output is not a terminal, so progress goes to log lines on standard error instead (-progress log)")
+			mode = "log"
+		}
+	case "log", "off":
 	default:
 		return usageErr("-progress %q: want auto, bar, log or off", *progress)
 	}
@@ -170,8 +213,13 @@ Flags:
 	}
 	pipes := cfg.Pipelines
 	if len(pipelines) > 0 {
+		// In the order of the flags: the user chose it (a queue whose
+		// consumers move first, say); without -pipeline, file order.
 		pipes = nil
-		for _, name := range pipelines {
+		for k, name := range pipelines {
+			if slices.Index(pipelines[:k], name) >= 0 {
+				return usageErr("-pipeline %q is given twice", name)
+			}
 			i := slices.IndexFunc(cfg.Pipelines, func(p *config.Pipeline) bool { return p.Name == name })
 			if i < 0 {
 				names := make([]string, len(cfg.Pipelines))
@@ -240,6 +288,9 @@ Flags:
 	return rep.ExitCode
 }
 
+// stdinIsTerminal is a variable so that tests can answer the prompt.
+var stdinIsTerminal = func(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
@@ -261,7 +312,7 @@ func hasWidth(w io.Writer) bool {
 // terminal to ask on, it refuses (pass -yes in scripts and Jobs).
 func confirm(ctx context.Context, std stdio, pipes []*config.Pipeline, mode migrate.Mode, log *slog.Logger) (int, bool) {
 	in, ok := std.In.(*os.File)
-	if !ok || !term.IsTerminal(int(in.Fd())) {
+	if !ok || !stdinIsTerminal(in) {
 		fmt.Fprintf(std.Err, "qbridge migrate: a %s changes the brokers; pass -yes to confirm (there is no terminal to ask on), or try -dry-run first\n", mode)
 		return migrate.ExitUsage, false
 	}
@@ -279,8 +330,24 @@ func confirm(ctx context.Context, std stdio, pipes []*config.Pipeline, mode migr
 	case "y", "yes":
 		return 0, true
 	}
-	fmt.Fprintln(std.Err, "qbridge migrate: nothing was done")
-	return migrate.ExitFailed, false
+	// Not confirmed, as a move without -yes and no terminal: nothing ran,
+	// so not "failed" (1).
+	fmt.Fprintln(std.Err, "qbridge migrate: not confirmed; nothing was done")
+	return migrate.ExitUsage, false
+}
+
+// checkWritable reports whether a file can be written at path the way the
+// report is (a temporary file in its directory, renamed over it).
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check.*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func sourceCount(ctx context.Context, p *config.Pipeline, log *slog.Logger) string {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,6 +31,17 @@ func TestMigrateUsage(t *testing.T) {
 		{"bad scheduled", []string{"-scheduled", "later", good}, 2, "leave or wait"},
 		{"move needs -yes without a terminal", []string{good}, 2, "pass -yes to confirm"},
 		{"configuration errors", []string{"-yes", writeFile(t, dir, "bad.hcl", "pipeline \"x\" {}\n")}, 1, "nothing was migrated"},
+		{"flags after the file", []string{good, "-yes"}, 2, `flags go before it: "-yes" is taken as an argument`},
+		{"-config and an argument", []string{"-config", good, good}, 2, "give the configuration once"},
+		{"idle 0", []string{"-idle", "0s", good}, 2, "-idle 0s: must be more than 0"},
+		{"negative idle", []string{"-idle", "-1s", good}, 2, "-idle -1s: cannot be negative"},
+		{"connect-timeout 0", []string{"-connect-timeout", "0s", good}, 2, "-connect-timeout 0s: must be more than 0"},
+		{"negative timeout", []string{"-timeout", "-1s", good}, 2, "-timeout -1s: cannot be negative"},
+		{"progress-every 0", []string{"-progress-every", "0s", good}, 2, "-progress-every 0s: must be more than 0"},
+		{"unwritable report", []string{"-yes", "-report", filepath.Join(dir, "no-such-dir", "r.json"), good}, 2, "-report: cannot write"},
+		{"report is a directory", []string{"-yes", "-report", dir, good}, 2, "is a directory"},
+		{"pipeline twice", []string{"-yes", "-pipeline", "orders", "-pipeline", "orders", good}, 2, `-pipeline "orders" is given twice`},
+		{"bar without a terminal", []string{"-yes", "-progress", "bar", writeFile(t, dir, "bad2.hcl", "pipeline \"x\" {}\n")}, 1, "standard output is not a terminal, so progress goes to log lines"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,5 +54,82 @@ func TestMigrateUsage(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tt.stderr, errb.String())
 			}
 		})
+	}
+}
+
+// TestMigrateDeclinedIsNotAFailure answers n at the prompt: nothing ran,
+// which exits 2 (as a move without -yes and no terminal), not 1 (failed).
+func TestMigrateDeclinedIsNotAFailure(t *testing.T) {
+	good := writeFile(t, t.TempDir(), "good.hcl", goodConfig)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := w.WriteString("n\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	old := stdinIsTerminal
+	stdinIsTerminal = func(*os.File) bool { return true }
+	defer func() { stdinIsTerminal = old }()
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), []string{"migrate", good}, stdio{In: r, Out: &out, Err: &errb})
+	if code != 2 || !strings.Contains(errb.String(), "not confirmed; nothing was done") {
+		t.Fatalf("exit %d, want 2\nstderr: %s", code, errb.String())
+	}
+}
+
+// TestMigratePipelinesRunInFlagOrder: every named pipeline runs, in the
+// order of the flags, and one that fails does not stop the next.
+func TestMigratePipelinesRunInFlagOrder(t *testing.T) {
+	dir := t.TempDir()
+	// Nothing listens on port 1: each pipeline fails after -connect-timeout.
+	cfg := writeFile(t, dir, "two.hcl", `
+pipeline "a" {
+  source "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "in.a"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "out.a"
+  }
+}
+pipeline "b" {
+  source "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "in.b"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "out.b"
+  }
+}
+`)
+	report := filepath.Join(dir, "r.json")
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), []string{"migrate", "-yes", "-progress", "off", "-connect-timeout", "300ms",
+		"-report", report, "-pipeline", "b", "-pipeline", "a", cfg}, stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Pipelines []struct{ Pipeline, Outcome string }
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Pipelines) != 2 || rep.Pipelines[0].Pipeline != "b" || rep.Pipelines[1].Pipeline != "a" {
+		t.Fatalf("report pipelines %+v, want b then a", rep.Pipelines)
+	}
+	for _, name := range []string{"  b: nats → nats, failed", "  a: nats → nats, failed"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("summary lacks %q:\n%s", name, out.String())
+		}
 	}
 }

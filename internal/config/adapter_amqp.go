@@ -22,7 +22,11 @@ func init() {
 		SourceMapping: func(c *amqp.SourceConfig, o mapping.Options) { c.Policy = o.Policy },
 		// Whether a broker grants a copy link shows only when the source
 		// opens: migrate then samples a dry run, and fails a copy at once.
-		Browse:     amqp.Browse,
-		NewDrySink: amqp.NewDrySink,
+		Browse:       amqp.Browse,
+		ForMigration: amqp.ForMigration,
+		NewDrySink:   amqp.NewDrySink,
+
+		// Copy checkpoints are kept with it (qbridge migrate -state).
+		SourceIdentity: amqp.SourceIdentity,
 	})
 }

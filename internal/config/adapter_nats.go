@@ -17,9 +17,13 @@ func init() {
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
 			c.Policy, c.MaxMessageSize, c.CarrySource, c.Envelope = o.Policy, o.MaxMessageSize, o.CarrySource, o.Envelope
 		},
-		CountSource: nats.CountSource,
-		CountSink:   nats.CountSink,
-		Browse:      nats.Browse,
-		NewDrySink:  nats.NewDrySink,
+		CountSource:  nats.CountSource,
+		CountSink:    nats.CountSink,
+		Browse:       nats.Browse,
+		ForMigration: nats.ForMigration,
+		NewDrySink:   nats.NewDrySink,
+
+		// Copy checkpoints are kept with it (qbridge migrate -state).
+		SourceIdentity: nats.SourceIdentity,
 	})
 }

@@ -25,5 +25,8 @@ func init() {
 		Browse:           servicebus.Browse,
 		DeadLetterSource: servicebus.DeadLetterSource,
 		NewDrySink:       servicebus.NewDrySink,
+
+		// Copy checkpoints are kept with it (qbridge migrate -state).
+		SourceIdentity: servicebus.SourceIdentity,
 	})
 }

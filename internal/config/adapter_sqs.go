@@ -25,5 +25,8 @@ func init() {
 		Browse:           sqs.Browse,
 		DeadLetterSource: sqs.DeadLetterSource,
 		NewDrySink:       sqs.NewDrySink,
+
+		// Copy checkpoints are kept with it (qbridge migrate -state).
+		SourceIdentity: sqs.SourceIdentity,
 	})
 }

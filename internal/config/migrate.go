@@ -50,6 +50,19 @@ func (p *Pipeline) WithBrowsingSource(after uint64) (*Pipeline, error) {
 	return &q, nil
 }
 
+// ForMigration returns a copy of p whose source does not create the entity
+// it reads (AdapterKind.ForMigration), or p itself where the kind never
+// does.
+func (p *Pipeline) ForMigration() *Pipeline {
+	k := lookupKind(p.Spec.Source.Kind)
+	if k == nil || k.forMigration == nil {
+		return p
+	}
+	q := *p
+	q.Spec.Source.Config = k.forMigration(p.Spec.Source.Config)
+	return &q
+}
+
 // WithDeadLetterSource returns a copy of p whose source reads the dead-letter
 // queue of p's source entity.
 func (p *Pipeline) WithDeadLetterSource(ctx context.Context, log *slog.Logger) (*Pipeline, error) {
@@ -64,6 +77,17 @@ func (p *Pipeline) WithDeadLetterSource(ctx context.Context, log *slog.Logger) (
 	q := *p
 	q.Spec.Source.Config = cfg
 	return &q, nil
+}
+
+// SourceIdentity names what p's source reads and where: its kind and the
+// kind's SourceIdentity (server, entity; no credentials), or the kind
+// alone where the kind has none.
+func (p *Pipeline) SourceIdentity() string {
+	k := lookupKind(p.Spec.Source.Kind)
+	if k == nil || k.sourceIdentity == nil {
+		return p.Spec.Source.Kind
+	}
+	return p.Spec.Source.Kind + " " + k.sourceIdentity(p.Spec.Source.Config)
 }
 
 // CanDrySink reports whether the sink's kind can encode without sending.
@@ -98,8 +122,33 @@ func (p *Pipeline) DryRunDefinition(log *slog.Logger) (bridge.Definition, error)
 		opt.OnDrop = routeShed(onDrop, p.Name, log)
 		return k.openDrySink(ctx, cfg, opt, adapterLog(log, kind, "dry-run"))
 	}
-	d.Config.DeadLetter = bridge.DeadLetter{Native: true}
+	// The dry run records dead letters at the delivery (the source is not
+	// touched); DryRun keeps the engine from logging them as real ones.
+	d.Config.DeadLetter = bridge.DeadLetter{Native: true, DryRun: true}
 	return d, nil
+}
+
+// DryRunDeadLetterSink opens a sink that encodes as p's dead-letter sink
+// would (with the dead-letter options) and sends nothing, so that a dry run
+// can tell whether a message the sink refuses would be taken there. It
+// returns nil when p has no dead-letter sink, or its kind cannot encode
+// without sending.
+func (p *Pipeline) DryRunDeadLetterSink(log *slog.Logger) bridge.SinkOpener {
+	dl := p.Spec.DeadLetter.Sink
+	if dl == nil {
+		return nil
+	}
+	k := lookupKind(dl.Kind)
+	if k == nil || k.openDrySink == nil {
+		return nil
+	}
+	log = orDefault(log).With("pipeline", p.Name)
+	cfg, kind := dl.Config, dl.Kind
+	return func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
+		opt := deadLetterOptions()
+		opt.OnDrop = routeShed(onDrop, p.Name, log)
+		return k.openDrySink(ctx, cfg, opt, adapterLog(log, kind, "dead-letter dry-run"))
+	}
 }
 
 // WithDeadLetterSinkAsSink returns a copy of p that writes to p's

@@ -58,10 +58,20 @@ type AdapterKind[S, K any] struct {
 	// DeadLetterSource returns cfg changed to read the entity's dead-letter
 	// queue, or an error wrapping driver.ErrNoDeadLetterQueue.
 	DeadLetterSource func(ctx context.Context, cfg S, log *slog.Logger) (S, error)
+	// ForMigration returns cfg changed so that its source never creates
+	// the entity it reads (a JetStream source's create_stream): a
+	// migration of a mistyped name must fail, not find it empty.
+	ForMigration func(cfg S) S
 	// NewDrySink opens a sink that encodes every message exactly as
 	// NewSink's would (same checks, limits, policy and drop reports) and
 	// sends nothing: Send returns the encoder's verdict per message.
 	NewDrySink func(ctx context.Context, cfg K, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error)
+	// SourceIdentity names what a source reads and where, for people and
+	// for comparison: the server (normalized, no credentials) and the
+	// entity (queue, stream and consumer, sub-queue). Copy checkpoints are
+	// kept with it, so that one source's position is never applied to
+	// another. Settings that change how, not what, it reads stay out.
+	SourceIdentity func(cfg S) string
 }
 
 // kind is the type-erased registry entry.
@@ -82,7 +92,9 @@ type kind struct {
 	countSink        func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error)
 	browse           func(cfg any, after uint64) (any, error)
 	deadLetterSource func(ctx context.Context, cfg any, log *slog.Logger) (any, error)
+	forMigration     func(cfg any) any
 	openDrySink      func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
+	sourceIdentity   func(cfg any) string
 }
 
 type validator interface{ Validate() error }
@@ -161,12 +173,18 @@ func Register[S, K any](a AdapterKind[S, K]) {
 			return a.DeadLetterSource(ctx, cfg.(S), log)
 		}
 	}
+	if a.ForMigration != nil {
+		k.forMigration = func(cfg any) any { return a.ForMigration(cfg.(S)) }
+	}
 	if a.NewDrySink != nil {
 		k.openDrySink = func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error) {
 			c := cfg.(K)
 			a.SinkMapping(&c, opt)
 			return a.NewDrySink(ctx, c, opt.OnDrop, log)
 		}
+	}
+	if a.SourceIdentity != nil {
+		k.sourceIdentity = func(cfg any) string { return a.SourceIdentity(cfg.(S)) }
 	}
 	registryMu.Lock()
 	defer registryMu.Unlock()

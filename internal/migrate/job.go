@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,12 +57,20 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		rep.Seconds = time.Since(start).Seconds()
 		// The rate is over the time spent moving messages: the idle spell
 		// that confirms the drain is not part of it.
+		done := rep.Done()
+		if opt.Mode == ModeDryRun {
+			done = rep.Read // nothing is written: what a dry run does is read and translate
+		}
 		active := rep.Seconds
 		if w != nil && !w.lastDoneAt.IsZero() {
+			if done > w.lastDone {
+				// Finished after the watch last looked (while stopping).
+				w.lastDoneAt = w.stoppedAt
+			}
 			active = w.lastDoneAt.Sub(start).Seconds()
 		}
 		if active > 0 {
-			rep.Rate = float64(rep.Done()) / active
+			rep.Rate = float64(done) / active
 			rep.ActiveSeconds = active
 		}
 		if len(rep.CountErrors) == 0 {
@@ -72,8 +82,13 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		return rep
 	}
 
-	rep.SourceBefore = j.count(ctx, "source", j.pipe.CountSource, rep)
-	rep.SinkBefore = j.count(ctx, "sink", j.pipe.CountSink, rep)
+	if j.state != nil && opt.Mode == ModeCopy {
+		if err := j.state.check(j.key(), j.pipe.SourceIdentity()); err != nil {
+			return fail(err)
+		}
+	}
+
+	rep.SourceBefore, rep.SinkBefore = j.countBoth(ctx, rep, false)
 
 	tr := newTracker()
 	tr.dryRun = opt.Mode == ModeDryRun
@@ -97,6 +112,18 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if cfg.DeadLetter.Sink != nil {
 		cfg.DeadLetter.Sink = watchDeadLetters(cfg.DeadLetter.Sink, tr)
 	}
+	if opt.Mode == ModeDryRun {
+		// The dry run records dead letters at the delivery; whether they
+		// would stay at the source instead is for it to find out.
+		dl := j.pipe.Spec.DeadLetter
+		tr.noDeadLetter = !dl.Native && dl.Sink == nil
+		tr.dlq = j.pipe.DryRunDeadLetterSink(opt.Log)
+		defer tr.closeDeadLetterSink(context.WithoutCancel(ctx), j.log)
+	} else {
+		// A message nothing takes comes back for ever (until the
+		// source's redrive limit): the job must not wait for it.
+		cfg.OnUndeliverable = tr.undeliverable
+	}
 	openSource := cfg.Source
 	cfg.Source = func(ctx context.Context) (driver.Source, error) {
 		open := openSource
@@ -109,9 +136,10 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		}
 		s, err := open(ctx)
 		if err != nil {
-			if errors.Is(err, driver.ErrCannotBrowse) {
+			if errors.Is(err, driver.ErrCannotBrowse) || driver.IsPermanent(err) {
 				// Only the broker's answer tells (an AMQP copy link it
-				// does not grant): no retry will change it.
+				// does not grant, a source that does not exist): no
+				// retry will change it.
 				tr.refuse(err)
 			}
 			return nil, err
@@ -139,9 +167,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
 
-	w = &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total}
+	// lastRunning starts with the job: -connect-timeout bounds the time
+	// until the pipeline runs, counts before it included.
+	w = &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start}
 	outcome, by, reason := w.loop(ctx, done, prog)
-	rep.browseRefused = tr.refused() != nil
+	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
 	if tr.hold {
 		// Hand the sample back while the source is still open: a closed
 		// source cannot (SQS answers "closed"), and the messages would stay
@@ -151,6 +181,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	stop()
 	runErr := <-done
+	w.stoppedAt = time.Now()
 
 	if tr.hold {
 		j.release(tr) // what the engine settled while stopping
@@ -166,6 +197,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	examples := tr.examples
 	rejects := tr.rejects
 	tr.mu.Unlock()
+	stuck, stuckExamples := tr.stuckReport()
 	rep.DuplicatesDropped = dry.duplicates()
 	if browsing && opt.Mode == ModeCopy {
 		rep.Checkpoint = snap.checkpoint
@@ -177,20 +209,41 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	if opt.Mode == ModeDryRun {
 		rep.DryRun = dry.report(rep.Written, rejects, examples, tr.hold && opt.Sample > 0)
+		rep.DryRun.WouldStick = stuck
+		for k, ex := range stuckExamples {
+			rep.DryRun.Examples["stuck:"+k] = ex
+		}
 		// Nothing was written: what the dry sink accepted is in WouldWrite.
 		rep.Written, rep.Acknowledged = 0, 0
 		rep.DeadLettered, rep.DeadLetteredTotal = nil, 0
-	} else if len(examples) > 0 {
-		rep.Examples = examples
+	} else {
+		if len(examples) > 0 {
+			rep.Examples = examples
+		}
+		rep.Stuck, rep.StuckExamples = stuck, stuckExamples
+		for _, n := range stuck {
+			rep.StuckTotal += n
+		}
 	}
 
-	rep.SourceAfter = j.count(ctx, "source", j.pipe.CountSource, rep)
-	rep.SinkAfter = j.count(ctx, "sink", j.pipe.CountSink, rep)
+	// After an interrupt, or against a broker that could not be counted
+	// before and never connected, the counts are quick: a stop must not
+	// wait on them.
+	rep.SourceAfter, rep.SinkAfter = j.countBoth(ctx, rep, !w.everRan)
+	rep.Verification = j.verify(ctx, rep)
 	rep.DrainedBy = by
 
+	rep.stuckWhy = j.stuckWhy("it")
 	switch {
 	case outcome != "":
 		// Interrupted, failed, timed out: decided by the loop.
+		if outcome == OutcomeNotDrained && snap.stuck > 0 {
+			reason += "; " + j.stuckReason(snap.stuck, stuck, stuckExamples)
+		}
+	case snap.stuck > 0:
+		// Everything else is done: these will not be.
+		outcome, reason, by = OutcomeNotDrained, j.stuckReason(snap.stuck, stuck, stuckExamples), ""
+		rep.DrainedBy = ""
 	case opt.Mode == ModeCopy && snap.notCopied > 0:
 		outcome = OutcomeNotDrained
 		reason = fmt.Sprintf("%d messages could not be copied (see the log); the checkpoint stays before the first of them, so running the same command again retries them", snap.notCopied)
@@ -215,23 +268,126 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if runErr != nil {
 		j.log.Warn("closing the pipeline's adapters", "error", runErr)
 	}
-	prog.Finish(j.key(), w.figures(rep.Counts, snap), rep.Outcome)
+	f := w.figures(rep.Counts, snap)
+	f.Rate = rep.Rate // over the active time, as the report's
+	prog.Finish(j.key(), f, rep.Outcome)
 	return rep
 }
 
-// count asks a broker for its count, recording why when it cannot.
-func (j *job) count(ctx context.Context, what string, f func(context.Context, *slog.Logger) (driver.Backlog, error), rep *JobReport) *driver.Backlog {
-	if ctx.Err() != nil {
+// verifyWait is how long a sink that holds fewer messages than were
+// written to it is counted again before that is reported: SQS counts are
+// approximate and lag behind the writes.
+var verifyWait = 15 * time.Second
+
+// verify checks the sink's growth against what the job wrote (see
+// Verification), counting a short sink again for up to verifyWait.
+func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
+	v := verification(rep, j.opt.Mode)
+	deadline := time.Now().Add(verifyWait)
+	for v != nil && v.Checked && !v.Verified && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return v // interrupted: report what the last count said
+		case <-time.After(time.Second):
+		}
+		cctx, cancel := context.WithTimeout(ctx, j.countTimeout(false))
+		b, err := j.pipe.CountSink(cctx, j.log)
+		cancel()
+		if err != nil {
+			break
+		}
+		rep.SinkAfter = &b
+		v = verification(rep, j.opt.Mode)
+	}
+	if v != nil && v.Checked && !v.Verified {
+		j.log.Warn("migrate: the sink's count disagrees with what was written", "pipeline", j.pipe.Name,
+			"written", v.Expected, "sink_growth", v.SinkGrowth, "note", v.Note)
+	}
+	return v
+}
+
+// stuckWhy says why a message the sink refuses stays at the source.
+func (j *job) stuckWhy(it string) string {
+	switch dl := j.pipe.Spec.DeadLetter; {
+	case dl.Sink != nil:
+		return fmt.Sprintf("the dead-letter sink (%s) refuses %s too", dl.Sink.Kind, it)
+	case dl.Native:
+		return "the source cannot dead-letter " + it
+	}
+	return "the pipeline has no dead_letter destination"
+}
+
+// stuckReason says which messages stay at the source because nothing takes
+// them, why, and what to do.
+func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[string]Example) string {
+	why := "the sink refuses them and " + j.stuckWhy("them")
+	if j.opt.Mode == ModeDryRun {
+		why = "the sink would refuse them and " + j.stuckWhy("them")
+	}
+	var parts []string
+	for _, k := range sortedKeys(byReason) {
+		p := fmt.Sprintf("%d %s", byReason[k], k)
+		if ex, ok := examples[k]; ok {
+			p += fmt.Sprintf(", e.g. message %q: %s", ex.MessageID, ex.Description)
+		}
+		parts = append(parts, p)
+	}
+	switch j.opt.Mode {
+	case ModeDryRun:
+		return fmt.Sprintf("%d messages would be stuck: %s (%s); a move would leave them at the source, redelivered until its redrive limit", n, why, strings.Join(parts, "; "))
+	case ModeCopy:
+		return fmt.Sprintf("%d messages are stuck: %s (%s); they were not copied, and the checkpoint stays before the first of them", n, why, strings.Join(parts, "; "))
+	}
+	return fmt.Sprintf("%d messages are stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount, JetStream max_deliver): give the pipeline a dead-letter destination that takes them, or move them otherwise", n, why, strings.Join(parts, "; "))
+}
+
+// quickCount bounds a count that is not worth waiting for: after an
+// interrupt, or against a broker that could not be counted before and
+// never connected since.
+const quickCount = 2 * time.Second
+
+// countTimeout bounds one count: never longer than -connect-timeout (a
+// broker unreachable that long fails the job anyway), quickCount when
+// waiting is known to be futile.
+func (j *job) countTimeout(quick bool) time.Duration {
+	d := min(j.opt.CountTimeout, j.opt.ConnectTimeout)
+	if quick {
+		d = min(d, quickCount)
+	}
+	return d
+}
+
+// countBoth asks the source's and the sink's brokers for their counts at
+// once (an unreachable endpoint costs one timeout, not two), recording why
+// where it cannot. futile: the pipeline never connected, so a broker whose
+// count failed before gets a quick one.
+func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, snk *driver.Backlog) {
+	interrupted := ctx.Err() != nil
+	if interrupted {
 		ctx = context.WithoutCancel(ctx) // an interrupted run still reports its counts
 	}
-	cctx, cancel := context.WithTimeout(ctx, j.opt.CountTimeout)
-	defer cancel()
-	b, err := f(cctx, j.log)
-	if err != nil {
-		rep.CountErrors[what] = err.Error()
-		return nil
+	one := func(what string, f func(context.Context, *slog.Logger) (driver.Backlog, error)) (*driver.Backlog, error) {
+		_, failedBefore := rep.CountErrors[what]
+		cctx, cancel := context.WithTimeout(ctx, j.countTimeout(interrupted || (futile && failedBefore)))
+		defer cancel()
+		b, err := f(cctx, j.log)
+		if err != nil {
+			return nil, err
+		}
+		return &b, nil
 	}
-	return &b
+	var srcErr, snkErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { src, srcErr = one("source", j.pipe.CountSource) })
+	wg.Go(func() { snk, snkErr = one("sink", j.pipe.CountSink) })
+	wg.Wait()
+	if srcErr != nil {
+		rep.CountErrors["source"] = srcErr.Error()
+	}
+	if snkErr != nil {
+		rep.CountErrors["sink"] = snkErr.Error()
+	}
+	return src, snk
 }
 
 // browseFrom returns the opener of a copy's browsing source positioned
@@ -335,7 +491,11 @@ func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*m
 	}
 }
 
-// release hands a dry run's held deliveries back to the source.
+// release hands a dry run's held deliveries back to the source: with
+// Release where the delivery has it (driver.Releaser: visible again at once,
+// and on AMQP not counted as a delivery), since nothing failed; a Nack
+// would apply the source's failure backoff (SQS nack_backoff keeps the
+// message invisible for it).
 func (j *job) release(tr *tracker) {
 	held := tr.takeHeld()
 	if len(held) == 0 {
@@ -345,7 +505,13 @@ func (j *job) release(tr *tracker) {
 	defer cancel()
 	var errs []error
 	for _, d := range held {
-		if err := d.Nack(ctx, 0); err != nil {
+		var err error
+		if r, ok := d.(driver.Releaser); ok {
+			err = r.Release(ctx)
+		} else {
+			err = d.Nack(ctx, 0)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -368,8 +534,11 @@ type watch struct {
 	lastCount  time.Time
 	lastExtend time.Time
 	lastSave   time.Time
+	// lastDone is the most messages seen done, lastDoneAt when: the
+	// report's rate is over the time until then.
 	lastDone   int64
 	lastDoneAt time.Time
+	stoppedAt  time.Time // when the engine stopped
 	everRan    bool
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
@@ -426,6 +595,9 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			snap := w.tr.snapshot()
 			w.saveCheckpoint(now, snap)
 			counts := readCounts(w.reg)
+			if d := w.done(counts, snap); d > w.lastDone {
+				w.lastDone, w.lastDoneAt = d, now
+			}
 			if now.Sub(lastProgress) >= 250*time.Millisecond {
 				prog.Update(w.j.key(), w.figures(counts, snap))
 				lastProgress = now
@@ -440,8 +612,9 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 // drained decides whether the source has nothing more for this job.
 func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, snap snapshot, c Counts) (string, bool) {
 	opt := w.j.opt
-	// Everything taken from the source reached the engine and was settled.
-	settled := st.Running && st.InFlight == 0 && c.Read == snap.taken-snap.skipped
+	// Everything taken from the source reached the engine and was settled,
+	// but redeliveries of stuck messages, which never will be.
+	settled := st.Running && int64(st.InFlight) <= snap.stuckInFlight && c.Read == snap.taken-snap.skipped
 	if !settled {
 		return "", false
 	}
@@ -464,7 +637,7 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		return "", false
 	}
 	w.lastCount = now
-	cctx, cancel := context.WithTimeout(ctx, opt.CountTimeout)
+	cctx, cancel := context.WithTimeout(ctx, w.j.countTimeout(false))
 	b, err := w.j.pipe.CountSource(cctx, w.j.log)
 	cancel()
 	if errors.Is(err, errors.ErrUnsupported) {
@@ -482,7 +655,9 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	if opt.WaitScheduled {
 		pending += b.Scheduled
 	}
-	return "count", pending == 0
+	// Stuck messages stay at the source: the rest is drained when only
+	// they are left.
+	return "count", pending <= snap.stuck
 }
 
 // saveCheckpoint writes copy mode's checkpoint every second, so a copy
@@ -516,14 +691,22 @@ func (w *watch) extendHeld(now time.Time) {
 	}
 }
 
+// done is what the progress counts as done: written, dead-lettered or
+// skipped; in a dry run, read.
+func (w *watch) done(c Counts, snap snapshot) int64 {
+	if w.j.opt.Mode == ModeDryRun {
+		return snap.taken
+	}
+	return c.Done() + snap.skipped
+}
+
 func (w *watch) figures(c Counts, snap snapshot) Figures {
 	f := Figures{
-		Done: c.Done() + snap.skipped, Total: w.total, Written: c.Written,
+		Done: w.done(c, snap), Total: w.total, Written: c.Written,
 		DeadLettered: c.DeadLetteredTotal, Retried: c.Retried, Throttled: c.Throttled,
-		Skipped: snap.skipped,
+		Skipped: snap.skipped, Stuck: snap.stuck,
 	}
 	if w.j.opt.Mode == ModeDryRun {
-		f.Done = snap.taken
 		f.Written = 0
 	}
 	if el := time.Since(w.start).Seconds(); el > 0 {

@@ -34,11 +34,21 @@ type memBroker struct {
 	sinkLimit  int
 	sinkTaken  int
 	sinkFailed chan struct{}
+	dedup      map[string]bool // the dedup ids a Dedup sink kept
 	// breakBrowse makes the next browsing Receive fail (a lost
 	// connection); reopened, if not nil, is closed when a source opens
 	// after that.
 	breakBrowse bool
 	reopened    chan struct{}
+	// missing makes source counts answer as a broker whose queue does not
+	// exist (a permanent error).
+	missing bool
+	// goneOnOpen makes sources fail to open with a permanent error (a
+	// queue that does not exist, found only on attach).
+	goneOnOpen bool
+	// openedForMigration records that a source opened with the
+	// ForMigration hook's change.
+	openedForMigration bool
 }
 
 type memQueue struct {
@@ -153,6 +163,7 @@ type memSourceConfig struct {
 	browse     bool
 	after      uint64
 	deadLetter bool
+	migrating  bool // set by ForMigration
 }
 
 func (c *memSourceConfig) Validate() error {
@@ -167,6 +178,9 @@ type memSinkConfig struct {
 	Queue  string `hcl:"queue"`
 	// RejectAttr makes the sink refuse messages with this attribute.
 	RejectAttr string `hcl:"reject_attr,optional"`
+	// Dedup makes the sink keep one message per DedupID and drop the rest
+	// silently, as SQS FIFO does within its window.
+	Dedup bool `hcl:"dedup,optional"`
 
 	opt mapping.Options
 }
@@ -185,7 +199,18 @@ func init() {
 		NewSink:     newMemSink(false),
 		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
 		CountSource: func(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Backlog, error) {
-			return brokerOf(c.Broker).backlog(c.Queue), nil
+			b := brokerOf(c.Broker)
+			b.mu.Lock()
+			missing := b.missing
+			b.mu.Unlock()
+			if missing {
+				return driver.Backlog{}, driver.Permanent(fmt.Errorf("memq: queue %s does not exist", c.Queue))
+			}
+			return b.backlog(c.Queue), nil
+		},
+		ForMigration: func(c memSourceConfig) memSourceConfig {
+			c.migrating = true
+			return c
 		},
 		CountSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Backlog, error) {
 			return brokerOf(c.Broker).backlog(c.Queue), nil
@@ -223,9 +248,16 @@ func newMemSource(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.
 	b := brokerOf(c.Broker)
 	b.mu.Lock()
 	fail := b.failOpen
+	gone := b.goneOnOpen
+	if c.migrating {
+		b.openedForMigration = true
+	}
 	b.mu.Unlock()
 	if fail {
 		return nil, errors.New("memq: connection refused")
+	}
+	if gone {
+		return nil, driver.Permanent(fmt.Errorf("memq: queue %s does not exist", c.Queue))
 	}
 	b.mu.Lock()
 	if b.reopened != nil && !b.breakBrowse {
@@ -384,6 +416,9 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 				errs[i] = errors.New("memq: sink unavailable")
 				continue
 			}
+			if s.cfg.Dedup && m.DedupID != "" && s.seenDedup(m.DedupID) {
+				continue // dropped, and the sender is not told
+			}
 			s.b.put(s.cfg.Queue, m)
 		}
 	}
@@ -391,6 +426,18 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 }
 
 func (s *memSink) Close(context.Context) error { return nil }
+
+// seenDedup reports whether id was sent before, and records it.
+func (s *memSink) seenDedup(id string) bool {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.b.dedup == nil {
+		s.b.dedup = map[string]bool{}
+	}
+	seen := s.b.dedup[id]
+	s.b.dedup[id] = true
+	return seen
+}
 
 // take counts a message against the broker's sinkLimit.
 func (s *memSink) take() bool {

@@ -10,14 +10,18 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/config"
 )
 
-// Run migrates the pipelines one after the other (and, with
-// IncludeDeadLetters, each one's dead-letter queue after its main queue).
-// It always returns a report; Report.Outcome says how it ended.
+// Run migrates the pipelines one after the other, in the order given (and,
+// with IncludeDeadLetters, each one's dead-letter queue after its main
+// queue). A failed pipeline does not stop the next; an interrupt does, and
+// the report lists what did not run as skipped. It always returns a
+// report; Report.Outcome (the worst pipeline's) says how it ended.
 func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progress) *Report {
 	opt.withDefaults()
 	if prog == nil {
@@ -29,8 +33,18 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 		rep.FinishedAt = time.Now().UTC()
 		rep.Seconds = rep.FinishedAt.Sub(rep.StartedAt).Seconds()
 		worst := OutcomeComplete
+		failed, skipped := 0, 0
 		for _, j := range rep.Jobs {
 			rep.Totals.add(j.Counts)
+			switch j.Outcome {
+			case OutcomeSkipped:
+				// Skipped follows a failure or an interrupt, which
+				// decides the outcome and the reason.
+				skipped++
+				continue
+			case OutcomeFailed:
+				failed++
+			}
 			if j.Outcome.severity() > worst.severity() {
 				worst = j.Outcome
 				rep.Reason = fmt.Sprintf("pipeline %s: %s", j.Pipeline, j.Reason)
@@ -41,19 +55,48 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 		}
 		if rep.Outcome == "" {
 			rep.Outcome = worst
+			if failed > 1 || skipped > 0 {
+				rep.Reason += fmt.Sprintf(" (of %d: %d failed, %d skipped; the summary lists each)", len(rep.Jobs), failed, skipped)
+			}
+			if worst == OutcomeComplete {
+				// Loud on the first line too: "complete" may hide a typo.
+				for _, j := range rep.Jobs {
+					if j.Reason == emptyUncounted {
+						rep.Reason = fmt.Sprintf("pipeline %s: %s", j.Pipeline, j.Reason)
+						break
+					}
+				}
+			}
+			if worst == OutcomeComplete || worst == OutcomeDeadLettered {
+				// A sink short of what was written is said on the first
+				// line too: "complete" alone would hide it.
+				for _, j := range rep.Jobs {
+					if v := j.Verification; v != nil && v.Checked && !v.Verified {
+						note := fmt.Sprintf("pipeline %s: not verified: %s", j.Pipeline, v.Note)
+						if rep.Reason == "" {
+							rep.Reason = note
+						} else {
+							rep.Reason += "; " + note
+						}
+						break
+					}
+				}
+			}
 		}
-		var active float64
+		var active, done float64
 		for _, j := range rep.Jobs {
 			active += j.ActiveSeconds
+			done += j.Rate * j.ActiveSeconds // each job's own count: a dry run's is what it read
 		}
 		if active > 0 {
-			rep.Rate = float64(rep.Totals.Done()) / active
+			rep.Rate = done / active
 		}
 		rep.ExitCode = rep.Outcome.ExitCode()
 		return rep
 	}
 	if err := opt.Validate(); err != nil {
 		rep.Outcome, rep.Reason = OutcomeFailed, err.Error()
+		skipAll(rep, pipes, "not started: "+err.Error())
 		return finish()
 	}
 	var state *stateFile
@@ -61,17 +104,30 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 		s, err := openState(opt.StateFile)
 		if err != nil {
 			rep.Outcome, rep.Reason = OutcomeFailed, err.Error()
+			skipAll(rep, pipes, "not started: "+err.Error())
 			return finish()
 		}
 		state = s
 	}
+	// A failed pipeline does not stop the others: pipelines are
+	// independent queues, and stopping at the first failure left the rest
+	// unmigrated and unreported. An interrupt stops everything; what did
+	// not run is listed as skipped, so the report names every pipeline.
+	stopped := ""
 	for _, p := range pipes {
+		// A migration reads what is there: its sources must not create
+		// the entity they read (a mistyped name would "complete" empty).
+		p = p.ForMigration()
+		if stopped != "" {
+			rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeSkipped, stopped))
+			continue
+		}
 		jobs := []*job{{opt: &opt, pipe: p, queue: "main"}}
 		if opt.IncludeDeadLetters {
 			dp, err := p.WithDeadLetterSource(ctx, opt.Log)
 			if err != nil {
-				rep.Outcome, rep.Reason = OutcomeFailed, fmt.Sprintf("-include-dead-letters: %v", err)
-				return finish()
+				rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeFailed, fmt.Sprintf("-include-dead-letters: %v; nothing of this pipeline was migrated", err)))
+				continue
 			}
 			// Dead letters stay dead letters: they go to the pipeline's
 			// dead-letter sink where it has one.
@@ -79,29 +135,98 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			// Known only now: a dead-letter sink writing into the very
 			// dead-letter queue read would move its messages in a circle.
 			if why, loops := dp.SinkFeedsSource(); loops {
-				rep.Outcome, rep.Reason = OutcomeFailed, fmt.Sprintf("-include-dead-letters: pipeline %q: its dead-letter sink %s (the dead-letter queue read), so its messages would circulate without end; migrate the dead letters without -include-dead-letters, with a pipeline of their own", p.Name, why)
-				return finish()
+				rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeFailed, fmt.Sprintf("-include-dead-letters: pipeline %q: its dead-letter sink %s (the dead-letter queue read), so its messages would circulate without end; migrate the dead letters without -include-dead-letters, with a pipeline of their own; nothing of this pipeline was migrated", p.Name, why)))
+				continue
 			}
 			jobs = append(jobs, &job{opt: &opt, pipe: dp, queue: "dead-letter"})
 		}
+		mainFailed := false
 		for _, j := range jobs {
+			switch {
+			case stopped != "":
+				rep.Jobs = append(rep.Jobs, notRun(j.pipe, j.queue, OutcomeSkipped, stopped))
+				continue
+			case mainFailed:
+				// The dead-letter queue comes after its main queue.
+				rep.Jobs = append(rep.Jobs, notRun(j.pipe, j.queue, OutcomeSkipped, "not started: the pipeline's main queue failed"))
+				continue
+			}
 			j.log = opt.Log.With("pipeline", j.pipe.Name, "queue", j.queue)
 			if state != nil {
 				j.state = state
 				j.from = state.after(j.key())
 			}
-			jr := j.run(ctx, prog)
+			var jr *JobReport
+			if err := j.checkSource(ctx); err != nil {
+				jr = notRun(j.pipe, j.queue, OutcomeFailed, err.Error())
+			} else {
+				jr = j.run(ctx, prog)
+			}
 			if jr.Outcome == OutcomeFailed && jr.browseRefused && opt.Mode == ModeDryRun {
 				// The broker refused to browse once asked: sample instead.
 				opt.Log.Warn("the source cannot be browsed; the dry run reads a sample instead", "pipeline", j.pipe.Name, "sample", opt.Sample, "cause", jr.Reason)
 				j.noBrowse = true
 				jr = j.run(ctx, prog)
 			}
+			warnEmptyUncounted(jr, j.log)
 			rep.Jobs = append(rep.Jobs, jr)
-			if jr.Outcome == OutcomeInterrupted || jr.Outcome == OutcomeFailed || ctx.Err() != nil {
-				return finish()
+			switch {
+			case jr.Outcome == OutcomeInterrupted || ctx.Err() != nil:
+				stopped = "not started: the migration was interrupted"
+			case jr.Outcome == OutcomeFailed && j.queue == "main":
+				mainFailed = true
 			}
 		}
 	}
 	return finish()
+}
+
+// OutcomeSkipped: the pipeline did not run (an interrupt came first, or
+// its main queue failed before its dead-letter queue's turn); Reason says
+// which. It never is a run's outcome: what caused it is.
+const OutcomeSkipped Outcome = "skipped"
+
+// notRun reports a pipeline that did not run, or failed before it started.
+func notRun(p *config.Pipeline, queue string, o Outcome, reason string) *JobReport {
+	return &JobReport{
+		Pipeline: p.Name, Queue: queue, SourceKind: p.Spec.Source.Kind, SinkKind: p.Spec.Sink.Kind,
+		Outcome: o, Reason: reason,
+	}
+}
+
+func skipAll(rep *Report, pipes []*config.Pipeline, reason string) {
+	for _, p := range pipes {
+		rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeSkipped, reason))
+	}
+}
+
+// checkSource fails at once when the source's broker says that retrying
+// cannot help (a queue or stream that does not exist): the engine would
+// retry until -connect-timeout, as a daemon waiting for it to appear
+// should, but a migration of a mistyped name should say so now.
+func (j *job) checkSource(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, j.opt.CountTimeout)
+	defer cancel()
+	_, err := j.pipe.CountSource(cctx, j.log)
+	if err != nil && driver.IsPermanent(err) {
+		return fmt.Errorf("the source cannot be read: %w", err)
+	}
+	return nil
+}
+
+// emptyUncounted is the warning for a source that yielded nothing and
+// whose broker cannot count: an AMQP broker may create the queue a
+// mistyped address names, and a core NATS subject nobody publishes on is
+// silent, so "complete" alone would hide the mistake.
+const emptyUncounted = "the source held nothing and its broker cannot count it: check its address"
+
+func warnEmptyUncounted(jr *JobReport, log *slog.Logger) {
+	if jr.Outcome != OutcomeComplete || jr.Read != 0 || jr.SourceBefore != nil || jr.Reason != "" {
+		return
+	}
+	if _, uncounted := jr.CountErrors["source"]; !uncounted {
+		return
+	}
+	jr.Reason = emptyUncounted
+	log.Warn("migrate: " + emptyUncounted)
 }

@@ -54,23 +54,30 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// withDefaults fills the zero values; a negative one is left for Validate
+// to refuse (it used to become the default silently).
 func (o *Options) withDefaults() {
 	if o.Mode == "" {
 		o.Mode = ModeMove
 	}
-	if o.Idle <= 0 {
+	if o.Idle == 0 {
 		o.Idle = 5 * time.Second
 	}
-	if o.CountEvery <= 0 {
+	if o.CountEvery == 0 {
 		o.CountEvery = time.Second
 	}
-	if o.CountTimeout <= 0 {
+	if o.CountTimeout == 0 {
 		o.CountTimeout = 30 * time.Second
 	}
-	if o.ConnectTimeout <= 0 {
+	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 2 * time.Minute
 	}
-	if o.Sample <= 0 {
+	// A broker unreachable for the connect timeout fails the job: no count
+	// needs to wait longer for it.
+	if o.ConnectTimeout > 0 && o.CountTimeout > o.ConnectTimeout {
+		o.CountTimeout = o.ConnectTimeout
+	}
+	if o.Sample == 0 {
 		o.Sample = 100
 	}
 	if o.Log == nil {
@@ -98,6 +105,17 @@ func (o *Options) Validate() error {
 	}
 	if o.Rate < 0 {
 		errs = append(errs, errors.New("-rate cannot be negative"))
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"-idle", o.Idle}, {"-timeout", o.Timeout}, {"-connect-timeout", o.ConnectTimeout}, {"count interval", o.CountEvery}, {"count timeout", o.CountTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %s cannot be negative", d.flag, d.v))
+		}
+	}
+	if o.Sample < 0 {
+		errs = append(errs, errors.New("-sample cannot be negative"))
 	}
 	return errors.Join(errs...)
 }

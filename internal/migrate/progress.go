@@ -20,6 +20,7 @@ type Figures struct {
 	Retried      int64
 	Throttled    int64
 	Skipped      int64
+	Stuck        int64   // messages nothing takes: they stay at the source
 	Rate         float64 // messages per second since the start
 	ETA          time.Duration
 }
@@ -94,8 +95,12 @@ func figureAttrs(job string, f Figures) []any {
 	if f.ETA > 0 {
 		a = append(a, "eta", f.ETA.Round(time.Second).String())
 	}
-	return append(a, "written", f.Written, "dead_lettered", f.DeadLettered,
+	a = append(a, "written", f.Written, "dead_lettered", f.DeadLettered,
 		"retried", f.Retried, "throttled", f.Throttled, "skipped", f.Skipped)
+	if f.Stuck > 0 {
+		a = append(a, "stuck", f.Stuck)
+	}
+	return a
 }
 
 // BarProgress draws a live progress bar per job on a terminal.
@@ -153,8 +158,12 @@ func (b *BarProgress) Start(job string, total int64) {
 				if st.f.ETA > 0 {
 					s += " ETA " + st.f.ETA.Round(time.Second).String()
 				}
-				return s + fmt.Sprintf("  dead-lettered %d  retried %d  throttled %d",
+				s += fmt.Sprintf("  dead-lettered %d  retried %d  throttled %d",
 					st.f.DeadLettered, st.f.Retried, st.f.Throttled)
+				if st.f.Stuck > 0 {
+					s += fmt.Sprintf("  stuck %d", st.f.Stuck)
+				}
+				return s
 			}, decor.WCSyncSpace),
 		),
 	)

@@ -127,6 +127,12 @@ type Counts struct {
 	Skipped int64 `json:"skipped"`
 	// Dropped counts attributes or fields the drop policy left out.
 	Dropped int64 `json:"mapping_dropped"`
+	// Stuck counts messages nothing takes, by the reason code of the
+	// refusal that ended them (the dead-letter sink's, or the sink's where
+	// there is no dead-letter destination): they stay at the source. Each
+	// is counted once, however often it came back.
+	Stuck      map[string]int64 `json:"stuck,omitempty"`
+	StuckTotal int64            `json:"stuck_total"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -140,6 +146,13 @@ func (c *Counts) add(o Counts) {
 	c.Skipped += o.Skipped
 	c.Dropped += o.Dropped
 	c.DeadLetteredTotal += o.DeadLetteredTotal
+	c.StuckTotal += o.StuckTotal
+	if len(o.Stuck) > 0 && c.Stuck == nil {
+		c.Stuck = map[string]int64{}
+	}
+	for k, v := range o.Stuck {
+		c.Stuck[k] += v
+	}
 	if len(o.DeadLettered) > 0 && c.DeadLettered == nil {
 		c.DeadLettered = map[string]int64{}
 	}
@@ -176,6 +189,9 @@ type JobReport struct {
 	SinkAfter       *driver.Backlog `json:"sink_after"`
 	// CountErrors says why a count is missing (a broker that cannot count).
 	CountErrors map[string]string `json:"count_errors,omitempty"`
+	// Verification compares the sink's growth with what was written (nil
+	// in a dry run).
+	Verification *Verification `json:"verification,omitempty"`
 	// LeftBehind counts messages known to stay at the source, by cause
 	// ("scheduled": not due yet).
 	LeftBehind map[string]int64 `json:"left_behind,omitempty"`
@@ -193,8 +209,12 @@ type JobReport struct {
 	// Examples holds one dead-lettered message per reason, with the
 	// description the engine gave.
 	Examples map[string]Example `json:"dead_letter_examples,omitempty"`
+	// StuckExamples holds one stuck message per reason (Counts.Stuck),
+	// with the refusal's error.
+	StuckExamples map[string]Example `json:"stuck_examples,omitempty"`
 
-	browseRefused bool // the broker refused to browse: a dry run samples instead
+	browseRefused bool   // the broker refused to browse: a dry run samples instead
+	stuckWhy      string // why stuck messages stay (job.stuckWhy), for the summary
 }
 
 // DryRunReport is what would have happened.
@@ -205,6 +225,12 @@ type DryRunReport struct {
 	WouldEncode map[string]int64   `json:"would_encode"` // by "field: how"
 	Sampled     bool               `json:"sampled"`      // a bounded sample, not every message
 	Examples    map[string]Example `json:"examples"`
+
+	// WouldStick counts rejected messages that would stay at the source
+	// (no dead-letter destination, or the dead-letter sink would refuse
+	// them too), by the reason code of that refusal; examples under
+	// "stuck:"+reason.
+	WouldStick map[string]int64 `json:"would_be_stuck,omitempty"`
 }
 
 // Example is one message that met an outcome, to show the user.
@@ -273,6 +299,9 @@ func (r *Report) Summary(w io.Writer) {
 			fmt.Fprintf(w, " (%s)", j.Reason)
 		}
 		fmt.Fprintln(w)
+		if j.Outcome == OutcomeSkipped {
+			continue // it did not run: no counts to show
+		}
 		if d := j.DryRun; d != nil {
 			fmt.Fprintf(w, "    read %d; would write %d", j.Read, d.WouldWrite)
 			if d.Sampled {
@@ -286,6 +315,13 @@ func (r *Report) Summary(w io.Writer) {
 				}
 				fmt.Fprintln(w)
 			}
+			for _, k := range sortedKeys(d.WouldStick) {
+				fmt.Fprintf(w, "    would be stuck %d: %s", d.WouldStick[k], stuckText(j, k))
+				if ex, ok := d.Examples["stuck:"+k]; ok {
+					fmt.Fprintf(w, " (e.g. message %q: %s)", ex.MessageID, ex.Description)
+				}
+				fmt.Fprintln(w)
+			}
 			for _, k := range sortedKeys(d.WouldDrop) {
 				fmt.Fprintf(w, "    would drop %d: %s\n", d.WouldDrop[k], k)
 			}
@@ -293,8 +329,14 @@ func (r *Report) Summary(w io.Writer) {
 				fmt.Fprintf(w, "    would encode %d: %s\n", d.WouldEncode[k], k)
 			}
 		} else {
-			fmt.Fprintf(w, "    read %d, written %d, acknowledged %d, dead-lettered %d, retried %d, throttled %d",
-				j.Read, j.Written, j.Acknowledged, j.DeadLetteredTotal, j.Retried, j.Throttled)
+			if r.Mode == ModeCopy {
+				// A copy settles nothing: "acknowledged" would say it did.
+				fmt.Fprintf(w, "    read %d, copied %d, dead-lettered %d, retried %d, throttled %d",
+					j.Read, j.Written, j.DeadLetteredTotal, j.Retried, j.Throttled)
+			} else {
+				fmt.Fprintf(w, "    read %d, written %d, acknowledged %d, dead-lettered %d, retried %d, throttled %d",
+					j.Read, j.Written, j.Acknowledged, j.DeadLetteredTotal, j.Retried, j.Throttled)
+			}
 			if j.Skipped > 0 {
 				fmt.Fprintf(w, ", skipped %d", j.Skipped)
 			}
@@ -309,14 +351,39 @@ func (r *Report) Summary(w io.Writer) {
 				}
 				fmt.Fprintln(w)
 			}
+			for _, k := range sortedKeys(j.Stuck) {
+				fmt.Fprintf(w, "    stuck %d: %s", j.Stuck[k], stuckText(j, k))
+				if ex, ok := j.StuckExamples[k]; ok {
+					fmt.Fprintf(w, " (e.g. message %q: %s)", ex.MessageID, ex.Description)
+				}
+				fmt.Fprintln(w)
+			}
+			if r.Mode == ModeCopy {
+				fmt.Fprintln(w, "    the source was only read: nothing was settled or removed there")
+			}
 		}
 		if j.Groups > 0 {
 			fmt.Fprintf(w, "    groups seen %d\n", j.Groups)
 		}
 		fmt.Fprintf(w, "    source %s → %s; sink %s → %s\n",
 			backlogText(j.SourceBefore), backlogText(j.SourceAfter), backlogText(j.SinkBefore), backlogText(j.SinkAfter))
+		if v := j.Verification; v != nil {
+			switch {
+			case v.Verified:
+				fmt.Fprintf(w, "    verified: the sink grew by %d, %d written", v.SinkGrowth, v.Expected)
+				if v.Note != "" {
+					fmt.Fprintf(w, " (%s)", v.Note)
+				}
+				fmt.Fprintln(w)
+			default:
+				fmt.Fprintf(w, "    NOT verified: %s\n", v.Note)
+			}
+		}
 		for _, k := range sortedKeys(j.LeftBehind) {
 			fmt.Fprintf(w, "    left at the source: %d %s\n", j.LeftBehind[k], k)
+		}
+		if j.ResumedFrom > 0 {
+			fmt.Fprintf(w, "    resumed from: sequence %d (the -state checkpoint)\n", j.ResumedFrom)
 		}
 		if j.Checkpoint > 0 {
 			fmt.Fprintf(w, "    checkpoint: sequence %d\n", j.Checkpoint)
@@ -328,6 +395,15 @@ func (r *Report) Summary(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "  %.0f msg/s\n", r.Rate)
 	}
+}
+
+// stuckText says why messages stuck with reason code k stay at the source.
+func stuckText(j *JobReport, k string) string {
+	why := j.stuckWhy
+	if why == "" {
+		why = "nothing takes it"
+	}
+	return fmt.Sprintf("%s (%s)", why, k)
 }
 
 func backlogText(b *driver.Backlog) string {

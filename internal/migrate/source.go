@@ -2,13 +2,17 @@ package migrate
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -42,6 +46,23 @@ type tracker struct {
 	examples   map[string]Example
 	notCopied  int64 // copy mode: deliveries handed back, so not copied
 	refusal    error // the broker refused to browse when the source opened
+	// Messages nothing takes, so they stay at the source: the engine
+	// reports them (bridge.Config.OnUndeliverable) each time it hands one
+	// back; a dry run finds them (wouldStick). Keyed by stuckKey, so a
+	// redelivery is not counted again and is not news that keeps the job
+	// from finding the rest of the source drained.
+	stuck         map[string]struct{}
+	stuckReasons  map[string]int64 // reason code → messages
+	stuckExamples map[string]Example
+	stuckInFlight int64 // redeliveries of stuck messages the engine holds
+	// Dry run: whether the dead-letter destination would take what the
+	// sink refuses. noDeadLetter: the pipeline has none (the engine hands
+	// such messages back for good); dlq opens the dead-letter sink's dry
+	// sink, nil when there is none or it cannot encode without sending.
+	noDeadLetter bool
+	dlq          func(context.Context, func(field, reason string)) (driver.Sink, error)
+	dlqSink      driver.Sink
+	dlqErr       error
 	// groupsByRules: the mapping rules set the group key, so groups are
 	// recorded after them (job.transform), not from the source's message.
 	groupsByRules bool
@@ -56,6 +77,10 @@ func newTracker() *tracker {
 		dlqNative: map[string]int64{},
 		rejects:   map[string]int64{},
 		examples:  map[string]Example{},
+
+		stuck:         map[string]struct{}{},
+		stuckReasons:  map[string]int64{},
+		stuckExamples: map[string]Example{},
 	}
 }
 
@@ -78,6 +103,9 @@ type snapshot struct {
 	canBrowse  bool
 	checkpoint uint64
 	notCopied  int64 // copy mode: nacked without a position, or still pending
+	stuck      int64 // messages nothing takes (distinct)
+	// stuckInFlight: redeliveries of those the engine holds now.
+	stuckInFlight int64
 }
 
 func (t *tracker) snapshot() snapshot {
@@ -88,6 +116,8 @@ func (t *tracker) snapshot() snapshot {
 		canBrowse:  t.browser != nil,
 		checkpoint: t.checkpointLocked(),
 		notCopied:  t.notCopied,
+
+		stuck: int64(len(t.stuck)), stuckInFlight: t.stuckInFlight,
 	}
 	if t.browser != nil && !t.dryRun && !t.hold {
 		s.notCopied += int64(len(t.pending))
@@ -118,16 +148,22 @@ func (t *tracker) checkpointLocked() uint64 {
 	return min(low-1, t.maxDone)
 }
 
-func (t *tracker) received(n int) {
+// received counts n deliveries; fresh is false when all of them are
+// redeliveries of stuck messages, which are no sign of more to come.
+func (t *tracker) received(n int, fresh bool) {
 	t.mu.Lock()
-	t.lastRecv = time.Now()
+	if fresh {
+		t.lastRecv = time.Now()
+	}
 	t.taken += int64(n)
 	close(t.changed)
 	t.changed = make(chan struct{})
 	t.mu.Unlock()
 }
 
-func (t *tracker) seen(m *mapping.Message, pos uint64, hasPos bool) {
+// seen records a delivery the engine gets, and says whether it is a
+// redelivery of a stuck message.
+func (t *tracker) seen(m *mapping.Message, pos uint64, hasPos bool) (stuck bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.groupsByRules {
@@ -136,6 +172,109 @@ func (t *tracker) seen(m *mapping.Message, pos uint64, hasPos bool) {
 	if hasPos {
 		t.pending[pos] = struct{}{}
 	}
+	if len(t.stuck) > 0 {
+		if _, stuck = t.stuck[stuckKey(m)]; stuck {
+			t.stuckInFlight++
+		}
+	}
+	return stuck
+}
+
+// stuckKey names a message the same on every delivery of it.
+func stuckKey(m *mapping.Message) string {
+	if k := m.SourceKey(); k != "" {
+		return k
+	}
+	if m.ID != "" {
+		return "id\x00" + m.ID
+	}
+	h := sha256.Sum256(m.Body)
+	return "body\x00" + string(h[:])
+}
+
+// undeliverable records a message nothing takes (bridge.Config.OnUndeliverable).
+func (t *tracker) undeliverable(m *mapping.Message, reason string, err error) {
+	key := stuckKey(m)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.stuck[key]; ok {
+		return
+	}
+	t.stuck[key] = struct{}{}
+	t.stuckReasons[reason]++
+	if _, ok := t.stuckExamples[reason]; !ok {
+		t.stuckExamples[reason] = exampleOf(m, err.Error())
+	}
+}
+
+// stuckReport returns the stuck messages by reason, with an example each;
+// nil when there are none.
+func (t *tracker) stuckReport() (map[string]int64, map[string]Example) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.stuck) == 0 {
+		return nil, nil
+	}
+	return maps.Clone(t.stuckReasons), maps.Clone(t.stuckExamples)
+}
+
+// wouldStick tells whether a message a dry run would dead-letter would
+// stay at the source instead: there is no dead-letter destination, or the
+// dead-letter sink would refuse it too (what the engine then does: hand it
+// back, for good). It returns the refusal's reason code and error.
+func (t *tracker) wouldStick(ctx context.Context, m *mapping.Message, reason, description string) (string, error) {
+	if t.noDeadLetter {
+		return reason, errors.New(description)
+	}
+	if t.dlq == nil {
+		return "", nil
+	}
+	t.mu.Lock()
+	if t.dlqSink == nil && t.dlqErr == nil {
+		t.dlqSink, t.dlqErr = t.dlq(ctx, nil)
+	}
+	s, err := t.dlqSink, t.dlqErr
+	t.mu.Unlock()
+	if err != nil {
+		return "", nil // cannot tell; the log has the error once (closeDeadLetterSink)
+	}
+	// The message as the engine would send it there.
+	dm := m.Clone()
+	dm.SetAttr(bridge.AttrDeadLetterReason, mapping.String(reason))
+	dm.SetAttr(bridge.AttrDeadLetterDescription, mapping.String(description))
+	errs := s.Send(ctx, []*mapping.Message{dm})
+	if len(errs) != 1 || errs[0] == nil || !driver.IsPermanent(errs[0]) {
+		return "", nil
+	}
+	return refusalReason(errs[0]), errs[0]
+}
+
+// closeDeadLetterSink closes the dry run's dead-letter sink, if it opened.
+func (t *tracker) closeDeadLetterSink(ctx context.Context, log *slog.Logger) {
+	t.mu.Lock()
+	s, err := t.dlqSink, t.dlqErr
+	t.dlqSink = nil
+	t.mu.Unlock()
+	if err != nil {
+		log.Warn("the dry run could not check whether the dead-letter sink takes what the sink refuses", "error", err)
+	}
+	if s != nil {
+		if err := s.Close(ctx); err != nil {
+			log.Debug("closing the dry run's dead-letter sink", "error", err)
+		}
+	}
+}
+
+// refusalReason classifies a permanent sink error as the engine does.
+func refusalReason(err error) string {
+	var rej *mapping.RejectError
+	if errors.As(err, &rej) {
+		if rej.TooLarge {
+			return bridge.ReasonTooLarge
+		}
+		return bridge.ReasonRejected
+	}
+	return bridge.ReasonPermanent
 }
 
 // group records a group key the mapping rules gave a message.
@@ -289,12 +428,14 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	}
 	out := make([]driver.Delivery, 0, len(ds))
 	var skipped int64
+	fresh := false
 	for _, d := range ds {
 		m := d.Message()
 		pos, hasPos := position(m)
 		td := &trackedDelivery{Delivery: d, t: t, pos: pos, hasPos: hasPos}
 		if m != nil && t.keep != nil && !decodeFailed(d) && !t.keep(m) {
 			skipped++
+			fresh = true
 			// Browsing sources settle nothing; a held one is released at
 			// the end. Filters are refused in move mode (see Options).
 			if t.hold {
@@ -303,11 +444,12 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 			continue
 		}
 		if m != nil {
-			t.seen(m, pos, hasPos)
+			td.stuck = t.seen(m, pos, hasPos)
 		}
+		fresh = fresh || !td.stuck
 		out = append(out, td)
 	}
-	t.received(len(ds))
+	t.received(len(ds), fresh)
 	if skipped > 0 {
 		t.mu.Lock()
 		t.skipped += skipped
@@ -354,9 +496,25 @@ type trackedDelivery struct {
 	t      *tracker
 	pos    uint64
 	hasPos bool
+	// stuck: a redelivery of a message nothing takes, counted in
+	// tracker.stuckInFlight until the engine settles it (once: the engine
+	// settles a delivery once).
+	stuck bool
+}
+
+// settling takes a stuck redelivery out of tracker.stuckInFlight.
+func (d *trackedDelivery) settling() {
+	if !d.stuck {
+		return
+	}
+	d.stuck = false
+	d.t.mu.Lock()
+	d.t.stuckInFlight--
+	d.t.mu.Unlock()
 }
 
 func (d *trackedDelivery) Ack(ctx context.Context) error {
+	d.settling()
 	if d.t.hold {
 		d.t.holdIt(d.Delivery)
 		return nil
@@ -369,6 +527,7 @@ func (d *trackedDelivery) Ack(ctx context.Context) error {
 }
 
 func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
+	d.settling()
 	t := d.t
 	if t.hold {
 		t.holdIt(d.Delivery)
@@ -390,6 +549,7 @@ func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
 // sent (driver.Releaser) where the source can release, and nacks at once
 // where it cannot.
 func (d *trackedDelivery) Release(ctx context.Context) error {
+	d.settling()
 	if r, ok := d.Delivery.(driver.Releaser); ok && !d.t.hold {
 		return r.Release(ctx)
 	}
@@ -397,6 +557,7 @@ func (d *trackedDelivery) Release(ctx context.Context) error {
 }
 
 func (d *trackedDelivery) DeadLetter(ctx context.Context, reason, description string) error {
+	d.settling()
 	t := d.t
 	t.example(reason, d.Message(), description)
 	if t.dryRun {
@@ -404,6 +565,9 @@ func (d *trackedDelivery) DeadLetter(ctx context.Context, reason, description st
 		t.mu.Lock()
 		t.rejects[reason]++
 		t.mu.Unlock()
+		if stuckReason, err := t.wouldStick(ctx, d.Message(), reason, description); err != nil {
+			t.undeliverable(d.Message(), stuckReason, err)
+		}
 		if t.hold {
 			t.holdIt(d.Delivery)
 		}

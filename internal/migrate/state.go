@@ -17,6 +17,8 @@ type stateFile struct {
 	path string
 	mu   sync.Mutex
 	data stateData
+	// sources holds each job's source identity, from check, for save.
+	sources map[string]string
 }
 
 type stateData struct {
@@ -27,10 +29,14 @@ type stateData struct {
 type checkpoint struct {
 	After   uint64    `json:"after"`
 	Updated time.Time `json:"updated_at"`
+	// Source names what the position is in (config.Pipeline.SourceIdentity):
+	// a position in one stream or queue means nothing in another. Empty in
+	// files written before it was kept.
+	Source string `json:"source,omitempty"`
 }
 
 func openState(path string) (*stateFile, error) {
-	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}}
+	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}, sources: map[string]string{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
@@ -56,6 +62,23 @@ func (s *stateFile) after(job string) uint64 {
 	return s.data.Jobs[job].After
 }
 
+// check refuses a job's checkpoint that was kept for another source (the
+// same pipeline name pointed elsewhere): resuming from it would skip that
+// many messages of this one, and report the copy complete. It remembers
+// source for save. A checkpoint that names no source (an older file) is
+// taken as this source's.
+func (s *stateFile) check(job, source string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sources[job] = source
+	cp, ok := s.data.Jobs[job]
+	if !ok || cp.Source == "" || source == "" || cp.Source == source {
+		return nil
+	}
+	return fmt.Errorf("-state %s: the checkpoint of %q (after position %d) was kept for source %s, but the pipeline now reads %s; a position in one source means nothing in another: use another -state file for this source, or remove %q from this one to copy it from the start",
+		s.path, job, cp.After, cp.Source, source, job)
+}
+
 // save records a checkpoint; it never moves one back.
 func (s *stateFile) save(job string, after uint64) error {
 	s.mu.Lock()
@@ -63,7 +86,7 @@ func (s *stateFile) save(job string, after uint64) error {
 	if after <= s.data.Jobs[job].After {
 		return nil
 	}
-	s.data.Jobs[job] = checkpoint{After: after, Updated: time.Now().UTC()}
+	s.data.Jobs[job] = checkpoint{After: after, Updated: time.Now().UTC(), Source: s.sources[job]}
 	b, err := json.MarshalIndent(s.data, "", "  ")
 	if err != nil {
 		return err

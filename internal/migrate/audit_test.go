@@ -1,0 +1,444 @@
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/mapping"
+)
+
+// Kinds for the audit's tests, on the memq brokers: "memqx" is memq with a
+// source identity and counts that can hang (an unreachable endpoint);
+// "memqrel" samples like memqplain, with deliveries that can be released
+// (driver.Releaser), counting nacks and releases.
+var (
+	auditHang  sync.Map // broker id → *atomic.Bool: counts wait for their context
+	auditStats sync.Map // broker id → *auditSettles
+)
+
+type auditSettles struct{ nacks, releases atomic.Int64 }
+
+func auditHangs(id string) *atomic.Bool {
+	v, _ := auditHang.LoadOrStore(id, new(atomic.Bool))
+	return v.(*atomic.Bool)
+}
+
+func auditSettled(id string) *auditSettles {
+	v, _ := auditStats.LoadOrStore(id, new(auditSettles))
+	return v.(*auditSettles)
+}
+
+func init() {
+	count := func(ctx context.Context, broker, queue string) (driver.Backlog, error) {
+		if auditHangs(broker).Load() {
+			<-ctx.Done()
+			return driver.Backlog{}, fmt.Errorf("memqx: dial: %w", ctx.Err())
+		}
+		return brokerOf(broker).backlog(queue), nil
+	}
+	config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
+		Name:        "memqx",
+		NewSource:   newMemSource,
+		NewSink:     newMemSink(false),
+		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
+		CountSource: func(ctx context.Context, c memSourceConfig, _ *slog.Logger) (driver.Backlog, error) {
+			return count(ctx, c.Broker, c.Queue)
+		},
+		CountSink: func(ctx context.Context, c memSinkConfig, _ *slog.Logger) (driver.Backlog, error) {
+			return count(ctx, c.Broker, c.Queue)
+		},
+		Browse: func(c memSourceConfig, after uint64) (memSourceConfig, error) {
+			c.browse, c.after = true, after
+			return c, nil
+		},
+		NewDrySink: newMemSink(true),
+		SourceIdentity: func(c memSourceConfig) string {
+			return fmt.Sprintf("broker %s queue %s", c.Broker, c.Queue)
+		},
+	})
+	config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
+		Name: "memqrel",
+		NewSource: func(ctx context.Context, c memSourceConfig, log *slog.Logger) (driver.Source, error) {
+			s, err := newMemSource(ctx, c, log)
+			if err != nil {
+				return nil, err
+			}
+			return &releasingSource{s.(*memSource), auditSettled(c.Broker)}, nil
+		},
+		NewSink:     newMemSink(false),
+		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
+		NewDrySink:  newMemSink(true),
+	})
+}
+
+type releasingSource struct {
+	*memSource
+	st *auditSettles
+}
+
+func (s *releasingSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	ds, err := s.memSource.Receive(ctx, max)
+	for i, d := range ds {
+		ds[i] = &releasingDelivery{d.(*memDelivery), s.st}
+	}
+	return ds, err
+}
+
+type releasingDelivery struct {
+	*memDelivery
+	st *auditSettles
+}
+
+func (d *releasingDelivery) Nack(ctx context.Context, delay time.Duration) error {
+	d.st.nacks.Add(1)
+	return d.memDelivery.Nack(ctx, delay)
+}
+
+func (d *releasingDelivery) Release(ctx context.Context) error {
+	d.st.releases.Add(1)
+	return d.memDelivery.Nack(ctx, 0)
+}
+
+// stuckHCL: neither the sink nor the dead-letter sink takes a message
+// with attribute "bad" (as a 300 KB message fits neither Service Bus nor
+// an SQS dead-letter queue).
+const stuckHCL = `
+pipeline "p" {
+  source "memq" {
+    broker = "%[1]s"
+    queue  = "in"
+  }
+  sink "memq" {
+    broker      = "%[1]s"
+    queue       = "out"
+    reject_attr = "bad"
+  }
+  dead_letter {
+    sink "memq" {
+      broker      = "%[1]s"
+      queue       = "dlq"
+      reject_attr = "bad"
+    }
+  }
+}
+`
+
+func summaryOf(rep *Report) string {
+	var b bytes.Buffer
+	rep.Summary(&b)
+	return b.String()
+}
+
+// lastFigures records the figures a job finished with.
+type lastFigures struct {
+	NoProgress
+	mu sync.Mutex
+	f  Figures
+}
+
+func (p *lastFigures) Finish(_ string, f Figures, _ Outcome) {
+	p.mu.Lock()
+	p.f = f
+	p.mu.Unlock()
+}
+
+// A message neither sink takes comes back for ever: the migration ends
+// once everything else moved, not drained, and names it.
+func TestStuckMessagesEndTheMigration(t *testing.T) {
+	b, pipes := setup(t, stuckHCL)
+	ms := msgs(20, 0)
+	ms[3].SetAttr("bad", mapping.String("x"))
+	ms[11].SetAttr("bad", mapping.String("x"))
+	b.put("in", ms...)
+	opt := fastOptions(ModeMove)
+	opt.Timeout = 20 * time.Second // the hang's ending without the fix
+	prog := &lastFigures{}
+	start := time.Now()
+	rep := Run(context.Background(), pipes, opt, prog)
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("took %s", el)
+	}
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeNotDrained || rep.ExitCode != ExitNotDrained || j.Written != 18 {
+		t.Fatalf("outcome %s (%d), written %d: %s", rep.Outcome, rep.ExitCode, j.Written, rep.Reason)
+	}
+	for _, want := range []string{"2 messages are stuck", "dead-letter sink (memq) refuses them too", "2 rejected", `attribute "bad"`, "stay at the source"} {
+		if !strings.Contains(rep.Reason, want) {
+			t.Errorf("reason lacks %s: %s", want, rep.Reason)
+		}
+	}
+	ex := j.StuckExamples["rejected"].MessageID
+	if (ex != "m0003" && ex != "m0011") || !strings.Contains(rep.Reason, `message "`+ex+`"`) {
+		t.Errorf("example %q, reason %s", ex, rep.Reason)
+	}
+	if strings.Contains(rep.Reason, "-timeout") {
+		t.Errorf("ended by the timeout: %s", rep.Reason)
+	}
+	if j.StuckTotal != 2 || j.Stuck["rejected"] != 2 || j.Drained {
+		t.Errorf("stuck %d %v, examples %v, drained %v", j.StuckTotal, j.Stuck, j.StuckExamples, j.Drained)
+	}
+	if rep.Totals.StuckTotal != 2 {
+		t.Errorf("totals stuck %d", rep.Totals.StuckTotal)
+	}
+	if got := len(b.messages("in")); got != 2 {
+		t.Errorf("source holds %d, want the 2 stuck", got)
+	}
+	prog.mu.Lock()
+	if prog.f.Stuck != 2 {
+		t.Errorf("progress figures %+v, want stuck 2", prog.f)
+	}
+	prog.mu.Unlock()
+	if s := summaryOf(rep); !strings.Contains(s, "stuck 2: the dead-letter sink (memq) refuses it too (rejected)") {
+		t.Errorf("summary:\n%s", s)
+	}
+}
+
+// With -timeout, a stuck message is named in the reason too.
+func TestStuckMessagesNamedOnTimeout(t *testing.T) {
+	b, pipes := setup(t, stuckHCL)
+	ms := msgs(5, 0)
+	ms[0].SetAttr("bad", mapping.String("x"))
+	b.put("in", ms...)
+	b.mu.Lock()
+	b.queue("in").heldByOther = 1 // keeps it from ending otherwise
+	b.mu.Unlock()
+	opt := fastOptions(ModeMove)
+	opt.Timeout = 500 * time.Millisecond
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeNotDrained || !strings.Contains(rep.Reason, "-timeout") || !strings.Contains(rep.Reason, "1 messages are stuck") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
+
+// The dry run checks the dead-letter sink too: a message it refuses would
+// be stuck, not dead-lettered.
+func TestDryRunFindsStuckMessages(t *testing.T) {
+	for _, kind := range []string{"memq", "memqplain"} {
+		t.Run(kind, func(t *testing.T) {
+			b, pipes := setup(t, strings.ReplaceAll(stuckHCL, `source "memq"`, `source "`+kind+`"`))
+			ms := msgs(10, 0)
+			ms[4].SetAttr("bad", mapping.String("x"))
+			b.put("in", ms...)
+			rep := Run(context.Background(), pipes, fastOptions(ModeDryRun), nil)
+			d := rep.Jobs[0].DryRun
+			if rep.Outcome != OutcomeNotDrained || d == nil || d.WouldStick["rejected"] != 1 || d.WouldReject["rejected"] != 1 {
+				t.Fatalf("outcome %s (%s), dry run %+v", rep.Outcome, rep.Reason, d)
+			}
+			if !strings.Contains(rep.Reason, "1 messages would be stuck") || !strings.Contains(rep.Reason, "m0004") {
+				t.Errorf("reason: %s", rep.Reason)
+			}
+			if s := summaryOf(rep); !strings.Contains(s, "would be stuck 1: the dead-letter sink (memq) refuses it too (rejected)") {
+				t.Errorf("summary:\n%s", s)
+			}
+			if n := len(b.messages("dlq")) + len(b.messages("out")); n != 0 {
+				t.Errorf("a dry run wrote %d", n)
+			}
+		})
+	}
+	// A dead-letter sink that takes it: dead-lettered, as before.
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(10, 0)
+	ms[4].SetAttr("bad", mapping.String("x"))
+	b.put("in", ms...)
+	if rep := Run(context.Background(), pipes, fastOptions(ModeDryRun), nil); rep.Outcome != OutcomeDeadLettered || rep.Jobs[0].DryRun.WouldStick != nil {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
+
+// The dry run's dead letters are only recorded: its log must not claim one.
+func TestDryRunLogDoesNotClaimDeadLetters(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(10, 0)
+	ms[4].SetAttr("bad", mapping.String("x"))
+	b.put("in", ms...)
+	var logs syncBuffer
+	opt := fastOptions(ModeDryRun)
+	opt.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeDeadLettered {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	l := logs.String()
+	if strings.Contains(l, `msg="message dead-lettered"`) || !strings.Contains(l, "would be dead-lettered") {
+		t.Errorf("log:\n%s", l)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The rate is over the time until the last message was done, not the idle
+// spell that confirms the drain; a dry run's is over what it read.
+func TestRateIsOverActiveTime(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(200, 0)...)
+	opt := fastOptions(ModeMove)
+	opt.Idle = 600 * time.Millisecond
+	rep := Run(context.Background(), pipes, opt, nil)
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	if j.ActiveSeconds <= 0 || j.ActiveSeconds > j.Seconds-0.5 {
+		t.Errorf("active %.3fs of %.3fs: the idle spell is counted", j.ActiveSeconds, j.Seconds)
+	}
+	if want := 200 / j.ActiveSeconds; j.Rate < want*0.99 || rep.Rate < want*0.99 {
+		t.Errorf("rate %.0f (run %.0f), want %.0f", j.Rate, rep.Rate, want)
+	}
+
+	b, pipes = setup(t, moveHCL)
+	b.put("in", msgs(50, 0)...)
+	rep = Run(context.Background(), pipes, fastOptions(ModeDryRun), nil)
+	if j := rep.Jobs[0]; j.Rate <= 0 || rep.Rate <= 0 || j.ActiveSeconds >= j.Seconds {
+		t.Errorf("dry run: rate %.0f (run %.0f), active %.3fs of %.3fs", j.Rate, rep.Rate, j.ActiveSeconds, j.Seconds)
+	}
+}
+
+// A dry run's sample goes back with Release where the source can (no
+// failure backoff: SQS nack_backoff), Nack elsewhere.
+func TestDryRunSampleIsReleased(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqrel"`))
+	b.put("in", msgs(30, 0)...)
+	opt := fastOptions(ModeDryRun)
+	opt.Sample = 10
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	st := auditSettled(pipes[0].Spec.Source.Config.(memSourceConfig).Broker)
+	if st.releases.Load() != 10 || st.nacks.Load() != 0 {
+		t.Errorf("released %d, nacked %d; want 10 released", st.releases.Load(), st.nacks.Load())
+	}
+	if got := b.backlog("in"); got.Ready != 30 {
+		t.Errorf("source after the dry run: %+v", got)
+	}
+}
+
+// A copy settles nothing: its summary says what it did instead.
+func TestCopySummarySaysWhatItDid(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(5, 0)...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeCopy), nil)
+	s := summaryOf(rep)
+	if rep.Outcome != OutcomeComplete || strings.Contains(s, "acknowledged") || !strings.Contains(s, "copied 5") || !strings.Contains(s, "only read") {
+		t.Errorf("outcome %s, summary:\n%s", rep.Outcome, s)
+	}
+}
+
+// A copy checkpoint belongs to its source: the same pipeline name pointed
+// at another queue must not resume from it (it copied nothing and said
+// complete).
+func TestCopyCheckpointBelongsToItsSource(t *testing.T) {
+	hcl := strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqx"`)
+	b, pipes := setup(t, hcl)
+	b.put("in", msgs(20, 0)...)
+	opt := fastOptions(ModeCopy)
+	opt.StateFile = filepath.Join(t.TempDir(), "state.json")
+	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete || rep.Jobs[0].Checkpoint != 20 {
+		t.Fatalf("first copy: %s: %s", rep.Outcome, rep.Reason)
+	}
+	// The same source again: resumed, and the summary says from where.
+	b.put("in", msgs(3, 0)...)
+	rep := Run(context.Background(), pipes, opt, nil)
+	if j := rep.Jobs[0]; rep.Outcome != OutcomeComplete || j.ResumedFrom != 20 || j.Written != 3 {
+		t.Fatalf("resume: %s, resumed from %d, written %d: %s", rep.Outcome, j.ResumedFrom, j.Written, rep.Reason)
+	}
+	if s := summaryOf(rep); !strings.Contains(s, "resumed from: sequence 20") {
+		t.Errorf("summary:\n%s", s)
+	}
+	// Another queue under the same pipeline name.
+	b.put("other", msgs(30, 0)...)
+	cfg, diags := config.NewLoader().LoadBytes("test.hcl", []byte(strings.Replace(fmt.Sprintf(hcl, pipes[0].Spec.Source.Config.(memSourceConfig).Broker), `queue  = "in"`, `queue  = "other"`, 1)))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	rep = Run(context.Background(), cfg.Pipelines, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "queue in") || !strings.Contains(rep.Reason, "queue other") {
+		t.Fatalf("another source: %s: %s", rep.Outcome, rep.Reason)
+	}
+	if n := len(b.messages("out")); n != 23 {
+		t.Errorf("sink holds %d, want 23", n)
+	}
+}
+
+// Counts against an unreachable broker give up within -connect-timeout.
+func TestUnreachableCountsAreBoundedByTheConnectTimeout(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqx"`), `sink "memq" {
+    broker      = "%[1]s"
+    queue       = "out"`, `sink "memqx" {
+    broker      = "%[1]s"
+    queue       = "out"`))
+	id := pipes[0].Spec.Source.Config.(memSourceConfig).Broker
+	auditHangs(id).Store(true)
+	b.failOpen = true
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 400 * time.Millisecond
+	opt.CountTimeout = 10 * time.Second
+	start := time.Now()
+	rep := Run(context.Background(), pipes, opt, nil)
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("took %s with -connect-timeout %s", el, opt.ConnectTimeout)
+	}
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "not connected after") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
+
+// An interrupt does not wait long for the counts after it.
+func TestInterruptDoesNotWaitForCounts(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqx"`))
+	id := pipes[0].Spec.Source.Config.(memSourceConfig).Broker
+	b.put("in", msgs(400, 0)...)
+	opt := fastOptions(ModeMove)
+	opt.Rate = 200
+	opt.CountTimeout = 20 * time.Second
+	opt.ConnectTimeout = 20 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cancelled atomic.Int64
+	go func() {
+		for len(b.messages("out")) < 20 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		auditHangs(id).Store(true) // the broker stops answering
+		cancelled.Store(time.Now().UnixNano())
+		cancel()
+	}()
+	rep := Run(ctx, pipes, opt, nil)
+	if rep.Outcome != OutcomeInterrupted {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	if el := time.Since(time.Unix(0, cancelled.Load())); el > 4*time.Second {
+		t.Errorf("the interrupt took %s to end the run", el)
+	}
+	if rep.Jobs[0].CountErrors["source"] == "" {
+		t.Errorf("count errors %v", rep.Jobs[0].CountErrors)
+	}
+}

@@ -1,0 +1,222 @@
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/internal/config"
+)
+
+// twoPipelinesHCL: p0bad reads from broker "%[1]s-bad", p1 from "%[1]s".
+const twoPipelinesHCL = `
+pipeline "p0bad" {
+  source "memq" {
+    broker = "%[1]s-bad"
+    queue  = "in"
+  }
+  sink "memq" {
+    broker = "%[1]s"
+    queue  = "out0"
+  }
+}
+pipeline "p1" {
+  source "memq" {
+    broker = "%[1]s"
+    queue  = "in"
+  }
+  sink "memq" {
+    broker = "%[1]s"
+    queue  = "out1"
+  }
+}
+`
+
+// setupTwo is setup with a second broker, "<id>-bad", for p0bad.
+func setupTwo(t *testing.T) (good, bad *memBroker, pipes []*config.Pipeline) {
+	t.Helper()
+	id := fmt.Sprintf("b%d", brokerSeq.Add(1))
+	good, bad = newBroker(id), newBroker(id+"-bad")
+	cfg, diags := config.NewLoader().LoadBytes("test.hcl", []byte(fmt.Sprintf(twoPipelinesHCL, id)))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	return good, bad, cfg.Pipelines
+}
+
+func summary(rep *Report) string {
+	var b bytes.Buffer
+	rep.Summary(&b)
+	return b.String()
+}
+
+func reportJSON(t *testing.T, rep *Report) map[string]string {
+	t.Helper()
+	raw, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Pipelines []struct{ Pipeline, Outcome string }
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range got.Pipelines {
+		out[p.Pipeline] = p.Outcome
+	}
+	return out
+}
+
+func TestFailedPipelineDoesNotStopTheOthers(t *testing.T) {
+	good, bad, pipes := setupTwo(t)
+	bad.failOpen = true
+	good.put("in", msgs(5, 0)...)
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 200 * time.Millisecond
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || rep.ExitCode != ExitFailed || !strings.Contains(rep.Reason, "pipeline p0bad: not connected after") {
+		t.Fatalf("outcome %s (exit %d): %s", rep.Outcome, rep.ExitCode, rep.Reason)
+	}
+	if got := reportJSON(t, rep); got["p0bad"] != "failed" || got["p1"] != "complete" {
+		t.Fatalf("report pipelines %v, want p0bad failed and p1 complete", got)
+	}
+	if n := len(good.messages("out1")); n != 5 {
+		t.Errorf("p1 wrote %d messages, want 5", n)
+	}
+	if s := summary(rep); !strings.Contains(s, "p1: memq → memq, complete") {
+		t.Errorf("summary lacks p1:\n%s", s)
+	}
+}
+
+func TestInterruptListsTheRestAsSkipped(t *testing.T) {
+	_, _, pipes := setupTwo(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep := Run(ctx, pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeInterrupted || rep.ExitCode != ExitInterrupted {
+		t.Fatalf("outcome %s (exit %d): %s", rep.Outcome, rep.ExitCode, rep.Reason)
+	}
+	if got := reportJSON(t, rep); got["p1"] != "skipped" {
+		t.Fatalf("report pipelines %v, want p1 skipped", got)
+	}
+	s := summary(rep)
+	if !strings.Contains(s, "p1: memq → memq, skipped (not started: the migration was interrupted)") {
+		t.Errorf("summary lacks the skipped pipeline:\n%s", s)
+	}
+	if !strings.Contains(rep.Reason, "1 skipped") {
+		t.Errorf("reason does not count the skipped pipeline: %s", rep.Reason)
+	}
+}
+
+func TestDeadLetterQueueSkippedWhenItsMainQueueFails(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.failOpen = true
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 200 * time.Millisecond
+	opt.IncludeDeadLetters = true
+	rep := Run(context.Background(), pipes, opt, nil)
+	if len(rep.Jobs) != 2 || rep.Jobs[0].Outcome != OutcomeFailed || rep.Jobs[1].Outcome != OutcomeSkipped || rep.Jobs[1].Queue != "dead-letter" {
+		t.Fatalf("jobs: %s", summary(rep))
+	}
+	if rep.Outcome != OutcomeFailed {
+		t.Errorf("outcome %s, want failed", rep.Outcome)
+	}
+}
+
+func TestMissingSourceFailsAtOnce(t *testing.T) {
+	good, bad, pipes := setupTwo(t)
+	bad.missing = true
+	good.put("in", msgs(3, 0)...)
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = time.Minute // the engine alone would retry this long
+	start := time.Now()
+	rep := Run(context.Background(), pipes, opt, nil)
+	if el := time.Since(start); el > 20*time.Second {
+		t.Fatalf("took %s", el)
+	}
+	if rep.Jobs[0].Outcome != OutcomeFailed || !strings.Contains(rep.Jobs[0].Reason, "the source cannot be read: memq: queue in does not exist") {
+		t.Fatalf("p0bad: %s: %s", rep.Jobs[0].Outcome, rep.Jobs[0].Reason)
+	}
+	if rep.Jobs[1].Outcome != OutcomeComplete {
+		t.Errorf("p1: %s: %s", rep.Jobs[1].Outcome, rep.Jobs[1].Reason)
+	}
+}
+
+func TestSourcesOpenForMigration(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(2, 0)...)
+	if rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil); rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.openedForMigration {
+		t.Error("the source was opened without the kind's ForMigration change (it may create what it reads)")
+	}
+}
+
+func TestEmptyUncountedSourceIsFlagged(t *testing.T) {
+	_, pipes := setup(t, `
+pipeline "p" {
+  source "memqplain" {
+    broker = "%[1]s"
+    queue  = "ordres"
+  }
+  sink "memq" {
+    broker = "%[1]s"
+    queue  = "out"
+  }
+}
+`)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	if !strings.Contains(rep.Reason, "check its address") || !strings.Contains(summary(rep), "complete (the source held nothing and its broker cannot count it") {
+		t.Errorf("no warning: %s\n%s", rep.Reason, summary(rep))
+	}
+}
+
+func TestOptionsRefuseNegativeDurations(t *testing.T) {
+	for name, o := range map[string]Options{
+		"idle":            {Mode: ModeMove, Idle: -time.Second},
+		"timeout":         {Mode: ModeMove, Timeout: -time.Second},
+		"connect timeout": {Mode: ModeMove, ConnectTimeout: -time.Second},
+		"sample":          {Mode: ModeDryRun, Sample: -1},
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		// Run fills zero values only: a negative one is not replaced by
+		// the default but refused.
+		o.Log = fastOptions(ModeMove).Log
+		if rep := Run(context.Background(), nil, o, nil); rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "cannot be negative") {
+			t.Errorf("%s: Run gave %s: %s", name, rep.Outcome, rep.Reason)
+		}
+	}
+}
+
+// A source whose open fails for good (an AMQP queue that does not exist,
+// known only on attach) fails its pipeline at once, in every mode.
+func TestPermanentOpenErrorFailsAtOnce(t *testing.T) {
+	for _, mode := range []Mode{ModeMove, ModeDryRun} {
+		b, pipes := setup(t, moveHCL)
+		b.goneOnOpen = true
+		opt := fastOptions(mode)
+		opt.ConnectTimeout = time.Minute
+		start := time.Now()
+		rep := Run(context.Background(), pipes, opt, nil)
+		if el := time.Since(start); el > 20*time.Second {
+			t.Fatalf("%s: took %s", mode, el)
+		}
+		if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "memq: queue in does not exist") {
+			t.Fatalf("%s: outcome %s: %s", mode, rep.Outcome, rep.Reason)
+		}
+	}
+}

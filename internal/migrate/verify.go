@@ -1,0 +1,51 @@
+package migrate
+
+import "fmt"
+
+// Verification is migrate's check of its own counts against the brokers':
+// the sink must have grown by what migrate wrote to it. Counts that a
+// broker gives as approximations (SQS) are read again for a while before a
+// shortfall is reported (job.verify).
+type Verification struct {
+	// Verified: the sink grew by at least Expected.
+	Verified bool `json:"verified"`
+	// Checked: both sink counts were there to compare.
+	Checked bool `json:"checked"`
+	// SinkGrowth is the sink's count after, less before (ready, in flight
+	// and scheduled).
+	SinkGrowth int64 `json:"sink_growth"`
+	// Expected is what migrate wrote to the sink, less the duplicates its
+	// broker said it dropped.
+	Expected int64 `json:"expected"`
+	// Note says why it is not verified, or what else the counts show.
+	Note string `json:"note,omitempty"`
+}
+
+// verification compares j's counts; nil for a dry run, which writes nothing.
+func verification(j *JobReport, mode Mode) *Verification {
+	if mode == ModeDryRun || j.DryRun != nil {
+		return nil
+	}
+	v := &Verification{Expected: j.Written - j.DuplicatesDropped}
+	if j.SinkBefore == nil || j.SinkAfter == nil {
+		v.Note = "the sink cannot be counted: nothing to compare with"
+		if e := j.CountErrors["sink"]; e != "" {
+			v.Note += " (" + e + ")"
+		}
+		return v
+	}
+	v.Checked = true
+	v.SinkGrowth = j.SinkAfter.Pending() - j.SinkBefore.Pending()
+	switch d := v.SinkGrowth - v.Expected; {
+	case d == 0:
+		v.Verified = true
+	case d > 0:
+		v.Verified = true
+		v.Note = fmt.Sprintf("the sink grew by %d more than migrate wrote: another producer wrote to it meanwhile", d)
+	default:
+		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote: its broker dropped them as duplicates "+
+			"(SQS FIFO or Service Bus duplicate detection: a re-run within the window, or messages sharing a "+
+			"deduplication id; see -new-dedup-ids), or another consumer received and deleted them meanwhile", -d)
+	}
+	return v
+}
