@@ -53,7 +53,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	start := time.Now()
 	var w *watch
-	defer func() {
+	// timing sets the duration, the active time and the rate: before the
+	// progress's last line, which shows the report's rate, and on return.
+	timing := func() {
 		rep.Seconds = time.Since(start).Seconds()
 		// The rate is over the time spent moving messages: the idle spell
 		// that confirms the drain is not part of it.
@@ -73,6 +75,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			rep.Rate = float64(done) / active
 			rep.ActiveSeconds = active
 		}
+	}
+	defer func() {
+		timing()
 		if len(rep.CountErrors) == 0 {
 			rep.CountErrors = nil
 		}
@@ -269,6 +274,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		j.log.Warn("closing the pipeline's adapters", "error", runErr)
 	}
 	f := w.figures(rep.Counts, snap)
+	timing()
 	f.Rate = rep.Rate // over the active time, as the report's
 	prog.Finish(j.key(), f, rep.Outcome)
 	return rep
