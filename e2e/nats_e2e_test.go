@@ -452,14 +452,17 @@ pipeline "p" {
 }
 
 // natsDummyEnv is a value for an environment variable an example config
-// reads: shaped like what its name asks for, so the adapters' checks pass.
+// reads: shaped like what its name asks for, so the adapters' checks pass,
+// and naming a queue or address of its own (one value for all would make a
+// dead-letter queue the source, which validate refuses).
 func natsDummyEnv(name string) string {
 	n := strings.ToUpper(name)
+	own := strings.ReplaceAll(strings.ToLower(name), "_", "-")
 	switch {
 	case strings.Contains(n, "CONNECTION_STRING"):
 		return "Endpoint=sb://example.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=ZHVtbXk="
 	case strings.Contains(n, "QUEUE_URL") || strings.Contains(n, "SQS") && strings.HasSuffix(n, "_URL"):
-		return "https://sqs.eu-west-1.amazonaws.com/123456789012/example"
+		return "https://sqs.eu-west-1.amazonaws.com/123456789012/" + own
 	case strings.Contains(n, "NATS") && strings.Contains(n, "URL"):
 		return "nats://127.0.0.1:4222"
 	case strings.Contains(n, "AMQP") && (strings.Contains(n, "URL") || strings.Contains(n, "ADDR")):
@@ -471,7 +474,7 @@ func natsDummyEnv(name string) string {
 	case strings.Contains(n, "PORT"):
 		return "4222"
 	default:
-		return "dummy"
+		return own
 	}
 }
 
