@@ -190,7 +190,13 @@ export class RestServer {
         const status = e instanceof HttpError ? e.status : e instanceof AuthError ? 401 : e instanceof SbError ? this.sbStatus(e) : 500;
         if (status === 500) this.log(`REST internal error: ${e && e.stack ? e.stack : e}`);
         if (!res.headersSent) {
-          res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8' });
+          const headers = { 'Content-Type': 'text/plain; charset=utf-8' };
+          // A refusal before the whole request body was read (too large)
+          // ends the connection: the rest of the body would otherwise be
+          // taken for the next request, and a client that kept the
+          // connection would have its next request reset.
+          if (!req.complete) headers.Connection = 'close';
+          res.writeHead(status, headers);
           res.end(String(e && e.message ? e.message : e));
         } else {
           res.destroy();
