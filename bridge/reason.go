@@ -29,8 +29,10 @@ const (
 // sizes and the reason is in the first bytes anyway.
 const maxDescription = 1024
 
-// sinkReason classifies a permanent sink error.
-func sinkReason(err error) string {
+// SinkReason classifies a permanent sink error: the reason code a message
+// it refused is dead-lettered (or, refused by the dead-letter sink too,
+// reported undeliverable) with.
+func SinkReason(err error) string {
 	var rej *mapping.RejectError
 	if errors.As(err, &rej) {
 		if rej.TooLarge {

@@ -185,7 +185,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 			acks = append(acks, it)
 		case driver.IsPermanent(err):
 			it.state = stSettling
-			dls = append(dls, dl{it, sinkReason(err), err})
+			dls = append(dls, dl{it, SinkReason(err), err})
 		case p.exhausted(it, done):
 			it.state = stSettling
 			dls = append(dls, dl{it, ReasonRetriesExhausted,
@@ -416,8 +416,8 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 				// dead-letter destination takes): it stays at the source,
 				// whose redrive limit is what ends the redeliveries.
 				log.Error("the dead-letter sink refuses this message too; it stays at the source and is redelivered until the source's redrive limit (JetStream max_deliver, SQS maxReceiveCount, Service Bus MaxDeliveryCount): set one, or a dead-letter destination that takes it",
-					"dlq_reason", sinkReason(err), "dlq_error", err)
-				p.undeliverable(it, sinkReason(err), err)
+					"dlq_reason", SinkReason(err), "dlq_error", err)
+				p.undeliverable(it, SinkReason(err), err)
 			} else {
 				log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
 			}

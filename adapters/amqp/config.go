@@ -381,11 +381,7 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 	if s.address, err = rules.Parse(c.Address); err != nil {
 		return s, adaptercfg.Errorf("address", "%w", err)
 	}
-	// No single "{" left once the "{{" escapes are gone: no placeholder.
-	if !strings.Contains(strings.ReplaceAll(c.Address, "{{", ""), "{") {
-		s.isStatic = true
-		s.static, _ = s.address.Execute(&mapping.Message{})
-	}
+	s.static, s.isStatic = s.address.Literal()
 	s.durable = c.Durable == nil || *c.Durable
 	s.targetDur = c.TargetDurable
 	if c.MaxMessageSize < 0 {

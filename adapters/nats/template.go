@@ -30,14 +30,10 @@ func compileSubject(raw string) (*subjectTemplate, error) {
 	if err := checkSubject("subject", skeleton, false); err != nil {
 		return nil, fmt.Errorf("%q is not a subject to publish to (empty token, white space or wildcard)", raw)
 	}
-	for _, p := range tpl.Parts() {
-		if p.Placeholder != "" {
-			t.tpl = tpl
-			break
-		}
-	}
-	if t.tpl == nil {
-		t.raw = skeleton // "{{" and "}}" stand for braces
+	if lit, ok := tpl.Literal(); ok {
+		t.raw = lit // "{{" and "}}" stand for braces
+	} else {
+		t.tpl = tpl
 	}
 	return t, nil
 }

@@ -3,11 +3,7 @@ package servicebus
 import (
 	"fmt"
 	"net"
-	"slices"
 	"strings"
-
-	"github.com/qbridge/qbridge/mapping"
-	"github.com/qbridge/qbridge/mapping/rules"
 )
 
 // SinkFeedsSource reports whether sink provably sends into the queue src
@@ -33,12 +29,9 @@ func SinkFeedsSource(src SourceConfig, sink SinkConfig) (why string, loops bool)
 	if ss.queue == "" || ss.subQueue != "" {
 		return "", false
 	}
-	if slices.ContainsFunc(ks.entity.Parts(), func(p rules.Part) bool { return p.Placeholder != "" }) {
-		return "", false // rendered per message
-	}
-	entity, err := ks.entity.Execute(&mapping.Message{})
-	if err != nil || entity != ss.queue {
-		return "", false
+	entity, literal := ks.entity.Literal()
+	if !literal || entity != ss.queue {
+		return "", false // rendered per message, or another entity
 	}
 	a, b := ss.conn, ks.conn
 	if !strings.EqualFold(a.namespace, b.namespace) {

@@ -93,7 +93,14 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		}
 	}
 
-	rep.SourceBefore, rep.SinkBefore = j.countBoth(ctx, rep, false)
+	var srcErr error
+	rep.SourceBefore, rep.SinkBefore, srcErr = j.countBoth(ctx, rep, false)
+	if driver.IsPermanent(srcErr) {
+		// A queue or stream that does not exist: the engine would retry
+		// until -connect-timeout, as a daemon waiting for it should; a
+		// migration of a mistyped name says so now.
+		return fail(fmt.Errorf("the source cannot be read: %w", srcErr))
+	}
 
 	tr := newTracker()
 	tr.dryRun = opt.Mode == ModeDryRun
@@ -234,7 +241,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	// After an interrupt, or against a broker that could not be counted
 	// before and never connected, the counts are quick: a stop must not
 	// wait on them.
-	rep.SourceAfter, rep.SinkAfter = j.countBoth(ctx, rep, !w.everRan)
+	rep.SourceAfter, rep.SinkAfter, _ = j.countBoth(ctx, rep, !w.everRan)
 	rep.Verification = j.verify(ctx, rep)
 	rep.DrainedBy = by
 
@@ -290,7 +297,7 @@ var verifyWait = 15 * time.Second
 func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 	v := verification(rep, j.opt.Mode)
 	deadline := time.Now().Add(verifyWait)
-	for v != nil && v.Checked && !v.Verified && time.Now().Before(deadline) {
+	for v.Short() && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return v // interrupted: report what the last count said
@@ -305,7 +312,7 @@ func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 		rep.SinkAfter = &b
 		v = verification(rep, j.opt.Mode)
 	}
-	if v != nil && v.Checked && !v.Verified {
+	if v.Short() {
 		j.log.Warn("migrate: the sink's count disagrees with what was written", "pipeline", j.pipe.Name,
 			"written", v.Expected, "sink_growth", v.SinkGrowth, "note", v.Note)
 	}
@@ -352,11 +359,10 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 // never connected since.
 const quickCount = 2 * time.Second
 
-// countTimeout bounds one count: never longer than -connect-timeout (a
-// broker unreachable that long fails the job anyway), quickCount when
-// waiting is known to be futile.
+// countTimeout bounds one count: CountTimeout (which withDefaults keeps
+// within -connect-timeout), quickCount when waiting is known to be futile.
 func (j *job) countTimeout(quick bool) time.Duration {
-	d := min(j.opt.CountTimeout, j.opt.ConnectTimeout)
+	d := j.opt.CountTimeout
 	if quick {
 		d = min(d, quickCount)
 	}
@@ -365,9 +371,9 @@ func (j *job) countTimeout(quick bool) time.Duration {
 
 // countBoth asks the source's and the sink's brokers for their counts at
 // once (an unreachable endpoint costs one timeout, not two), recording why
-// where it cannot. futile: the pipeline never connected, so a broker whose
-// count failed before gets a quick one.
-func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, snk *driver.Backlog) {
+// where it cannot, and returns the source's error. futile: the pipeline
+// never connected, so a broker whose count failed before gets a quick one.
+func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, snk *driver.Backlog, srcErr error) {
 	interrupted := ctx.Err() != nil
 	if interrupted {
 		ctx = context.WithoutCancel(ctx) // an interrupted run still reports its counts
@@ -382,7 +388,7 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 		}
 		return &b, nil
 	}
-	var srcErr, snkErr error
+	var snkErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { src, srcErr = one("source", j.pipe.CountSource) })
 	wg.Go(func() { snk, snkErr = one("sink", j.pipe.CountSink) })
@@ -393,7 +399,7 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 	if snkErr != nil {
 		rep.CountErrors["sink"] = snkErr.Error()
 	}
-	return src, snk
+	return src, snk, srcErr
 }
 
 // browseFrom returns the opener of a copy's browsing source positioned

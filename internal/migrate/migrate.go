@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/config"
 )
 
@@ -71,7 +70,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				// A sink short of what was written is said on the first
 				// line too: "complete" alone would hide it.
 				for _, j := range rep.Jobs {
-					if v := j.Verification; v != nil && v.Checked && !v.Verified {
+					if v := j.Verification; v.Short() {
 						note := fmt.Sprintf("pipeline %s: not verified: %s", j.Pipeline, v.Note)
 						if rep.Reason == "" {
 							rep.Reason = note
@@ -156,12 +155,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				j.state = state
 				j.from = state.after(j.key())
 			}
-			var jr *JobReport
-			if err := j.checkSource(ctx); err != nil {
-				jr = notRun(j.pipe, j.queue, OutcomeFailed, err.Error())
-			} else {
-				jr = j.run(ctx, prog)
-			}
+			jr := j.run(ctx, prog)
 			if jr.Outcome == OutcomeFailed && jr.browseRefused && opt.Mode == ModeDryRun {
 				// The broker refused to browse once asked: sample instead.
 				opt.Log.Warn("the source cannot be browsed; the dry run reads a sample instead", "pipeline", j.pipe.Name, "sample", opt.Sample, "cause", jr.Reason)
@@ -198,20 +192,6 @@ func skipAll(rep *Report, pipes []*config.Pipeline, reason string) {
 	for _, p := range pipes {
 		rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeSkipped, reason))
 	}
-}
-
-// checkSource fails at once when the source's broker says that retrying
-// cannot help (a queue or stream that does not exist): the engine would
-// retry until -connect-timeout, as a daemon waiting for it to appear
-// should, but a migration of a mistyped name should say so now.
-func (j *job) checkSource(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, j.opt.CountTimeout)
-	defer cancel()
-	_, err := j.pipe.CountSource(cctx, j.log)
-	if err != nil && driver.IsPermanent(err) {
-		return fmt.Errorf("the source cannot be read: %w", err)
-	}
-	return nil
 }
 
 // emptyUncounted is the warning for a source that yielded nothing and

@@ -246,7 +246,7 @@ func (t *tracker) wouldStick(ctx context.Context, m *mapping.Message, reason, de
 	if len(errs) != 1 || errs[0] == nil || !driver.IsPermanent(errs[0]) {
 		return "", nil
 	}
-	return refusalReason(errs[0]), errs[0]
+	return bridge.SinkReason(errs[0]), errs[0]
 }
 
 // closeDeadLetterSink closes the dry run's dead-letter sink, if it opened.
@@ -263,18 +263,6 @@ func (t *tracker) closeDeadLetterSink(ctx context.Context, log *slog.Logger) {
 			log.Debug("closing the dry run's dead-letter sink", "error", err)
 		}
 	}
-}
-
-// refusalReason classifies a permanent sink error as the engine does.
-func refusalReason(err error) string {
-	var rej *mapping.RejectError
-	if errors.As(err, &rej) {
-		if rej.TooLarge {
-			return bridge.ReasonTooLarge
-		}
-		return bridge.ReasonRejected
-	}
-	return bridge.ReasonPermanent
 }
 
 // group records a group key the mapping rules gave a message.

@@ -21,6 +21,10 @@ type Verification struct {
 	Note string `json:"note,omitempty"`
 }
 
+// Short reports whether both counts were there and the sink holds fewer
+// than were written (nil: no verification, as in a dry run).
+func (v *Verification) Short() bool { return v != nil && v.Checked && !v.Verified }
+
 // verification compares j's counts; nil for a dry run, which writes nothing.
 func verification(j *JobReport, mode Mode) *Verification {
 	if mode == ModeDryRun || j.DryRun != nil {

@@ -175,6 +175,20 @@ func (t *Template) Execute(m *mapping.Message) (string, error) {
 	return b.String(), nil
 }
 
+// Literal returns the template's text when it has no placeholder (the
+// "{{" escapes undone), and whether it has none: such a template renders
+// the same for every message.
+func (t *Template) Literal() (string, bool) {
+	var b strings.Builder
+	for i := range t.segs {
+		if t.segs[i].field != fieldLiteral {
+			return "", false
+		}
+		b.WriteString(t.segs[i].lit)
+	}
+	return b.String(), true
+}
+
 // Part is one piece of a template: literal text, or a placeholder.
 type Part struct {
 	Literal     string // the text, when Placeholder is ""

@@ -165,3 +165,24 @@ func TestExecuteEscaped(t *testing.T) {
 		t.Errorf("parts %+v", parts)
 	}
 }
+
+func TestTemplateLiteral(t *testing.T) {
+	for _, tc := range []struct {
+		src, want string
+		literal   bool
+	}{
+		{"orders", "orders", true},
+		{"a{{b}}c", "a{b}c", true},
+		{"", "", true},
+		{"out.{group}", "", false},
+		{"{attr.x}", "", false},
+	} {
+		tpl, err := Parse(tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := tpl.Literal(); got != tc.want || ok != tc.literal {
+			t.Errorf("Literal(%q) = %q, %v; want %q, %v", tc.src, got, ok, tc.want, tc.literal)
+		}
+	}
+}
