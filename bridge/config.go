@@ -38,9 +38,10 @@ type Config struct {
 
 	// OnUndeliverable, when set, is called each time the engine hands a
 	// message back to the source because nothing will ever take it: the
-	// dead-letter sink refused it for good (driver.IsPermanent), the source
-	// has no native dead-letter queue, or there is no dead-letter
-	// destination. It stays at the source and comes back until the source's
+	// dead-letter sink refused it for good (driver.IsPermanent), or the sink
+	// refused it for good and the source has no native dead-letter queue or
+	// there is no dead-letter destination (retries run out on transient
+	// failures are not reported: the next delivery may go through). It stays at the source and comes back until the source's
 	// redrive limit; a one-shot job uses this to stop waiting for it. m is
 	// the message as the source delivered it (do not modify it); reason is
 	// the dead-letter reason code of the refusal that ended it (the

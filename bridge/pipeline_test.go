@@ -915,6 +915,35 @@ func TestDryRunDeadLetterLogsWhatItDoes(t *testing.T) {
 	}
 }
 
+// TestRetriesExhaustedIsNotUndeliverable: a message whose retries ran out
+// on transient failures is handed back, and is no undeliverable one: its
+// next delivery goes through once the sink recovers.
+func TestRetriesExhaustedIsNotUndeliverable(t *testing.T) {
+	q := newQueue(t)
+	q.redeliver = true
+	q.push(msg("g", 0))
+	sink := newSink(t)
+	var down atomic.Bool
+	down.Store(true)
+	sink.fail = func(*mapping.Message, int) error {
+		if down.Load() {
+			return errTransient
+		}
+		return nil
+	}
+	var calls atomic.Int64
+	opt := fastOptions()
+	opt.Retry.MaxAttempts = 2
+	start(t, Config{Options: opt, OnUndeliverable: func(*mapping.Message, string, error) { calls.Add(1) }}, q, sink)
+	d := q.deliveries()[0]
+	eventually(t, 5*time.Second, "handed back", func() bool { return d.nacks.Load() >= 1 })
+	down.Store(false)
+	eventually(t, 5*time.Second, "sent on its next delivery", func() bool { return sink.count() == 1 })
+	if n := calls.Load(); n != 0 {
+		t.Errorf("OnUndeliverable called %d times for a transient failure", n)
+	}
+}
+
 // TestUndeliverableWithoutDestination: with no dead-letter destination a
 // permanently refused message is handed back for good, and said so.
 func TestUndeliverableWithoutDestination(t *testing.T) {

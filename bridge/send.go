@@ -469,9 +469,11 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 }
 
 // undeliverable tells Config.OnUndeliverable about a message that stays at
-// the source because nothing will take it.
+// the source because nothing will take it. One whose retries ran out on
+// transient failures is not such a message: handed back, it may go
+// through on its next delivery.
 func (p *Pipeline) undeliverable(it *item, reason string, err error) {
-	if f := p.cfg.OnUndeliverable; f != nil {
+	if f := p.cfg.OnUndeliverable; f != nil && reason != ReasonRetriesExhausted {
 		f(it.orig, reason, err)
 	}
 }
