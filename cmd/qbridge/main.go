@@ -56,6 +56,7 @@ func init() {
 
 func main() {
 	setMemoryLimit()
+	setGCFloor()
 	// The first interrupt cancels ctx (tools stop, the daemon drains);
 	// stop() then restores the default, so a second one kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

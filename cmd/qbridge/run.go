@@ -188,7 +188,7 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	started.Store(true)
 	d.log.Info("qbridge running", "version", buildVersion(), "config", d.path, "pipelines", sup.Names(),
-		"memory_limit_bytes", memoryLimit())
+		"memory_limit_bytes", memoryLimit(), "gc_floor_bytes", gcFloorBytes)
 	if memoryLimitErr != nil {
 		d.log.Warn("the container's memory limit could not be read; set GOMEMLIMIT to bound the heap", "error", memoryLimitErr)
 	}
