@@ -3,6 +3,7 @@ package migrate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -20,7 +21,9 @@ import (
 // Kinds for the audit's tests, on the memq brokers: "memqx" is memq with a
 // source identity and counts that can hang (an unreachable endpoint);
 // "memqrel" samples like memqplain, with deliveries that can be released
-// (driver.Releaser), counting nacks and releases.
+// (driver.Releaser), counting nacks and releases; like SQS, a closed source
+// releases nothing. "memqlate" is memqrel whose last delivery comes back
+// from a receive only as the engine stops (a poll that returns then).
 var (
 	auditHang  sync.Map // broker id → *atomic.Bool: counts wait for their context
 	auditStats sync.Map // broker id → *auditSettles
@@ -66,46 +69,78 @@ func init() {
 			return fmt.Sprintf("broker %s queue %s", c.Broker, c.Queue)
 		},
 	})
-	config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
-		Name: "memqrel",
-		NewSource: func(ctx context.Context, c memSourceConfig, log *slog.Logger) (driver.Source, error) {
-			s, err := newMemSource(ctx, c, log)
-			if err != nil {
-				return nil, err
-			}
-			return &releasingSource{s.(*memSource), auditSettled(c.Broker)}, nil
-		},
-		NewSink:     newMemSink(false),
-		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
-		NewDrySink:  newMemSink(true),
-	})
+	for _, late := range []bool{false, true} {
+		name := map[bool]string{false: "memqrel", true: "memqlate"}[late]
+		config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
+			Name: name,
+			NewSource: func(ctx context.Context, c memSourceConfig, log *slog.Logger) (driver.Source, error) {
+				s, err := newMemSource(ctx, c, log)
+				if err != nil {
+					return nil, err
+				}
+				return &releasingSource{memSource: s.(*memSource), st: auditSettled(c.Broker), late: late}, nil
+			},
+			NewSink:     newMemSink(false),
+			SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
+			NewDrySink:  newMemSink(true),
+		})
+	}
 }
 
 type releasingSource struct {
 	*memSource
-	st *auditSettles
+	st     *auditSettles
+	closed atomic.Bool
+	// late: the first delivery is kept back and returned once the queue
+	// is empty and the receive's context ends. Receive runs on the
+	// engine's one receive loop, so these need no lock.
+	late     bool
+	kept     driver.Delivery
+	lateDone bool
 }
 
 func (s *releasingSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
+	if s.late && !s.lateDone {
+		if s.kept == nil {
+			ds, err := s.memSource.Receive(ctx, 1)
+			if len(ds) == 0 {
+				return nil, err
+			}
+			s.kept = &releasingDelivery{ds[0].(*memDelivery), s}
+		}
+		if s.b.backlog(s.cfg.Queue).Ready == 0 {
+			<-ctx.Done()
+			s.lateDone = true
+			return []driver.Delivery{s.kept}, nil
+		}
+	}
 	ds, err := s.memSource.Receive(ctx, max)
 	for i, d := range ds {
-		ds[i] = &releasingDelivery{d.(*memDelivery), s.st}
+		ds[i] = &releasingDelivery{d.(*memDelivery), s}
 	}
 	return ds, err
 }
 
+func (s *releasingSource) Close(ctx context.Context) error {
+	s.closed.Store(true)
+	return s.memSource.Close(ctx)
+}
+
 type releasingDelivery struct {
 	*memDelivery
-	st *auditSettles
+	s *releasingSource
 }
 
 func (d *releasingDelivery) Nack(ctx context.Context, delay time.Duration) error {
-	d.st.nacks.Add(1)
+	d.s.st.nacks.Add(1)
 	return d.memDelivery.Nack(ctx, delay)
 }
 
 func (d *releasingDelivery) Release(ctx context.Context) error {
-	d.st.releases.Add(1)
+	if d.s.closed.Load() {
+		return errors.New("memqrel: closed")
+	}
+	d.s.st.releases.Add(1)
 	return d.memDelivery.Nack(ctx, 0)
 }
 
@@ -334,6 +369,26 @@ func TestDryRunSampleIsReleased(t *testing.T) {
 	}
 	if got := b.backlog("in"); got.Ready != 30 {
 		t.Errorf("source after the dry run: %+v", got)
+	}
+}
+
+// What a held dry run receives as it stops goes back too, before the
+// source closes: a closed SQS source cannot release, and the message stayed
+// invisible for its visibility timeout (the audit's "sqs: closed").
+func TestDryRunReleasesWhatArrivesAsItStops(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqlate"`))
+	b.put("in", msgs(5, 0)...)
+	opt := fastOptions(ModeDryRun)
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	st := auditSettled(pipes[0].Spec.Source.Config.(memSourceConfig).Broker)
+	if st.releases.Load() != 5 || st.nacks.Load() != 0 {
+		t.Errorf("released %d, nacked %d; want 5 released", st.releases.Load(), st.nacks.Load())
+	}
+	if got := b.backlog("in"); got.Ready != 5 {
+		t.Errorf("source after the dry run: %+v, want 5 ready", got)
 	}
 }
 

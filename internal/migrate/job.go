@@ -114,6 +114,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	if tr.hold {
 		tr.sample = opt.Sample
+		tr.releaseHeld = func() { j.release(tr) }
 	}
 	cfg := def.Config
 	reg := prometheus.NewRegistry()
@@ -185,19 +186,15 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	outcome, by, reason := w.loop(ctx, done, prog)
 	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
 	if tr.hold {
-		// Hand the sample back while the source is still open: a closed
-		// source cannot (SQS answers "closed"), and the messages would stay
-		// invisible until their visibility timeout.
+		// Hand the sample back now, visible while the engine stops; what
+		// it settles meanwhile goes back when it closes the source
+		// (trackedSource.Close).
 		tr.quiesce()
 		j.release(tr)
 	}
 	stop()
 	runErr := <-done
 	w.stoppedAt = time.Now()
-
-	if tr.hold {
-		j.release(tr) // what the engine settled while stopping
-	}
 	snap := tr.snapshot()
 	rep.Counts = readCounts(reg)
 	rep.Read = snap.taken

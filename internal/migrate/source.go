@@ -23,11 +23,14 @@ const maxGroupNames = 1000
 // tracker watches what a job's source delivers and how each delivery is
 // settled, without changing the engine: the job wraps the source it opens.
 type tracker struct {
-	dryRun  bool
-	hold    bool  // dry run on a source that cannot browse: keep deliveries until the end
-	sample  int64 // hold mode: take at most this many
-	limiter *rate.Limiter
-	keep    func(*mapping.Message) bool // filters; nil keeps all
+	dryRun bool
+	hold   bool  // dry run on a source that cannot browse: keep deliveries until the end
+	sample int64 // hold mode: take at most this many
+	// releaseHeld hands the held deliveries back (hold mode); the tracked
+	// source calls it before it closes the source they came from.
+	releaseHeld func()
+	limiter     *rate.Limiter
+	keep        func(*mapping.Message) bool // filters; nil keeps all
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced when something arrives
@@ -467,7 +470,15 @@ func position(m *mapping.Message) (uint64, bool) {
 	return p, err == nil
 }
 
-func (s *trackedSource) Close(ctx context.Context) error { return s.src.Close(ctx) }
+// Close hands a held sample back first: a closed source cannot take it
+// (SQS answers "closed"), and what the engine settled while stopping, or a
+// receive that returned as it stopped, is held until here.
+func (s *trackedSource) Close(ctx context.Context) error {
+	if s.t.hold && s.t.releaseHeld != nil {
+		s.t.releaseHeld()
+	}
+	return s.src.Close(ctx)
+}
 
 // Ready passes the source's connection state on to the engine.
 func (s *trackedSource) Ready(ctx context.Context) error {
