@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
@@ -536,5 +538,44 @@ func TestAckBatchDeletes(t *testing.T) {
 	}
 	if ms := rawReceive(t, admin, url, 3*time.Second); len(ms) > 0 {
 		t.Fatalf("%d acked messages came back", len(ms))
+	}
+}
+
+// A FIFO queue with content-based deduplication merges equal bodies: the
+// sink sends each message's own name (its id, or the source's for it) so
+// distinct messages with one body all arrive (a migration had deleted five
+// at the source and one arrived). What nothing names is left to the queue.
+func TestFauxqsContentBasedDedupKeepsDistinctMessages(t *testing.T) {
+	t.Parallel()
+	admin := adminClient(t)
+	url := createQueue(t, admin, true, map[string]string{"ContentBasedDeduplication": "true"})
+	snk, _ := startSink(t, SinkConfig{ConnConfig: conn(t, url)})
+	if !snk.enc.ContentBasedDedup {
+		t.Fatalf("the sink did not read ContentBasedDeduplication: %+v", snk.queue)
+	}
+	msgs := []*mapping.Message{
+		{Body: []byte("same"), ID: "sqs-id-1", GroupKey: "g"},
+		{Body: []byte("same"), ID: "sqs-id-2", GroupKey: "g"},
+		{Body: []byte("same"), GroupKey: "g", Source: mapping.Source{Protocol: "nats", Address: "S", SequenceNumber: "3"}},
+		{Body: []byte("same"), GroupKey: "g", Source: mapping.Source{Protocol: "nats", Address: "S", SequenceNumber: "4"}},
+		{Body: []byte("same"), GroupKey: "g"}, // nothing names it: SQS's hash of the body
+		{Body: []byte("same"), GroupKey: "g"}, // merged with the one before, as the queue asks
+	}
+	sendAll(t, snk, msgs)
+	var got []types.Message
+	for len(got) < 5 {
+		batch := rawReceive(t, admin, url, 2*time.Second)
+		if len(batch) == 0 {
+			break
+		}
+		got = append(got, batch...)
+		for _, m := range batch {
+			if _, err := admin.DeleteMessage(context.Background(), &awssqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if extra := rawReceive(t, admin, url, time.Second); len(got) != 5 || len(extra) != 0 {
+		t.Fatalf("the queue held %d + %d messages, want 5 (four named, two unnamed merged)", len(got), len(extra))
 	}
 }

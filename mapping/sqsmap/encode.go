@@ -226,8 +226,6 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 		if (d != m.ID || native&mapping.FieldID != 0) && !strings.HasPrefix(d, madeUpPrefix) {
 			native |= mapping.FieldDedupID
 		}
-	case opt.ContentBasedDedup:
-		// SQS hashes the body.
 	case m.ID != "":
 		// The id's native home on FIFO: a Service Bus MessageId means what
 		// MessageDeduplicationId means.
@@ -237,6 +235,11 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 		} else {
 			e.home |= mapping.FieldID
 		}
+	case opt.ContentBasedDedup && m.SourceKey() == "":
+		// Nothing names the message: the queue's own choice, the hash of
+		// the body, applies. A message that has a name keeps it even
+		// here: SQS takes an explicit id over the body's hash, and two
+		// distinct messages with equal bodies are not merged.
 	default:
 		// No id of the message's own. The SHA-256 of the body, what
 		// content-based deduplication uses, would merge distinct messages

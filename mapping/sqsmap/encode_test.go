@@ -412,7 +412,16 @@ func TestEncodeFIFO(t *testing.T) {
 		{"no group: configured", &mapping.Message{Body: []byte("b"), DedupID: "d"},
 			func() EncodeOptions { o := fifo(mapping.Reject, nil); o.DefaultGroup = "all"; return o }(),
 			want{group: "all", dedup: "d", envGroup: new("")}},
-		{"content-based, no dedup id", &mapping.Message{Body: []byte("b"), ID: "id-1", GroupKey: "g"},
+		// Content-based deduplication merges equal bodies: a message with a
+		// name of its own (or the source's for it) keeps it there too.
+		{"content-based, ID wins", &mapping.Message{Body: []byte("b"), ID: "id-1", GroupKey: "g"},
+			func() EncodeOptions { o := fifo(mapping.Reject, nil); o.ContentBasedDedup = true; return o }(),
+			want{group: "g", dedup: "id-1", idAsDedup: true}},
+		{"content-based, the source's name for it", &mapping.Message{Body: []byte("b"), GroupKey: "g",
+			Source: mapping.Source{Protocol: "nats", Address: "orders.eu", SequenceNumber: "7"}},
+			func() EncodeOptions { o := fifo(mapping.Reject, nil); o.ContentBasedDedup = true; return o }(),
+			want{group: "g", dedup: "qbridge-" + hashID("nats\x00orders.eu\x007")}},
+		{"content-based, nothing names it", &mapping.Message{Body: []byte("b"), GroupKey: "g"},
 			func() EncodeOptions { o := fifo(mapping.Reject, nil); o.ContentBasedDedup = true; return o }(),
 			want{group: "g"}},
 		{"content-based, explicit wins", &mapping.Message{Body: []byte("b"), DedupID: "d", GroupKey: "g"},
