@@ -20,7 +20,7 @@ var ErrUnsupported = errors.ErrUnsupported
 func (p *Pipeline) CountSource(ctx context.Context, log *slog.Logger) (driver.Backlog, error) {
 	k := lookupKind(p.Spec.Source.Kind)
 	if k == nil || k.countSource == nil {
-		return driver.Backlog{}, fmt.Errorf("counting a %s source: %w", p.Spec.Source.Kind, ErrUnsupported)
+		return driver.Backlog{}, fmt.Errorf("counting the %s source: %w", p.Spec.Source.Kind, ErrUnsupported)
 	}
 	return k.countSource(ctx, p.Spec.Source.Config, orDefault(log))
 }
@@ -29,7 +29,7 @@ func (p *Pipeline) CountSource(ctx context.Context, log *slog.Logger) (driver.Ba
 func (p *Pipeline) CountSink(ctx context.Context, log *slog.Logger) (driver.Backlog, error) {
 	k := lookupKind(p.Spec.Sink.Kind)
 	if k == nil || k.countSink == nil {
-		return driver.Backlog{}, fmt.Errorf("counting a %s sink: %w", p.Spec.Sink.Kind, ErrUnsupported)
+		return driver.Backlog{}, fmt.Errorf("counting the %s sink: %w", p.Spec.Sink.Kind, ErrUnsupported)
 	}
 	return k.countSink(ctx, p.Spec.Sink.Config, orDefault(log))
 }

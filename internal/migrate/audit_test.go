@@ -497,3 +497,39 @@ func TestInterruptDoesNotWaitForCounts(t *testing.T) {
 		t.Errorf("count errors %v", rep.Jobs[0].CountErrors)
 	}
 }
+
+// An example is named by its id, else by its position: a JetStream message
+// without Nats-Msg-Id was shown as message "".
+func TestExampleName(t *testing.T) {
+	for _, tc := range []struct {
+		ex   Example
+		want string
+	}{
+		{Example{MessageID: "m1", Sequence: "6"}, `message "m1"`},
+		{Example{Sequence: "6"}, "the message at sequence 6"},
+		{Example{}, "a message without an id"},
+	} {
+		if got := tc.ex.Name(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.ex, got, tc.want)
+		}
+	}
+}
+
+// A JetStream source terminates a stuck message at max_deliver: the reason
+// must not send the user to a re-run that cannot see it (the audit's
+// "complete" after following that advice).
+func TestStuckReasonForJetStream(t *testing.T) {
+	for _, tc := range []struct {
+		kind       string
+		want, lack string
+	}{
+		{"nats", "running the same command again does not move them", "stay at the source, redelivered"},
+		{"sqs", "stay at the source, redelivered until its redrive limit", "max_deliver"},
+	} {
+		j := &job{opt: &Options{Mode: ModeMove}, pipe: &config.Pipeline{Name: "p", Spec: config.Spec{Source: config.Adapter{Kind: tc.kind}}}}
+		got := j.stuckReason(1, map[string]int64{"too-large": 1}, map[string]Example{"too-large": {Sequence: "6", Description: "too big"}})
+		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.lack) || !strings.Contains(got, "the message at sequence 6: too big") {
+			t.Errorf("%s: %s", tc.kind, got)
+		}
+	}
+}

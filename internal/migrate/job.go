@@ -310,7 +310,7 @@ func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 		v = verification(rep, j.opt.Mode)
 	}
 	if v.Short() {
-		j.log.Warn("migrate: the sink's count disagrees with what was written", "pipeline", j.pipe.Name,
+		j.log.Warn("migrate: the sink's count disagrees with what was written",
 			"written", v.Expected, "sink_growth", v.SinkGrowth, "note", v.Note)
 	}
 	return v
@@ -338,7 +338,7 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 	for _, k := range sortedKeys(byReason) {
 		p := fmt.Sprintf("%d %s", byReason[k], k)
 		if ex, ok := examples[k]; ok {
-			p += fmt.Sprintf(", e.g. message %q: %s", ex.MessageID, ex.Description)
+			p += fmt.Sprintf(", e.g. %s: %s", ex.Name(), ex.Description)
 		}
 		parts = append(parts, p)
 	}
@@ -348,7 +348,12 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 	case ModeCopy:
 		return fmt.Sprintf("%d messages are stuck: %s (%s); they were not copied, and the checkpoint stays before the first of them", n, why, strings.Join(parts, "; "))
 	}
-	return fmt.Sprintf("%d messages are stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount, JetStream max_deliver): give the pipeline a dead-letter destination that takes them, or move them otherwise", n, why, strings.Join(parts, "; "))
+	if j.pipe.Spec.Source.Kind == "nats" {
+		// The nats source terminates a message on its last delivery: a
+		// re-run does not see it.
+		return fmt.Sprintf("%d messages are stuck: %s (%s); they stay in the stream, but at max_deliver the durable terminates them and never delivers them again, so running the same command again does not move them: give the pipeline a dead-letter destination that takes them before they reach max_deliver (a dry run finds them), or move them otherwise", n, why, strings.Join(parts, "; "))
+	}
+	return fmt.Sprintf("%d messages are stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount): give the pipeline a dead-letter destination that takes them, or move them otherwise", n, why, strings.Join(parts, "; "))
 }
 
 // quickCount bounds a count that is not worth waiting for: after an

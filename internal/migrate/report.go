@@ -243,6 +243,19 @@ type Example struct {
 	Description string   `json:"description,omitempty"`
 }
 
+// Name names the message for the user: its id, else its position at the
+// source (a JetStream message without Nats-Msg-Id has only its stream
+// sequence).
+func (e Example) Name() string {
+	switch {
+	case e.MessageID != "":
+		return fmt.Sprintf("message %q", e.MessageID)
+	case e.Sequence != "":
+		return "the message at sequence " + e.Sequence
+	}
+	return "a message without an id"
+}
+
 // WriteFile writes the report as indented JSON, atomically.
 func (r *Report) WriteFile(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -318,7 +331,7 @@ func (r *Report) Summary(w io.Writer) {
 			for _, k := range sortedKeys(d.WouldStick) {
 				fmt.Fprintf(w, "    would be stuck %d: %s", d.WouldStick[k], stuckText(j, k))
 				if ex, ok := d.Examples["stuck:"+k]; ok {
-					fmt.Fprintf(w, " (e.g. message %q: %s)", ex.MessageID, ex.Description)
+					fmt.Fprintf(w, " (e.g. %s: %s)", ex.Name(), ex.Description)
 				}
 				fmt.Fprintln(w)
 			}
@@ -354,7 +367,7 @@ func (r *Report) Summary(w io.Writer) {
 			for _, k := range sortedKeys(j.Stuck) {
 				fmt.Fprintf(w, "    stuck %d: %s", j.Stuck[k], stuckText(j, k))
 				if ex, ok := j.StuckExamples[k]; ok {
-					fmt.Fprintf(w, " (e.g. message %q: %s)", ex.MessageID, ex.Description)
+					fmt.Fprintf(w, " (e.g. %s: %s)", ex.Name(), ex.Description)
 				}
 				fmt.Fprintln(w)
 			}
