@@ -492,12 +492,15 @@ func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*m
 			tr.group(m.GroupKey)
 		}
 		if rerun != "" {
-			// From the message's own id, else the source's name for it;
-			// without either the sink makes up a unique one anyway (one key
-			// for all of them would let the sink keep just one).
-			if k := m.DedupKey(); k != "" {
+			// From the source's name for the message (the same on a
+			// redelivery, so a resumed re-run still deduplicates against
+			// itself, and distinct for messages that share an id: a
+			// JetStream Nats-Msg-Id reused outside its window), else its
+			// own id; without either the sink makes up a unique one anyway
+			// (one key for all of them would let the sink keep just one).
+			if k := m.SourceKey(); k != "" {
 				m.DedupID = rerunDedupID(k, rerun)
-			} else if k := m.SourceKey(); k != "" {
+			} else if k := m.DedupKey(); k != "" {
 				m.DedupID = rerunDedupID(k, rerun)
 			}
 		}

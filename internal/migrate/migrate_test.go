@@ -483,6 +483,35 @@ func TestNewDedupIDsWithoutIDs(t *testing.T) {
 	}
 }
 
+// TestNewDedupIDsSplitSharedIDs: messages that share a dedup id at the
+// source (a Nats-Msg-Id reused outside the stream's window) are distinct
+// messages there; the re-run's ids follow the source's name for each, so
+// a FIFO sink keeps all of them (the audit: 3 moved, 1 arrived, with and
+// without the flag).
+func TestNewDedupIDsSplitSharedIDs(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	ms := msgs(3, 0)
+	for i, m := range ms {
+		m.ID, m.DedupID = "", "order-42"
+		m.Source = mapping.Source{Protocol: "nats", Address: "in", SequenceNumber: fmt.Sprint(i + 1)}
+	}
+	b.put("in", ms...)
+	opt := fastOptions(ModeMove)
+	opt.RunID = "rerun-1"
+	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	seen := map[string]bool{}
+	for _, m := range b.messages("out") {
+		seen[m.DedupID] = true
+	}
+	for i := 1; i <= 3; i++ {
+		if !seen[rerunDedupID(fmt.Sprintf("nats\x00in\x00%d", i), "rerun-1")] {
+			t.Errorf("dedup ids %v: want one per source sequence", seen)
+		}
+	}
+}
+
 func TestReportFileAndSummary(t *testing.T) {
 	b, pipes := setup(t, moveHCL)
 	ms := msgs(12, 2)
