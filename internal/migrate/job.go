@@ -198,6 +198,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	snap := tr.snapshot()
 	rep.Counts = readCounts(reg)
 	rep.Read = snap.taken
+	rep.Redelivered = snap.ackedAgain
 	rep.Skipped = snap.skipped
 	rep.Groups = snap.groups
 	tr.mu.Lock()

@@ -120,6 +120,11 @@ type Counts struct {
 	DeadLetteredTotal int64            `json:"dead_lettered_total"`
 	Retried           int64            `json:"retried"`
 	Throttled         int64            `json:"throttled"`
+	// Redelivered counts messages acknowledged at the source that it had
+	// delivered before this run took them (to an interrupted earlier run,
+	// which may have written them; a deduplicating sink then drops the
+	// copy): the verification's allowance for a resumed move.
+	Redelivered int64 `json:"redelivered,omitempty"`
 	// DuplicatesDropped counts messages the sink's broker said it dropped
 	// as duplicates (JetStream); other brokers do not say.
 	DuplicatesDropped int64 `json:"duplicates_dropped_by_sink"`
@@ -143,6 +148,7 @@ func (c *Counts) add(o Counts) {
 	c.Retried += o.Retried
 	c.Throttled += o.Throttled
 	c.DuplicatesDropped += o.DuplicatesDropped
+	c.Redelivered += o.Redelivered
 	c.Skipped += o.Skipped
 	c.Dropped += o.Dropped
 	c.DeadLetteredTotal += o.DeadLetteredTotal

@@ -58,6 +58,10 @@ type tracker struct {
 	stuckReasons  map[string]int64 // reason code → messages
 	stuckExamples map[string]Example
 	stuckInFlight int64 // redeliveries of stuck messages the engine holds
+	// ackedAgain counts deliveries acknowledged that the source had
+	// delivered before (an interrupted earlier run may have written them:
+	// a deduplicating sink drops the copy), for the verification.
+	ackedAgain int64
 	// Dry run: whether the dead-letter destination would take what the
 	// sink refuses. noDeadLetter: the pipeline has none (the engine hands
 	// such messages back for good); dlq opens the dead-letter sink's dry
@@ -109,6 +113,7 @@ type snapshot struct {
 	stuck      int64 // messages nothing takes (distinct)
 	// stuckInFlight: redeliveries of those the engine holds now.
 	stuckInFlight int64
+	ackedAgain    int64
 }
 
 func (t *tracker) snapshot() snapshot {
@@ -121,6 +126,7 @@ func (t *tracker) snapshot() snapshot {
 		notCopied:  t.notCopied,
 
 		stuck: int64(len(t.stuck)), stuckInFlight: t.stuckInFlight,
+		ackedAgain: t.ackedAgain,
 	}
 	if t.browser != nil && !t.dryRun && !t.hold {
 		s.notCopied += int64(len(t.pending))
@@ -521,6 +527,11 @@ func (d *trackedDelivery) Ack(ctx context.Context) error {
 	err := d.Delivery.Ack(ctx)
 	if err == nil {
 		d.t.done(d.pos, d.hasPos)
+		if m := d.Message(); m != nil && m.Source.DeliveryCount > 1 {
+			d.t.mu.Lock()
+			d.t.ackedAgain++
+			d.t.mu.Unlock()
+		}
 	}
 	return err
 }

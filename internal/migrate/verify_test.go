@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,10 @@ func TestVerification(t *testing.T) {
 			mode: ModeCopy, verified: true, checked: true},
 		{name: "fewer: merged or taken", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: bl(0, 0), SinkAfter: bl(1, 0)},
 			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote"},
+		{name: "fewer, within the redelivered: a resume", j: JobReport{Counts: Counts{Written: 4, Redelivered: 3}, SinkBefore: bl(2, 0), SinkAfter: bl(3, 0)},
+			mode: ModeMove, verified: true, checked: true, note: "within the 3 messages the source had delivered before"},
+		{name: "fewer than written, more than redelivered", j: JobReport{Counts: Counts{Written: 4, Redelivered: 2}, SinkBefore: bl(0, 0), SinkAfter: bl(1, 0)},
+			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote: its broker dropped them"},
 		{name: "more: another producer", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: bl(0, 0), SinkAfter: bl(6, 0)},
 			mode: ModeMove, verified: true, checked: true, note: "2 more"},
 		{name: "uncountable sink", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: nil, SinkAfter: nil, CountErrors: map[string]string{"sink": "an AMQP queue cannot be counted"}},
@@ -85,5 +90,43 @@ func TestMigrationVerifiesTheSink(t *testing.T) {
 	rep.Summary(&sum)
 	if !strings.Contains(sum.String(), "verified: the sink grew by 4, 4 written") {
 		t.Errorf("summary:\n%s", sum.String())
+	}
+}
+
+// TestResumedMoveIsVerified: messages an interrupted run wrote and did not
+// acknowledge come back (delivered before) and are written again; a
+// deduplicating sink keeps the first copy, so the sink grows by less than
+// was written. Within the redelivered count that is a resume, verified; an
+// audit saw every exact resume reported "NOT verified".
+func TestResumedMoveIsVerified(t *testing.T) {
+	defer func(w time.Duration) { verifyWait = w }(verifyWait)
+	verifyWait = 0
+	for _, again := range []bool{true, false} {
+		b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
+		ms := msgs(4, 0)
+		for i, m := range ms {
+			m.DedupID = fmt.Sprintf("d%d", i)
+			if i < 2 && again {
+				m.Source.DeliveryCount = 2
+			}
+		}
+		// The interrupted run wrote the first two.
+		b.mu.Lock()
+		b.dedup = map[string]bool{"d0": true, "d1": true}
+		b.mu.Unlock()
+		b.put("out", ms[0].Clone(), ms[1].Clone())
+		b.put("in", ms...)
+		rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+		j := rep.Jobs[0]
+		v := j.Verification
+		if j.Written != 4 || v == nil || v.SinkGrowth != 2 {
+			t.Fatalf("written %d, verification %+v", j.Written, v)
+		}
+		if again && (!v.Verified || j.Redelivered != 2 || !strings.Contains(v.Note, "within the 2 messages the source had delivered before") || rep.Reason != "") {
+			t.Errorf("resumed: redelivered %d, verification %+v, reason %q", j.Redelivered, v, rep.Reason)
+		}
+		if !again && (v.Verified || j.Redelivered != 0) {
+			t.Errorf("nothing redelivered: redelivered %d, verification %+v", j.Redelivered, v)
+		}
 	}
 }
