@@ -235,7 +235,7 @@ func (s drySink) Send(_ context.Context, msgs []*mapping.Message) []error {
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
 		if _, err := sqsmap.Encode(m, s.enc); err != nil {
-			errs[i] = fmt.Errorf("sqs: encode message %d: %w", i, err)
+			errs[i] = err // as the sink says it
 		}
 	}
 	return errs

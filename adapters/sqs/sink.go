@@ -187,7 +187,10 @@ func (s *Sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			continue
 		}
 		if err != nil {
-			call.errs[i] = fmt.Errorf("sqs: encode message %d: %w", i, err)
+			// sqsmap names the field and limit; a position in the
+			// call would read as a message id (and lands in the dead
+			// letter's description).
+			call.errs[i] = err
 			if s.queue.fifo {
 				if failedGroups == nil {
 					failedGroups = map[string]bool{}
