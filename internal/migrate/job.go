@@ -556,8 +556,12 @@ type watch struct {
 	// report's rate is over the time until then.
 	lastDone   int64
 	lastDoneAt time.Time
-	stoppedAt  time.Time // when the engine stopped
-	everRan    bool
+	// recent: the progress rate over the last seconds, so that the ETA
+	// does not promise seconds while nothing moves (messages an earlier
+	// run held wait out their lock).
+	recent    rateWindow
+	stoppedAt time.Time // when the engine stopped
+	everRan   bool
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
 	lastRunning time.Time
@@ -727,11 +731,40 @@ func (w *watch) figures(c Counts, snap snapshot) Figures {
 	if w.j.opt.Mode == ModeDryRun {
 		f.Written = 0
 	}
-	if el := time.Since(w.start).Seconds(); el > 0 {
-		f.Rate = float64(f.Done) / el
-	}
+	f.Rate = w.recent.rate(time.Now(), f.Done, w.start)
 	if f.Total > f.Done && f.Rate > 0 {
 		f.ETA = time.Duration(float64(f.Total-f.Done) / f.Rate * float64(time.Second))
 	}
 	return f
+}
+
+// rateWindow is a rate over the last rateSpan: the progress's msg/s and
+// ETA. A rate over the whole run kept promising an end while nothing
+// moved.
+type rateWindow struct {
+	at   []time.Time
+	done []int64
+}
+
+const rateSpan = 10 * time.Second
+
+// rate records done at now and returns the rate since the oldest sample
+// within rateSpan, or over the time since start while the run is younger
+// than that.
+func (r *rateWindow) rate(now time.Time, done int64, start time.Time) float64 {
+	r.at = append(r.at, now)
+	r.done = append(r.done, done)
+	i := 0
+	for i < len(r.at)-1 && now.Sub(r.at[i+1]) >= rateSpan {
+		i++
+	}
+	r.at, r.done = r.at[i:], r.done[i:]
+	from, base := r.at[0], r.done[0]
+	if now.Sub(from) < rateSpan {
+		from, base = start, 0
+	}
+	if el := now.Sub(from).Seconds(); el > 0 {
+		return float64(done-base) / el
+	}
+	return 0
 }

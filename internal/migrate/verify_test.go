@@ -130,3 +130,28 @@ func TestResumedMoveIsVerified(t *testing.T) {
 		}
 	}
 }
+
+// The progress rate is over the last seconds: while nothing moves it falls
+// to 0 and the ETA goes (a resume that waited 15 s for locked messages
+// showed "eta=1s" throughout).
+func TestProgressRateIsRecent(t *testing.T) {
+	start := time.Unix(0, 0)
+	var r rateWindow
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	if got := r.rate(at(5), 500, start); got != 100 {
+		t.Errorf("young run: %v, want 100/s since the start", got)
+	}
+	for s := 6; s <= 12; s++ {
+		r.rate(at(s), 600+int64(s-6)*100, start)
+	}
+	// From second 12 to 30 nothing moves.
+	for s := 13; s <= 30; s++ {
+		r.rate(at(s), 1200, start)
+	}
+	if got := r.rate(at(31), 1200, start); got != 0 {
+		t.Errorf("stalled: %v, want 0", got)
+	}
+	if got := r.rate(at(41), 2200, start); got != 100 {
+		t.Errorf("moving again: %v, want 100/s over the last 10 s", got)
+	}
+}
