@@ -434,6 +434,9 @@ func TestCopyCheckpointBelongsToItsSource(t *testing.T) {
 	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "queue in") || !strings.Contains(rep.Reason, "queue other") {
 		t.Fatalf("another source: %s: %s", rep.Outcome, rep.Reason)
 	}
+	if s := summaryOf(rep); strings.Contains(s, "resumed from") || rep.Jobs[0].ResumedFrom != 0 {
+		t.Errorf("a refused checkpoint is not resumed from:\n%s", s)
+	}
 	if n := len(b.messages("out")); n != 23 {
 		t.Errorf("sink holds %d, want 23", n)
 	}

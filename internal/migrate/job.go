@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -89,6 +90,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 
 	if j.state != nil && opt.Mode == ModeCopy {
 		if err := j.state.check(j.key(), j.pipe.SourceIdentity()); err != nil {
+			rep.ResumedFrom = 0 // the checkpoint is another source's: nothing resumed
 			return fail(err)
 		}
 	}
@@ -203,6 +205,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	rep.Groups = snap.groups
 	tr.mu.Lock()
 	rep.GroupNames = append([]string(nil), tr.groupNames...)
+	slices.Sort(rep.GroupNames) // arrival order means nothing to a reader
 	rep.GroupsTruncated = len(tr.groups) > len(tr.groupNames)
 	examples := tr.examples
 	rejects := tr.rejects
