@@ -478,10 +478,14 @@ func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*m
 		if deadLetterQueue {
 			// Keep why the message was dead-lettered, under the names the
 			// engine's own dead letters use.
-			if r := m.Source.DeadLetterReason; r != "" {
-				if _, ok := m.Attr(bridge.AttrDeadLetterReason); !ok {
-					m.SetAttr(bridge.AttrDeadLetterReason, mapping.String(r))
+			if _, ok := m.Attr(bridge.AttrDeadLetterReason); !ok {
+				// SQS records no reason: without one a dead letter would
+				// arrive looking like any live message.
+				r := m.Source.DeadLetterReason
+				if r == "" {
+					r = ReasonSourceDeadLetterQueue
 				}
+				m.SetAttr(bridge.AttrDeadLetterReason, mapping.String(r))
 			}
 			if d := m.Source.DeadLetterDesc; d != "" {
 				if _, ok := m.Attr(bridge.AttrDeadLetterDescription); !ok {
@@ -511,6 +515,10 @@ func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*m
 		return nil
 	}
 }
+
+// ReasonSourceDeadLetterQueue is the DeadLetterReason of a message moved
+// from a dead-letter queue whose broker records no reason (SQS).
+const ReasonSourceDeadLetterQueue = "source-dead-letter-queue"
 
 // release hands a dry run's held deliveries back to the source: with
 // Release where the delivery has it (driver.Releaser: visible again at once,

@@ -362,8 +362,10 @@ func TestOptionsRefuseContradictions(t *testing.T) {
 func TestDeadLetterQueueKeepsItsReason(t *testing.T) {
 	b, pipes := setup(t, moveHCL)
 	b.put("in", msgs(5, 0)...)
-	for _, m := range msgs(3, 0) {
-		m.Source.DeadLetterReason, m.Source.DeadLetterDesc = "MaxDeliveryCountExceeded", "tried 10 times"
+	for i, m := range msgs(3, 0) {
+		if i < 2 { // the third as SQS keeps it: no reason
+			m.Source.DeadLetterReason, m.Source.DeadLetterDesc = "MaxDeliveryCountExceeded", "tried 10 times"
+		}
 		b.putDead("in", m)
 	}
 	opt := fastOptions(ModeMove)
@@ -380,10 +382,16 @@ func TestDeadLetterQueueKeepsItsReason(t *testing.T) {
 	if len(dl) != 3 {
 		t.Fatalf("target dead-letter queue holds %d, want 3", len(dl))
 	}
-	r, _ := dl[0].Attr("DeadLetterReason")
-	d, _ := dl[0].Attr("DeadLetterErrorDescription")
-	if r.Str() != "MaxDeliveryCountExceeded" || d.Str() != "tried 10 times" {
-		t.Errorf("reason %q, description %q", r.Str(), d.Str())
+	reasons := map[string]int{}
+	for _, m := range dl {
+		r, _ := m.Attr("DeadLetterReason")
+		reasons[r.Str()]++
+		if d, _ := m.Attr("DeadLetterErrorDescription"); r.Str() == "MaxDeliveryCountExceeded" && d.Str() != "tried 10 times" {
+			t.Errorf("description %q", d.Str())
+		}
+	}
+	if reasons["MaxDeliveryCountExceeded"] != 2 || reasons[ReasonSourceDeadLetterQueue] != 1 {
+		t.Errorf("reasons %v: want the source's, and %s where it recorded none", reasons, ReasonSourceDeadLetterQueue)
 	}
 }
 
