@@ -243,7 +243,12 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	// before and never connected, the counts are quick: a stop must not
 	// wait on them.
 	rep.SourceAfter, rep.SinkAfter, _ = j.countBoth(ctx, rep, !w.everRan)
-	rep.Verification = j.verify(ctx, rep)
+	if outcome != OutcomeFailed || rep.Written > 0 {
+		// A pipeline that failed before it wrote anything has nothing to
+		// verify ("verified: the sink grew by 0, 0 written" read as a
+		// success).
+		rep.Verification = j.verify(ctx, rep)
+	}
 	rep.DrainedBy = by
 
 	rep.stuckWhy = j.stuckWhy("it")

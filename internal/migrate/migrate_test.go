@@ -433,6 +433,11 @@ func TestConnectTimeoutSaysWhy(t *testing.T) {
 	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "not connected after") {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
+	// Nothing was written: nothing to verify (it said "verified: the sink
+	// grew by 0, 0 written").
+	if s := summaryOf(rep); rep.Jobs[0].Verification != nil || strings.Contains(s, "verified") {
+		t.Errorf("verification %+v; summary:\n%s", rep.Jobs[0].Verification, s)
+	}
 }
 
 func TestNewDedupIDsAreStablePerRun(t *testing.T) {
