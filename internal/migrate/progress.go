@@ -154,7 +154,7 @@ func (b *BarProgress) Start(job string, total int64) {
 			decor.Any(func(decor.Statistics) string {
 				st.mu.Lock()
 				defer st.mu.Unlock()
-				s := fmt.Sprintf("%.0f msg/s", st.f.Rate)
+				s := rateText(st.f.Rate)
 				if st.f.ETA > 0 {
 					s += " ETA " + st.f.ETA.Round(time.Second).String()
 				}

@@ -410,9 +410,9 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	if len(r.Jobs) > 1 {
 		t := r.Totals
-		fmt.Fprintf(w, "  total: read %d, written %d, dead-lettered %d, %.0f msg/s\n", t.Read, t.Written, t.DeadLetteredTotal, r.Rate)
+		fmt.Fprintf(w, "  total: read %d, written %d, dead-lettered %d, %s\n", t.Read, t.Written, t.DeadLetteredTotal, rateText(r.Rate))
 	} else {
-		fmt.Fprintf(w, "  %.0f msg/s\n", r.Rate)
+		fmt.Fprintf(w, "  %s\n", rateText(r.Rate))
 	}
 }
 
@@ -455,4 +455,13 @@ func round(d time.Duration) time.Duration {
 		return d.Round(time.Second)
 	}
 	return d.Round(10 * time.Millisecond)
+}
+
+// rateText shows a rate; below 10 msg/s with a decimal, so that a slow run
+// that moved something does not read "0 msg/s".
+func rateText(r float64) string {
+	if r > 0 && r < 10 {
+		return fmt.Sprintf("%.1f msg/s", r)
+	}
+	return fmt.Sprintf("%.0f msg/s", r)
 }

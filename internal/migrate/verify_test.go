@@ -155,3 +155,11 @@ func TestProgressRateIsRecent(t *testing.T) {
 		t.Errorf("moving again: %v, want 100/s over the last 10 s", got)
 	}
 }
+
+func TestRateText(t *testing.T) {
+	for r, want := range map[float64]string{0: "0 msg/s", 0.08: "0.1 msg/s", 3.33: "3.3 msg/s", 812.4: "812 msg/s"} {
+		if got := rateText(r); got != want {
+			t.Errorf("rateText(%v) = %q, want %q", r, got, want)
+		}
+	}
+}
