@@ -353,42 +353,37 @@ func TestRateIsOverActiveTime(t *testing.T) {
 }
 
 // A dry run's sample goes back with Release where the source can (no
-// failure backoff: SQS nack_backoff), Nack elsewhere.
+// failure backoff: SQS nack_backoff), Nack elsewhere, and before the source
+// closes: a closed SQS source cannot release, so what a held dry run
+// received as it stopped stayed invisible for its visibility timeout (the
+// audit's "sqs: closed"; memqlate returns its last delivery then).
 func TestDryRunSampleIsReleased(t *testing.T) {
-	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqrel"`))
-	b.put("in", msgs(30, 0)...)
-	opt := fastOptions(ModeDryRun)
-	opt.Sample = 10
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeComplete {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-	st := auditSettled(pipes[0].Spec.Source.Config.(memSourceConfig).Broker)
-	if st.releases.Load() != 10 || st.nacks.Load() != 0 {
-		t.Errorf("released %d, nacked %d; want 10 released", st.releases.Load(), st.nacks.Load())
-	}
-	if got := b.backlog("in"); got.Ready != 30 {
-		t.Errorf("source after the dry run: %+v", got)
-	}
-}
-
-// What a held dry run receives as it stops goes back too, before the
-// source closes: a closed SQS source cannot release, and the message stayed
-// invisible for its visibility timeout (the audit's "sqs: closed").
-func TestDryRunReleasesWhatArrivesAsItStops(t *testing.T) {
-	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqlate"`))
-	b.put("in", msgs(5, 0)...)
-	opt := fastOptions(ModeDryRun)
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeComplete {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-	st := auditSettled(pipes[0].Spec.Source.Config.(memSourceConfig).Broker)
-	if st.releases.Load() != 5 || st.nacks.Load() != 0 {
-		t.Errorf("released %d, nacked %d; want 5 released", st.releases.Load(), st.nacks.Load())
-	}
-	if got := b.backlog("in"); got.Ready != 5 {
-		t.Errorf("source after the dry run: %+v, want 5 ready", got)
+	for _, tc := range []struct {
+		kind          string
+		put, sample   int
+		wantReleased  int64
+		wantSourceRdy int64
+	}{
+		{"memqrel", 30, 10, 10, 30},
+		{"memqlate", 5, 100, 5, 5},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "`+tc.kind+`"`))
+			b.put("in", msgs(tc.put, 0)...)
+			opt := fastOptions(ModeDryRun)
+			opt.Sample = int64(tc.sample)
+			rep := Run(context.Background(), pipes, opt, nil)
+			if rep.Outcome != OutcomeComplete {
+				t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+			}
+			st := auditSettled(pipes[0].Spec.Source.Config.(memSourceConfig).Broker)
+			if st.releases.Load() != tc.wantReleased || st.nacks.Load() != 0 {
+				t.Errorf("released %d, nacked %d; want %d released", st.releases.Load(), st.nacks.Load(), tc.wantReleased)
+			}
+			if got := b.backlog("in"); got.Ready != tc.wantSourceRdy {
+				t.Errorf("source after the dry run: %+v, want %d ready", got, tc.wantSourceRdy)
+			}
+		})
 	}
 }
 

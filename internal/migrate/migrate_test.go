@@ -465,18 +465,14 @@ func TestNewDedupIDsAreStablePerRun(t *testing.T) {
 	}
 }
 
-// TestNewDedupIDsWithoutIDs: messages with no id of their own get a rerun
-// id from the source's name for them, or none (the sink makes a unique
-// one): never one id for all of them, which a FIFO sink would keep once
-// (an audit saw 20 such messages arrive as 1).
-func TestNewDedupIDsWithoutIDs(t *testing.T) {
+// rerunDedupIDs moves three messages, prepared by prep, with
+// -new-dedup-ids rerun-1, and returns how often each dedup id arrived.
+func rerunDedupIDs(t *testing.T, prep func(i int, m *mapping.Message)) map[string]int {
+	t.Helper()
 	b, pipes := setup(t, moveHCL)
 	ms := msgs(3, 0)
 	for i, m := range ms {
-		m.ID = ""
-		if i < 2 {
-			m.Source = mapping.Source{Protocol: "nats", Address: "in", SequenceNumber: fmt.Sprint(i + 1)}
-		}
+		prep(i, m)
 	}
 	b.put("in", ms...)
 	opt := fastOptions(ModeMove)
@@ -484,14 +480,29 @@ func TestNewDedupIDsWithoutIDs(t *testing.T) {
 	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for _, m := range b.messages("out") {
-		if m.DedupID != "" && seen[m.DedupID] {
-			t.Errorf("dedup id %q given twice", m.DedupID)
-		}
-		seen[m.DedupID] = true
+		seen[m.DedupID]++
 	}
-	if !seen[rerunDedupID("nats\x00in\x001", "rerun-1")] || !seen[rerunDedupID("nats\x00in\x002", "rerun-1")] || !seen[""] {
+	return seen
+}
+
+func natsSeq(i int) mapping.Source {
+	return mapping.Source{Protocol: "nats", Address: "in", SequenceNumber: fmt.Sprint(i + 1)}
+}
+
+// TestNewDedupIDsWithoutIDs: messages with no id of their own get a rerun
+// id from the source's name for them, or none (the sink makes a unique
+// one): never one id for all of them, which a FIFO sink would keep once
+// (an audit saw 20 such messages arrive as 1).
+func TestNewDedupIDsWithoutIDs(t *testing.T) {
+	seen := rerunDedupIDs(t, func(i int, m *mapping.Message) {
+		m.ID = ""
+		if i < 2 {
+			m.Source = natsSeq(i)
+		}
+	})
+	if seen[rerunDedupID("nats\x00in\x001", "rerun-1")] != 1 || seen[rerunDedupID("nats\x00in\x002", "rerun-1")] != 1 || seen[""] != 1 {
 		t.Errorf("dedup ids %v: want the two from the source's sequence numbers and none for the third", seen)
 	}
 }
@@ -502,24 +513,11 @@ func TestNewDedupIDsWithoutIDs(t *testing.T) {
 // a FIFO sink keeps all of them (the audit: 3 moved, 1 arrived, with and
 // without the flag).
 func TestNewDedupIDsSplitSharedIDs(t *testing.T) {
-	b, pipes := setup(t, moveHCL)
-	ms := msgs(3, 0)
-	for i, m := range ms {
-		m.ID, m.DedupID = "", "order-42"
-		m.Source = mapping.Source{Protocol: "nats", Address: "in", SequenceNumber: fmt.Sprint(i + 1)}
-	}
-	b.put("in", ms...)
-	opt := fastOptions(ModeMove)
-	opt.RunID = "rerun-1"
-	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-	seen := map[string]bool{}
-	for _, m := range b.messages("out") {
-		seen[m.DedupID] = true
-	}
-	for i := 1; i <= 3; i++ {
-		if !seen[rerunDedupID(fmt.Sprintf("nats\x00in\x00%d", i), "rerun-1")] {
+	seen := rerunDedupIDs(t, func(i int, m *mapping.Message) {
+		m.ID, m.DedupID, m.Source = "", "order-42", natsSeq(i)
+	})
+	for i := range 3 {
+		if seen[rerunDedupID(fmt.Sprintf("nats\x00in\x00%d", i+1), "rerun-1")] != 1 {
 			t.Errorf("dedup ids %v: want one per source sequence", seen)
 		}
 	}
