@@ -245,6 +245,10 @@ func DeadLetterSource(_ context.Context, cfg SourceConfig, _ *slog.Logger) (Sour
 		return cfg, fmt.Errorf("servicebus: the source reads sub-queue %q, which has no dead-letter queue of its own: %w", cfg.SubQueue, driver.ErrNoDeadLetterQueue)
 	}
 	cfg.SubQueue = subQueueDeadLetter
+	// A dead-letter queue is never session-enabled, even that of a session
+	// queue: read it with a plain receiver (its messages keep their
+	// SessionId, the group key).
+	cfg.Sessions = nil
 	if _, err := cfg.resolve(); err != nil {
 		return cfg, fmt.Errorf("servicebus source: %w", err)
 	}

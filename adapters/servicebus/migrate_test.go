@@ -248,6 +248,22 @@ func TestMigrateRefusals(t *testing.T) {
 	}
 }
 
+// The dead-letter queue of a session queue has no sessions: its source
+// drops the sessions block (it was copied, and refused, so that
+// -include-dead-letters failed the whole pipeline).
+func TestDeadLetterSourceOfASessionQueue(t *testing.T) {
+	t.Parallel()
+	cs := "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=a2V5;UseDevelopmentEmulator=true"
+	cfg := SourceConfig{ConnConfig: ConnConfig{ConnectionString: cs}, Queue: "q", Sessions: &SessionsConfig{}}
+	dl, err := DeadLetterSource(context.Background(), cfg, nil)
+	if err != nil || dl.SubQueue != subQueueDeadLetter || dl.Sessions != nil {
+		t.Fatalf("DeadLetterSource = sub-queue %q, sessions %v, %v", dl.SubQueue, dl.Sessions, err)
+	}
+	if cfg.Sessions == nil {
+		t.Error("the main queue's configuration lost its sessions block")
+	}
+}
+
 // The dry-run sink needs no network (the namespace is a closed port) and
 // reaches the sink's verdicts over both transports.
 func TestMigrateDrySink(t *testing.T) {
