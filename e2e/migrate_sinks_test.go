@@ -53,6 +53,9 @@ pipeline "mig" {
     initial = "50ms"
     max     = "500ms"
   }
+  lock {
+    extend_every = "1s" # shorter than ack_wait
+  }
   shutdown_timeout = "5s"
 }
 `, url, stream, sink)

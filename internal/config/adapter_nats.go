@@ -10,10 +10,11 @@ import (
 // fields.
 func init() {
 	Register(AdapterKind[nats.SourceConfig, nats.SinkConfig]{
-		Name:      "nats",
-		NewSource: nats.NewSource,
-		NewSink:   nats.NewSink,
-		Feeds:     nats.SinkFeedsSource,
+		Name:       "nats",
+		NewSource:  nats.NewSource,
+		NewSink:    nats.NewSink,
+		Feeds:      nats.SinkFeedsSource,
+		SourceLock: nats.SourceLock,
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
 			c.Policy, c.MaxMessageSize, c.CarrySource, c.Envelope = o.Policy, o.MaxMessageSize, o.CarrySource, o.Envelope
 		},

@@ -7,10 +7,11 @@ import (
 
 func init() {
 	Register(AdapterKind[sqs.SourceConfig, sqs.SinkConfig]{
-		Name:      "sqs",
-		NewSource: sqs.NewSource,
-		NewSink:   sqs.NewSink,
-		Feeds:     sqs.SinkFeedsSource,
+		Name:       "sqs",
+		NewSource:  sqs.NewSource,
+		NewSink:    sqs.NewSink,
+		Feeds:      sqs.SinkFeedsSource,
+		SourceLock: sqs.SourceLock,
 		// The sink block has its own max_message_size and carry_source: the
 		// mapping block's values apply only where they are set.
 		SinkMapping: func(c *sqs.SinkConfig, o mapping.Options) {

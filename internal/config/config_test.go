@@ -772,3 +772,76 @@ func TestRealAdaptersFieldErrors(t *testing.T) {
 		})
 	}
 }
+
+// A lock heartbeat that is not shorter than the lock the source's
+// configuration gives (JetStream ack_wait, SQS visibility_timeout) is
+// refused: the broker redelivers what the engine holds while a sink is
+// slow (an audit saw 445 duplicates of 3,000 during a sink outage).
+func TestLockHeartbeatShorterThanTheSourceLock(t *testing.T) {
+	js := func(ackWait, lock string) string {
+		return fmt.Sprintf(`pipeline "p" {
+  source "nats" {
+    url = "nats://127.0.0.1:4222"
+    subject = "in.>"
+    jetstream {
+      stream   = "S"
+      durable  = "d"
+      ack_wait = %q
+    }
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out"
+  }
+%s}
+`, ackWait, lock)
+	}
+	sqsSrc := func(vis string) string {
+		return fmt.Sprintf(`pipeline "p" {
+  source "sqs" {
+    queue_url          = "http://127.0.0.1:1/000000000000/in"
+    region             = "us-east-1"
+    visibility_timeout = %q
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out"
+  }
+}
+`, vis)
+	}
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"ack_wait under the default heartbeat", js("3s", ""), "every 10s (lock { extend_every }), but the nats source's jetstream.ack_wait is 3s"},
+		{"heartbeat set shorter", js("3s", "  lock {\n    extend_every = \"1s\"\n  }\n"), ""},
+		{"heartbeat equal to ack_wait", js("20s", "  lock {\n    extend_every = \"20s\"\n  }\n"), "jetstream.ack_wait is 20s"},
+		{"default ack_wait", js("30s", ""), ""},
+		{"sqs visibility under the heartbeat", sqsSrc("4s"), "sqs source's visibility_timeout is 4s"},
+		{"sqs visibility above it", sqsSrc("60s"), ""},
+		{"core nats has no lock", `pipeline "p" {
+  source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "in"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out"
+  }
+}
+`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := load(t, tc.src)
+			if tc.want == "" {
+				if diags.HasErrors() {
+					t.Fatalf("refused: %s", diags.Error())
+				}
+				return
+			}
+			if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.want) || !strings.Contains(diags.Error(), "Lock heartbeat too slow") {
+				t.Fatalf("diags %v, want one containing %q", diags, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -157,6 +158,7 @@ func decodePipeline(e *eval, b *pipelineBlock) *Pipeline {
 		}
 	}
 	s.Engine = decodeEngine(e, b)
+	checkLock(e, s.Source, s.Engine.Lock, b)
 	if e.diags[before:].HasErrors() {
 		return nil
 	}
@@ -379,6 +381,34 @@ func decodeSet(e *eval, b *setBlock) (rules.Set, bool) {
 }
 
 // decodeEngine reads the engine's blocks over the defaults.
+// checkLock refuses a lock heartbeat that is not shorter than the lock the
+// source's configuration gives its deliveries: the broker would hand a
+// message the engine still holds to another consumer (or to this one again)
+// whenever a send takes longer, so a slow or unavailable sink turns into
+// duplicates, and into spent redelivery budgets (JetStream max_deliver).
+func checkLock(e *eval, src Adapter, l bridge.Lock, b *pipelineBlock) {
+	if src.Config == nil {
+		return
+	}
+	k := lookupKind(src.Kind)
+	if k == nil || k.sourceLock == nil {
+		return
+	}
+	name, d := k.sourceLock(src.Config)
+	if d <= 0 || l.ExtendEvery < d {
+		return
+	}
+	rng := b.Source.DefRange
+	if b.Lock != nil && b.Lock.ExtendEvery != nil {
+		rng = b.Lock.ExtendEvery.Expr.Range()
+	}
+	e.errorf(rng, "Lock heartbeat too slow for the source",
+		"The engine extends the locks of the messages it holds every %s (lock { extend_every }), but the %s source's %s is %s: "+
+			"the broker would redeliver a message the engine still holds whenever a send takes longer, so a slow or unavailable sink means duplicates. "+
+			"Set lock { extend_every } to at most a third of it (%s), or a longer %s.",
+		l.ExtendEvery, src.Kind, name, d, (d / 3).Round(time.Millisecond), name)
+}
+
 func decodeEngine(e *eval, b *pipelineBlock) bridge.Options {
 	o := bridge.DefaultOptions()
 	if x := b.Ordering; x != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -42,6 +43,11 @@ type AdapterKind[S, K any] struct {
 	// a pipeline or dead-letter sink that would pass its messages around
 	// forever. It must answer true only when certain (optional).
 	Feeds func(src S, sink K) (why string, loops bool)
+	// SourceLock names the lock the source's broker holds on a delivery and
+	// its duration where the configuration says (JetStream ack_wait, SQS
+	// visibility_timeout); 0 where it does not. config refuses a lock
+	// block whose extend_every is not shorter (optional).
+	SourceLock func(cfg S) (name string, d time.Duration)
 
 	// What qbridge migrate needs; each optional (nil: the kind cannot).
 
@@ -86,6 +92,8 @@ type kind struct {
 	openSink     func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
 	// feeds is AdapterKind.Feeds; nil where the kind has none.
 	feeds func(src, sink any) (why string, loops bool)
+	// sourceLock is AdapterKind.SourceLock; nil where the kind has none.
+	sourceLock func(cfg any) (name string, d time.Duration)
 
 	// Migration hooks; nil where the kind has none.
 	countSource      func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error)
@@ -153,6 +161,15 @@ func Register[S, K any](a AdapterKind[S, K]) {
 				return "", false
 			}
 			return a.Feeds(s, t)
+		}
+	}
+	if a.SourceLock != nil {
+		k.sourceLock = func(cfg any) (string, time.Duration) {
+			c, ok := cfg.(S)
+			if !ok {
+				return "", 0
+			}
+			return a.SourceLock(c)
 		}
 	}
 	if a.CountSource != nil {
