@@ -7,6 +7,7 @@ import (
 	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -298,6 +299,10 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 	}
 	s.conn = &sconn{dialed: d, sess: sess, links: map[string]*sendLink{}}
 	s.log.Info("amqp sink: connected", "endpoint", d.endpoint, "broker", d.product, "connections", s.connects.Add(1))
+	if d.rabbit3 && !s.set.targetDur && strings.HasPrefix(s.set.address.String(), "/queue/") {
+		s.log.Warn("amqp sink: RabbitMQ 3.x declares a missing /queue/ queue non-durable when target_durable is false: a broker restart deletes it with every message in it; set target_durable = true, or send to a durable queue declared beforehand as /amq/queue/NAME",
+			"address", s.set.address.String())
+	}
 	return s.conn, nil
 }
 
