@@ -389,7 +389,10 @@ func (r *Report) Summary(w io.Writer) {
 		if v := j.Verification; v != nil {
 			switch {
 			case v.Verified:
-				fmt.Fprintf(w, "    verified: the sink grew by %d, %d written", v.SinkGrowth, v.Expected)
+				fmt.Fprintf(w, "    verified: the sink grew by %d, %d written", v.SinkGrowth, j.Written)
+				if j.DuplicatesDropped > 0 {
+					fmt.Fprintf(w, ", %d of them reported as duplicates by the sink", j.DuplicatesDropped)
+				}
 				if v.Note != "" {
 					fmt.Fprintf(w, " (%s)", v.Note)
 				}
