@@ -411,10 +411,18 @@ func (r *Report) Summary(w io.Writer) {
 			fmt.Fprintf(w, "    checkpoint: sequence %d\n", j.Checkpoint)
 		}
 	}
-	if len(r.Jobs) > 1 {
-		t := r.Totals
+	switch t := r.Totals; {
+	case len(r.Jobs) > 1 && r.Mode == ModeDryRun:
+		var would int64
+		for _, j := range r.Jobs {
+			if j.DryRun != nil {
+				would += j.DryRun.WouldWrite
+			}
+		}
+		fmt.Fprintf(w, "  total: read %d, would write %d, %s\n", t.Read, would, rateText(r.Rate))
+	case len(r.Jobs) > 1:
 		fmt.Fprintf(w, "  total: read %d, written %d, dead-lettered %d, %s\n", t.Read, t.Written, t.DeadLetteredTotal, rateText(r.Rate))
-	} else {
+	default:
 		fmt.Fprintf(w, "  %s\n", rateText(r.Rate))
 	}
 }

@@ -167,3 +167,15 @@ func TestRateText(t *testing.T) {
 		}
 	}
 }
+
+// A dry run of several jobs totals what it would write; its total said
+// "written 0" under per-job "would write" lines.
+func TestDryRunTotalSaysWouldWrite(t *testing.T) {
+	rep := &Report{Mode: ModeDryRun, Outcome: OutcomeComplete, Totals: Counts{Read: 8}, Jobs: []*JobReport{
+		{Pipeline: "p", Queue: "main", Outcome: OutcomeComplete, Counts: Counts{Read: 5}, DryRun: &DryRunReport{WouldWrite: 5}},
+		{Pipeline: "p", Queue: "dead-letter", Outcome: OutcomeComplete, Counts: Counts{Read: 3}, DryRun: &DryRunReport{WouldWrite: 3}},
+	}}
+	if s := summaryOf(rep); !strings.Contains(s, "total: read 8, would write 8") || strings.Contains(s, "written 0") {
+		t.Errorf("summary:\n%s", s)
+	}
+}
