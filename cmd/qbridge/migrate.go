@@ -374,7 +374,19 @@ func warnSampled(w io.Writer, pipes []*config.Pipeline, sample int64) {
 		if _, err := p.WithBrowsingSource(0); err == nil {
 			continue
 		}
-		fmt.Fprintf(w, "qbridge migrate: pipeline %s: a %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; each one counts as a receive (SQS ApproximateReceiveCount, which a redrive policy may act on)\n",
-			p.Name, p.Spec.Source.Kind, sample)
+		fmt.Fprintf(w, "qbridge migrate: pipeline %s: a %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; %s\n",
+			p.Name, p.Spec.Source.Kind, sample, sampleCost(p.Spec.Source.Kind))
 	}
+}
+
+// sampleCost says what handing a sampled message back costs at a source
+// of kind, in the broker's terms.
+func sampleCost(kind string) string {
+	switch kind {
+	case "sqs":
+		return "each one counts as a receive (ApproximateReceiveCount, which a redrive policy may act on)"
+	case "servicebus":
+		return "each one counts as a delivery, and on a session entity as two (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs of a session queue many times), and a session hands out one message at a time, so the sample is one message per session"
+	}
+	return "each one counts as a delivery where the broker counts them (a redelivery limit may act on it)"
 }

@@ -133,3 +133,18 @@ pipeline "b" {
 		}
 	}
 }
+
+// The dry-run sampling note names what the sample costs at that broker (a
+// Service Bus source was told about SQS's ApproximateReceiveCount).
+func TestSampleCostNamesTheBroker(t *testing.T) {
+	for kind, want := range map[string]string{
+		"sqs":        "ApproximateReceiveCount",
+		"servicebus": "DeliveryCount",
+		"amqp":       "where the broker counts them",
+	} {
+		got := sampleCost(kind)
+		if !strings.Contains(got, want) || (kind != "sqs" && strings.Contains(got, "ApproximateReceiveCount")) {
+			t.Errorf("%s: %q, want it to say %q", kind, got, want)
+		}
+	}
+}
