@@ -66,6 +66,7 @@ var testEntities = []entitySpec{
 	{name: "sess-idle", sessions: true, lock: 3 * time.Second},
 	{name: "sess-default", sessions: true},
 	{name: "sess-order", sessions: true, lock: 3 * time.Second},
+	{name: "sess-quiet", sessions: true, lock: 3 * time.Second},
 	{name: "migrate-sess", sessions: true},
 	{name: "events", subs: []string{"audit", "billing"}},
 	{name: "template-a"},

@@ -30,6 +30,7 @@ type sessionSource struct {
 
 	held     atomic.Int32 // sessions held now
 	accepted atomic.Int64 // sessions accepted so far
+	quiet    atomic.Bool  // Quiesce: no more sessions or messages
 }
 
 var (
@@ -55,13 +56,21 @@ func (s *sessionSource) Receive(ctx context.Context, limit int) ([]driver.Delive
 	return s.receive(ctx, s.closed, limit)
 }
 
+// Quiesce stops taking sessions and messages before the source closes: a
+// worker releases its session once the message it handed out is settled
+// and accepts no other. A message handed back then (a dry run's sample) is
+// not received again on a session that is about to close, which would
+// count a second delivery (Service Bus counts one when a closing session
+// returns a locked message).
+func (s *sessionSource) Quiesce() { s.quiet.Store(true) }
+
 func (s *sessionSource) worker() {
 	defer s.wg.Done()
 	bo := backoff.Backoff{Base: s.set.conn.backoff, Max: s.set.conn.backoffMax}
-	for s.ctx.Err() == nil {
+	for s.ctx.Err() == nil && !s.quiet.Load() {
 		sr, err := s.accept()
 		switch {
-		case s.ctx.Err() != nil:
+		case s.ctx.Err() != nil || (sr != nil && s.quiet.Load()):
 			if sr != nil {
 				s.closeSession(sr)
 			}
@@ -139,7 +148,7 @@ func (s *sessionSource) serve(sr *azservicebus.SessionReceiver) {
 	}()
 	defer func() { scancel(); <-renewDone }()
 	s.log.Debug("servicebus source: session accepted", "entity", s.set.entityPath, "session_id", id, "locked_until", lock.lockedUntil())
-	for {
+	for !s.quiet.Load() {
 		rctx, cancel := context.WithTimeout(sctx, s.set.sessionIdle)
 		msgs, err := receiveSession(rctx, sr)
 		cancel()

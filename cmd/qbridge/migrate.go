@@ -386,7 +386,7 @@ func sampleCost(kind string) string {
 	case "sqs":
 		return "each one counts as a receive (ApproximateReceiveCount, which a redrive policy may act on)"
 	case "servicebus":
-		return "each one counts as a delivery, and on a session entity as two (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs of a session queue many times), and a session hands out one message at a time, so the sample is one message per session"
+		return "each one counts as a delivery (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs many times), and on a session entity, which hands out one message at a time, the sample is one message per session"
 	}
 	return "each one counts as a delivery where the broker counts them (a redelivery limit may act on it)"
 }

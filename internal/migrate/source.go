@@ -42,6 +42,7 @@ type tracker struct {
 	browser    driver.Browser
 	held       []driver.Delivery
 	quiet      bool                // hold mode: the sample is being handed back, take no more
+	quiescer   quiescer            // the open source, where it can stop taking messages
 	pending    map[uint64]struct{} // positions delivered, not yet done
 	maxDone    uint64
 	dlqNative  map[string]int64 // reason code → count, dead-lettered at the source
@@ -95,9 +96,15 @@ func newTracker() *tracker {
 func (t *tracker) wrap(src driver.Source) driver.Source {
 	t.mu.Lock()
 	t.browser, _ = src.(driver.Browser)
+	t.quiescer, _ = src.(quiescer)
 	t.mu.Unlock()
 	return &trackedSource{t: t, src: src}
 }
+
+// quiescer is a source that can stop taking messages before it closes, so
+// that what a held dry run hands back is not received again meanwhile (a
+// Service Bus session source: each such receive counts a delivery).
+type quiescer interface{ Quiesce() }
 
 // snapshot is the tracker's state for the job's drain decision and report.
 type snapshot struct {
@@ -330,7 +337,11 @@ func (t *tracker) refused() error {
 func (t *tracker) quiesce() {
 	t.mu.Lock()
 	t.quiet = true
+	q := t.quiescer
 	t.mu.Unlock()
+	if q != nil {
+		q.Quiesce()
+	}
 }
 
 func (t *tracker) quiesced() bool {
@@ -481,6 +492,9 @@ func position(m *mapping.Message) (uint64, bool) {
 // receive that returned as it stopped, is held until here.
 func (s *trackedSource) Close(ctx context.Context) error {
 	if s.t.hold && s.t.releaseHeld != nil {
+		if q, ok := s.src.(quiescer); ok {
+			q.Quiesce()
+		}
 		s.t.releaseHeld()
 	}
 	return s.src.Close(ctx)
