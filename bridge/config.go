@@ -41,11 +41,12 @@ type Config struct {
 	// dead-letter sink refused it for good (driver.IsPermanent), or the sink
 	// refused it for good and the source has no native dead-letter queue or
 	// there is no dead-letter destination (retries run out on transient
-	// failures are not reported: the next delivery may go through). It stays at the source and comes back until the source's
-	// redrive limit; a one-shot job uses this to stop waiting for it. m is
-	// the message as the source delivered it (do not modify it); reason is
-	// the dead-letter reason code of the refusal that ended it (the
-	// dead-letter sink's where it refused, else the sink's); err says why.
+	// failures are not reported: the next delivery may go through). It
+	// stays at the source and comes back until the source's redrive limit;
+	// a one-shot job uses this to stop waiting for it. m is the message as
+	// the source delivered it (do not modify it); reason is the dead-letter
+	// reason code of the refusal that ended it (the dead-letter sink's where
+	// it refused, else the sink's); err says why.
 	// It runs on a settlement goroutine and must not block.
 	OnUndeliverable func(m *mapping.Message, reason string, err error)
 

@@ -380,7 +380,6 @@ func decodeSet(e *eval, b *setBlock) (rules.Set, bool) {
 	return rules.Set{Name: b.Name, Value: v}, true
 }
 
-// decodeEngine reads the engine's blocks over the defaults.
 // checkLock refuses a lock heartbeat that is not shorter than the lock the
 // source's configuration gives its deliveries: the broker would hand a
 // message the engine still holds to another consumer (or to this one again)
@@ -409,6 +408,7 @@ func checkLock(e *eval, src Adapter, l bridge.Lock, b *pipelineBlock) {
 		l.ExtendEvery, src.Kind, name, d, (d / 3).Round(time.Millisecond), name)
 }
 
+// decodeEngine reads the engine's blocks over the defaults.
 func decodeEngine(e *eval, b *pipelineBlock) bridge.Options {
 	o := bridge.DefaultOptions()
 	if x := b.Ordering; x != nil {

@@ -757,9 +757,11 @@ func (w *watch) figures(c Counts, snap snapshot) Figures {
 // rateWindow is a rate over the last rateSpan: the progress's msg/s and
 // ETA. A rate over the whole run kept promising an end while nothing
 // moved.
-type rateWindow struct {
-	at   []time.Time
-	done []int64
+type rateWindow struct{ samples []rateSample }
+
+type rateSample struct {
+	at   time.Time
+	done int64
 }
 
 const rateSpan = 10 * time.Second
@@ -768,19 +770,18 @@ const rateSpan = 10 * time.Second
 // within rateSpan, or over the time since start while the run is younger
 // than that.
 func (r *rateWindow) rate(now time.Time, done int64, start time.Time) float64 {
-	r.at = append(r.at, now)
-	r.done = append(r.done, done)
+	r.samples = append(r.samples, rateSample{now, done})
 	i := 0
-	for i < len(r.at)-1 && now.Sub(r.at[i+1]) >= rateSpan {
+	for i < len(r.samples)-1 && now.Sub(r.samples[i+1].at) >= rateSpan {
 		i++
 	}
-	r.at, r.done = r.at[i:], r.done[i:]
-	from, base := r.at[0], r.done[0]
-	if now.Sub(from) < rateSpan {
-		from, base = start, 0
+	r.samples = r.samples[i:]
+	from := r.samples[0]
+	if now.Sub(from.at) < rateSpan {
+		from = rateSample{start, 0}
 	}
-	if el := now.Sub(from).Seconds(); el > 0 {
-		return float64(done-base) / el
+	if el := now.Sub(from.at).Seconds(); el > 0 {
+		return float64(done-from.done) / el
 	}
 	return 0
 }

@@ -235,11 +235,6 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 		} else {
 			e.home |= mapping.FieldID
 		}
-	case opt.ContentBasedDedup && m.SourceKey() == "":
-		// Nothing names the message: the queue's own choice, the hash of
-		// the body, applies. A message that has a name keeps it even
-		// here: SQS takes an explicit id over the body's hash, and two
-		// distinct messages with equal bodies are not merged.
 	default:
 		// No id of the message's own. The SHA-256 of the body, what
 		// content-based deduplication uses, would merge distinct messages
@@ -247,8 +242,15 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 		// (a move would delete them at the source): the source's name for
 		// the message where it has one (the same on a redelivery), else an
 		// id of its own (a redelivery may then arrive twice; no message is
-		// ever lost to another's id).
-		e.out.DedupID = madeUpDedupID(m)
+		// ever lost to another's id). On a queue that does deduplicate on
+		// content, a message with a name keeps it too (SQS takes an
+		// explicit id over the body's hash), and only one that nothing
+		// names is left to the queue's own choice.
+		k := m.SourceKey()
+		if k == "" && opt.ContentBasedDedup {
+			break
+		}
+		e.out.DedupID = madeUpDedupID(k)
 	}
 	return native, emptyGroup, nil
 }
@@ -259,10 +261,10 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 const madeUpPrefix = "qbridge-"
 
 // madeUpDedupID is the dedup id of a message without one: from its
-// SourceKey, else unique.
-func madeUpDedupID(m *mapping.Message) string {
-	if k := m.SourceKey(); k != "" {
-		return madeUpPrefix + hashID(k)
+// SourceKey (key), else unique.
+func madeUpDedupID(key string) string {
+	if key != "" {
+		return madeUpPrefix + hashID(key)
 	}
 	return madeUpPrefix + rand.Text()
 }
