@@ -24,9 +24,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/qbridge/qbridge/bridge/monitor"
 	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/internal/migrate"
 )
 
 // The image's facts the manifests rely on, as the Containerfile states them.
@@ -126,87 +132,88 @@ func checkProbePath(t *testing.T, where, path string) {
 	}
 }
 
-// manifest is what the test reads of Kubernetes objects.
-type manifest struct {
-	Kind     string                `yaml:"kind"`
-	Metadata struct{ Name string } `yaml:"metadata"`
-	Data     map[string]string     `yaml:"data"`
+// manifests holds the objects of one file, each decoded strictly into its
+// type from k8s.io/api: a misspelled or misplaced field fails the test, as
+// kubectl's server-side validation would fail the apply.
+type manifests struct {
+	configMaps  []*corev1.ConfigMap
+	pvcs        []*corev1.PersistentVolumeClaim
+	deployments []*appsv1.Deployment
+	jobs        []*batchv1.Job
+	scaled      []*scaledObject
+}
+
+// scaledObject is what the test reads of KEDA's ScaledObject, a custom
+// resource outside k8s.io/api (decoded leniently).
+type scaledObject struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
 	Spec     struct {
-		Template struct {
-			Spec podSpec `yaml:"spec"`
-		} `yaml:"template"`
-		ScaleTargetRef struct{ Name string } `yaml:"scaleTargetRef"`
+		ScaleTargetRef struct{ Name string } `json:"scaleTargetRef"`
 		Triggers       []struct {
-			Type     string            `yaml:"type"`
-			Metadata map[string]string `yaml:"metadata"`
-		} `yaml:"triggers"`
-	} `yaml:"spec"`
+			Type     string            `json:"type"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"triggers"`
+	} `json:"spec"`
 }
 
-type podSpec struct {
-	TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
-	SecurityContext               struct {
-		RunAsNonRoot *bool `yaml:"runAsNonRoot"`
-		RunAsUser    *int  `yaml:"runAsUser"`
-	} `yaml:"securityContext"`
-	Containers []container `yaml:"containers"`
-	Volumes    []struct {
-		Name      string `yaml:"name"`
-		ConfigMap *struct {
-			Name string `yaml:"name"`
-		} `yaml:"configMap"`
-		EmptyDir any `yaml:"emptyDir"`
-	} `yaml:"volumes"`
-}
-
-type container struct {
-	Name    string   `yaml:"name"`
-	Image   string   `yaml:"image"`
-	Command []string `yaml:"command"`
-	Args    []string `yaml:"args"`
-	Ports   []struct {
-		Name          string `yaml:"name"`
-		ContainerPort int    `yaml:"containerPort"`
-	} `yaml:"ports"`
-	LivenessProbe   *probe `yaml:"livenessProbe"`
-	ReadinessProbe  *probe `yaml:"readinessProbe"`
-	SecurityContext struct {
-		ReadOnlyRootFilesystem *bool `yaml:"readOnlyRootFilesystem"`
-	} `yaml:"securityContext"`
-	VolumeMounts []struct {
-		Name      string `yaml:"name"`
-		MountPath string `yaml:"mountPath"`
-	} `yaml:"volumeMounts"`
-}
-
-type probe struct {
-	Exec *struct {
-		Command []string `yaml:"command"`
-	} `yaml:"exec"`
-	HTTPGet *struct {
-		Path string `yaml:"path"`
-		Port any    `yaml:"port"`
-	} `yaml:"httpGet"`
-}
-
-func readManifests(t *testing.T, path string) []manifest {
+func readManifests(t *testing.T, path string) manifests {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []manifest
+	var out manifests
 	dec := yaml.NewDecoder(bytes.NewReader(b))
-	for {
-		var m manifest
-		err := dec.Decode(&m)
+	for i := 1; ; i++ {
+		var node yaml.Node
+		err := dec.Decode(&node)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: document %d: %v", path, i, err)
 		}
-		out = append(out, m)
+		doc, err := yaml.Marshal(&node)
+		if err != nil {
+			t.Fatalf("%s: document %d: %v", path, i, err)
+		}
+		var tm metav1.TypeMeta
+		if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatalf("%s: document %d: %v", path, i, err)
+		}
+		var obj any
+		switch tm.APIVersion + " " + tm.Kind {
+		case "v1 ConfigMap":
+			o := &corev1.ConfigMap{}
+			out.configMaps, obj = append(out.configMaps, o), o
+		case "v1 PersistentVolumeClaim":
+			o := &corev1.PersistentVolumeClaim{}
+			out.pvcs, obj = append(out.pvcs, o), o
+		case "v1 Secret":
+			obj = &corev1.Secret{}
+		case "v1 ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "apps/v1 Deployment":
+			o := &appsv1.Deployment{}
+			out.deployments, obj = append(out.deployments, o), o
+		case "batch/v1 Job":
+			o := &batchv1.Job{}
+			out.jobs, obj = append(out.jobs, o), o
+		case "keda.sh/v1alpha1 ScaledObject":
+			o := &scaledObject{}
+			out.scaled = append(out.scaled, o)
+			if err := sigsyaml.Unmarshal(doc, o); err != nil {
+				t.Fatalf("%s: document %d (%s): %v", path, i, tm.Kind, err)
+			}
+			continue
+		case "keda.sh/v1alpha1 TriggerAuthentication":
+			continue
+		default:
+			t.Fatalf("%s: document %d is a %s %q this test does not check; add it", path, i, tm.APIVersion, tm.Kind)
+		}
+		if err := sigsyaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Errorf("%s: document %d (%s): %v", path, i, tm.Kind, err)
+		}
 	}
 	return out
 }
@@ -220,31 +227,40 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			ms := readManifests(t, f)
 			configs := map[string]*config.Config{} // ConfigMap name → its configuration
-			deployments := map[string]bool{}
-			for _, m := range ms {
-				if m.Kind != "ConfigMap" {
-					continue
-				}
+			for _, m := range ms.configMaps {
 				for key, src := range m.Data {
 					if strings.HasSuffix(key, ".hcl") {
-						configs[m.Metadata.Name] = checkConfig(t, f+": ConfigMap "+m.Metadata.Name+" "+key, []byte(src))
+						configs[m.Name] = checkConfig(t, f+": ConfigMap "+m.Name+" "+key, []byte(src))
 					}
 				}
 			}
+			claims := map[string]bool{}
+			for _, c := range ms.pvcs {
+				claims[c.Name] = true
+			}
 			qbridges := 0
-			for _, m := range ms {
-				switch m.Kind {
-				case "Deployment":
-					deployments[m.Metadata.Name] = true
-					qbridges += checkPod(t, f+": Deployment "+m.Metadata.Name, m.Spec.Template.Spec, configs)
-				case "ScaledObject":
-					if !deployments[m.Spec.ScaleTargetRef.Name] {
-						t.Errorf("%s: ScaledObject %s scales %q, not a Deployment of the file", f, m.Metadata.Name, m.Spec.ScaleTargetRef.Name)
-					}
-					for _, tr := range m.Spec.Triggers {
-						if tr.Type == "aws-sqs-queue" && !strings.HasPrefix(tr.Metadata["queueURL"], "https://sqs.") {
-							t.Errorf("%s: ScaledObject trigger without an SQS queueURL: %v", f, tr.Metadata)
-						}
+			deployments := map[string]bool{}
+			for _, d := range ms.deployments {
+				deployments[d.Name] = true
+				for _, c := range checkPod(t, f+": Deployment "+d.Name, &d.Spec.Template.Spec, configs) {
+					qbridges++
+					checkDaemon(t, c)
+				}
+			}
+			for _, j := range ms.jobs {
+				where := f + ": Job " + j.Name
+				for _, c := range checkPod(t, where, &j.Spec.Template.Spec, configs) {
+					qbridges++
+					checkMigrateJob(t, j, c, claims)
+				}
+			}
+			for _, s := range ms.scaled {
+				if !deployments[s.Spec.ScaleTargetRef.Name] {
+					t.Errorf("%s: ScaledObject %s scales %q, not a Deployment of the file", f, s.Metadata.Name, s.Spec.ScaleTargetRef.Name)
+				}
+				for _, tr := range s.Spec.Triggers {
+					if tr.Type == "aws-sqs-queue" && !strings.HasPrefix(tr.Metadata["queueURL"], "https://sqs.") {
+						t.Errorf("%s: ScaledObject trigger without an SQS queueURL: %v", f, tr.Metadata)
 					}
 				}
 			}
@@ -255,135 +271,235 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 }
 
-// checkPod checks the qbridge containers of a pod and returns how many
-// there are.
-func checkPod(t *testing.T, where string, pod podSpec, configs map[string]*config.Config) int {
+// qbridgeContainer is a qbridge container of a pod with the configuration
+// its command line reads.
+type qbridgeContainer struct {
+	where string
+	c     *corev1.Container
+	pod   *corev1.PodSpec
+	cfg   *config.Config
+}
+
+// checkPod checks what every qbridge container of a pod needs, whatever it
+// runs, and returns those whose configuration it found.
+func checkPod(t *testing.T, where string, pod *corev1.PodSpec, configs map[string]*config.Config) []qbridgeContainer {
 	t.Helper()
-	if pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
 		t.Errorf("%s: runAsNonRoot is not set", where)
-	}
-	if u := pod.SecurityContext.RunAsUser; u != nil && *u != imageUID {
+	} else if u := psc.RunAsUser; u != nil && *u != imageUID {
 		t.Errorf("%s: runAsUser %d, the image's user is %d", where, *u, imageUID)
 	}
-	n := 0
-	for _, c := range pod.Containers {
+	var out []qbridgeContainer
+	for i := range pod.Containers {
+		c := &pod.Containers[i]
 		if !strings.HasPrefix(c.Image, "qbridge:") {
 			continue
 		}
-		n++
 		w := where + " container " + c.Name
 		if len(c.Command) > 0 && c.Command[0] != imageEntrypoint {
 			t.Errorf("%s: command %v does not run %s", w, c.Command, imageEntrypoint)
 		}
 		checkCommandLine(t, w+" args", c.Args)
-		if len(c.Args) == 0 || c.Args[0] != "run" {
-			t.Errorf("%s: args %v do not run the daemon", w, c.Args)
-			continue
-		}
-		if c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 			t.Errorf("%s: readOnlyRootFilesystem is not set", w)
 		}
-		// The configuration path of run is a mount of a ConfigMap this
-		// file defines.
-		cfgPath := c.Args[len(c.Args)-1]
-		var cfg *config.Config
-		for _, vm := range c.VolumeMounts {
-			if vm.MountPath != cfgPath {
-				continue
-			}
-			for _, v := range pod.Volumes {
-				if v.Name == vm.Name && v.ConfigMap != nil {
-					cfg = configs[v.ConfigMap.Name]
-				}
-			}
-		}
-		if cfg == nil {
-			t.Errorf("%s: run reads %s, which is no mounted ConfigMap of the file with a *.hcl key", w, cfgPath)
+		// The configuration path (the last argument) is a mount of a
+		// ConfigMap this file defines.
+		if len(c.Args) == 0 {
+			t.Errorf("%s: no arguments", w)
 			continue
 		}
-		// Every embedded NATS store is on a writable volume.
+		cfgPath := c.Args[len(c.Args)-1]
+		var cfg *config.Config
+		if v := volumeAt(c, pod, cfgPath); v != nil && v.ConfigMap != nil {
+			cfg = configs[v.ConfigMap.Name]
+		}
+		if cfg == nil {
+			t.Errorf("%s: %s reads %s, which is no mounted ConfigMap of the file with a *.hcl key", w, c.Args[0], cfgPath)
+			continue
+		}
+		grace := int64(30) // Kubernetes' default
+		if g := pod.TerminationGracePeriodSeconds; g != nil {
+			grace = *g
+		}
 		for _, p := range cfg.Pipelines {
+			// Every embedded NATS store is on a writable volume.
 			for _, a := range []config.Adapter{p.Spec.Source, p.Spec.Sink} {
 				if a.Kind == "nats" && a.Config != nil {
 					dir := fmt.Sprint(fieldValue(a.Config, "StoreDir"))
-					if embedded, _ := fieldValue(a.Config, "Embedded").(bool); embedded && !mountedUnder(c, pod, dir) {
-						t.Errorf("%s: pipeline %s keeps its NATS store in %s, not on an emptyDir volume (the root filesystem is read-only)", w, p.Name, dir)
+					if embedded, _ := fieldValue(a.Config, "Embedded").(bool); embedded {
+						if v := volumeAt(c, pod, dir); v == nil || v.EmptyDir == nil {
+							t.Errorf("%s: pipeline %s keeps its NATS store in %s, not on an emptyDir volume (the root filesystem is read-only)", w, p.Name, dir)
+						}
 					}
 				}
-			}
-			grace := 30 // Kubernetes' default
-			if g := pod.TerminationGracePeriodSeconds; g != nil {
-				grace = *g
 			}
 			if float64(grace) <= p.Spec.Engine.ShutdownTimeout.Seconds() {
 				t.Errorf("%s: terminationGracePeriodSeconds %d is not above pipeline %s's shutdown_timeout %s", w, grace, p.Name, p.Spec.Engine.ShutdownTimeout)
 			}
 		}
-		port := monitor.DefaultListen[strings.LastIndexByte(monitor.DefaultListen, ':')+1:]
-		if cfg.HTTP.Listen != "" {
-			port = cfg.HTTP.Listen[strings.LastIndexByte(cfg.HTTP.Listen, ':')+1:]
+		out = append(out, qbridgeContainer{where: w, c: c, pod: pod, cfg: cfg})
+	}
+	return out
+}
+
+// checkDaemon checks a container of a Deployment: it runs the daemon, and
+// its ports and probes reach the monitoring endpoint its configuration
+// listens on.
+func checkDaemon(t *testing.T, q qbridgeContainer) {
+	t.Helper()
+	w, c, cfg := q.where, q.c, q.cfg
+	if c.Args[0] != "run" {
+		t.Errorf("%s: args %v do not run the daemon", w, c.Args)
+		return
+	}
+	port := monitor.DefaultListen[strings.LastIndexByte(monitor.DefaultListen, ':')+1:]
+	if cfg.HTTP.Listen != "" {
+		port = cfg.HTTP.Listen[strings.LastIndexByte(cfg.HTTP.Listen, ':')+1:]
+	}
+	named := map[string]string{}
+	for _, p := range c.Ports {
+		named[p.Name] = fmt.Sprint(p.ContainerPort)
+		if fmt.Sprint(p.ContainerPort) != port {
+			t.Errorf("%s: port %s is %d, the configuration listens on %s", w, p.Name, p.ContainerPort, port)
 		}
-		named := map[string]string{}
-		for _, p := range c.Ports {
-			named[p.Name] = fmt.Sprint(p.ContainerPort)
-			if fmt.Sprint(p.ContainerPort) != port {
-				t.Errorf("%s: port %s is %d, the configuration listens on %s", w, p.Name, p.ContainerPort, port)
+	}
+	for kind, pr := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		pw := w + " " + kind + "Probe"
+		switch {
+		case pr == nil:
+			t.Errorf("%s: missing", pw)
+		case pr.Exec != nil:
+			cmd := pr.Exec.Command
+			if len(cmd) < 2 || cmd[0] != imageEntrypoint || cmd[1] != "health" {
+				t.Errorf("%s: %v is not %s health", pw, cmd, imageEntrypoint)
+				continue
+			}
+			checkCommandLine(t, pw, cmd[1:])
+			if ready := slices.Contains(cmd, "-ready"); ready != (kind == "readiness") {
+				t.Errorf("%s: %v asks the wrong endpoint", pw, cmd)
+			}
+			if cfg.HTTP.Listen != "" && cfg.HTTP.Listen != monitor.DefaultListen && !slices.Contains(cmd, "-addr") {
+				t.Errorf("%s: the configuration listens on %s; the probe needs -addr", pw, cfg.HTTP.Listen)
+			}
+		case pr.HTTPGet != nil:
+			checkProbePath(t, pw, pr.HTTPGet.Path)
+			if want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[kind]; pr.HTTPGet.Path != want {
+				t.Errorf("%s: path %s, want %s", pw, pr.HTTPGet.Path, want)
+			}
+			p := pr.HTTPGet.Port.String()
+			if np, ok := named[p]; ok {
+				p = np
+			}
+			if p != port {
+				t.Errorf("%s: port %v, the configuration listens on %s", pw, pr.HTTPGet.Port.String(), port)
+			}
+			if strings.HasPrefix(cfg.HTTP.Listen, "127.") || cfg.HTTP.Listen == "" {
+				t.Errorf("%s: kubelet cannot reach an HTTP probe on the loopback (%q); use qbridge health", pw, cfg.HTTP.Listen)
+			}
+		default:
+			t.Errorf("%s: neither exec nor httpGet", pw)
+		}
+	}
+}
+
+// checkMigrateJob checks a container of a Job: it runs qbridge migrate
+// without a terminal to confirm on, what it keeps outlives the pod, and the
+// Job's failure policy reads migrate's exit codes as docs/migrate.md
+// defines them.
+func checkMigrateJob(t *testing.T, j *batchv1.Job, q qbridgeContainer, claims map[string]bool) {
+	t.Helper()
+	w, c := q.where, q.c
+	if c.Args[0] != "migrate" {
+		t.Errorf("%s: args %v do not run qbridge migrate", w, c.Args)
+		return
+	}
+	dryRun := slices.Contains(c.Args, "-dry-run")
+	if !dryRun && !slices.Contains(c.Args, "-yes") {
+		t.Errorf("%s: a pod has no terminal to confirm on: without -yes migrate exits %d and does nothing", w, migrate.ExitUsage)
+	}
+	if q.pod.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("%s: restartPolicy %q: a podFailurePolicy needs Never", w, q.pod.RestartPolicy)
+	}
+	// -state and -report must outlive the pod: on a claim of this file.
+	for _, flag := range []string{"-state", "-report"} {
+		i := slices.Index(c.Args, flag)
+		if i < 0 {
+			continue
+		}
+		if i+1 >= len(c.Args)-1 {
+			t.Errorf("%s: %s has no value", w, flag)
+			continue
+		}
+		path := c.Args[i+1]
+		v := volumeAt(c, q.pod, filepath.Dir(path))
+		switch {
+		case v == nil:
+			t.Errorf("%s: %s %s is on the read-only root filesystem", w, flag, path)
+		case v.PersistentVolumeClaim == nil || !claims[v.PersistentVolumeClaim.ClaimName]:
+			t.Errorf("%s: %s %s is not on a PersistentVolumeClaim of the file: it would end with the pod", w, flag, path)
+		}
+	}
+	if slices.Contains(c.Args, "-copy") && !slices.Contains(c.Args, "-state") {
+		t.Errorf("%s: a copy without -state starts from the beginning in every pod the Job makes", w)
+	}
+	pfp := j.Spec.PodFailurePolicy
+	if pfp == nil {
+		t.Errorf("%s: no podFailurePolicy: an exit that needs a person (%d, %d, %d) would be retried", w, migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained)
+		return
+	}
+	known := []int32{migrate.ExitFailed, migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained, migrate.ExitInterrupted}
+	failJob := map[int32]bool{}
+	ignoresDisruption := false
+	for _, r := range pfp.Rules {
+		for _, pc := range r.OnPodConditions {
+			if pc.Type == corev1.DisruptionTarget && r.Action == batchv1.PodFailurePolicyActionIgnore {
+				ignoresDisruption = true
 			}
 		}
-		for kind, pr := range map[string]*probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-			pw := w + " " + kind + "Probe"
-			switch {
-			case pr == nil:
-				t.Errorf("%s: missing", pw)
-			case pr.Exec != nil:
-				cmd := pr.Exec.Command
-				if len(cmd) < 2 || cmd[0] != imageEntrypoint || cmd[1] != "health" {
-					t.Errorf("%s: %v is not %s health", pw, cmd, imageEntrypoint)
-					continue
-				}
-				checkCommandLine(t, pw, cmd[1:])
-				if ready := slices.Contains(cmd, "-ready"); ready != (kind == "readiness") {
-					t.Errorf("%s: %v asks the wrong endpoint", pw, cmd)
-				}
-				if cfg.HTTP.Listen != "" && cfg.HTTP.Listen != monitor.DefaultListen && !slices.Contains(cmd, "-addr") {
-					t.Errorf("%s: the configuration listens on %s; the probe needs -addr", pw, cfg.HTTP.Listen)
-				}
-			case pr.HTTPGet != nil:
-				checkProbePath(t, pw, pr.HTTPGet.Path)
-				if want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[kind]; pr.HTTPGet.Path != want {
-					t.Errorf("%s: path %s, want %s", pw, pr.HTTPGet.Path, want)
-				}
-				p := fmt.Sprint(pr.HTTPGet.Port)
-				if np, ok := named[p]; ok {
-					p = np
-				}
-				if p != port {
-					t.Errorf("%s: port %v, the configuration listens on %s", pw, pr.HTTPGet.Port, port)
-				}
-				if strings.HasPrefix(cfg.HTTP.Listen, "127.") || cfg.HTTP.Listen == "" {
-					t.Errorf("%s: kubelet cannot reach an HTTP probe on the loopback (%q); use qbridge health", pw, cfg.HTTP.Listen)
-				}
-			default:
-				t.Errorf("%s: neither exec nor httpGet", pw)
+		oe := r.OnExitCodes
+		if oe == nil {
+			continue
+		}
+		if oe.ContainerName == nil || *oe.ContainerName != c.Name {
+			t.Errorf("%s: a podFailurePolicy rule on exit codes does not name the container %q", w, c.Name)
+		}
+		for _, code := range oe.Values {
+			if !slices.Contains(known, code) {
+				t.Errorf("%s: podFailurePolicy names exit code %d, which qbridge migrate does not use (it uses %v)", w, code, known)
+			}
+			if r.Action == batchv1.PodFailurePolicyActionFailJob && oe.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn {
+				failJob[code] = true
 			}
 		}
 	}
-	return n
+	for _, code := range []int32{migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained} {
+		if !failJob[code] {
+			t.Errorf("%s: exit %d does not fail the Job: another pod would run again and its summary would no longer say why", w, code)
+		}
+	}
+	if failJob[migrate.ExitFailed] || failJob[migrate.ExitInterrupted] {
+		t.Errorf("%s: exits %d (a broker unreachable) and %d (a signal) are worth another pod, not the end of the Job", w, migrate.ExitFailed, migrate.ExitInterrupted)
+	}
+	if !ignoresDisruption {
+		t.Errorf("%s: an eviction (pod condition DisruptionTarget) should not count against backoffLimit: the next pod continues the migration", w)
+	}
 }
 
-// mountedUnder reports whether dir is on an emptyDir volume of container c.
-func mountedUnder(c container, pod podSpec, dir string) bool {
+// volumeAt returns the volume of pod mounted in c at dir or above it.
+func volumeAt(c *corev1.Container, pod *corev1.PodSpec, dir string) *corev1.Volume {
 	for _, vm := range c.VolumeMounts {
 		if dir != vm.MountPath && !strings.HasPrefix(dir, vm.MountPath+"/") {
 			continue
 		}
-		for _, v := range pod.Volumes {
-			if v.Name == vm.Name && v.EmptyDir != nil {
-				return true
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Name == vm.Name {
+				return &pod.Volumes[i]
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 // fieldValue reads an exported field of an adapter's configuration struct
