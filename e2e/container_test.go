@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/migrate"
 	"github.com/qbridge/qbridge/internal/testlog"
 )
 
@@ -412,4 +414,86 @@ func containerGet(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// TestContainerMigrateJob runs qbridge migrate in the image the way
+// deploy/kubernetes/migrate-job.yaml does: no terminal (so -yes), a
+// read-only root filesystem, progress as log lines. SIGTERM in the middle,
+// as an eviction sends it to PID 1, ends the move with exit 130 and the
+// summary; the same command in a new container, the Job's next pod, ends
+// it: exit 0, every message at the sink once, in order within its group.
+func TestContainerMigrateJob(t *testing.T) {
+	podman := podmanCmd(t)
+	ref := buildImage(t, podman, fmt.Sprintf("v0.0.0-e2e.%d.migrate", os.Getpid()))
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
+	natsCreateStream(t, js, "JOB_IN", "in.>")
+	natsCreateStream(t, js, "JOB_OUT", "out.>")
+	const groups, per = 10, 300 // 7.5 s at -rate 400: SIGTERM comes before the end
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
+	out := natsCollect(t, js, "JOB_OUT")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "migrate.hcl"), []byte(migJSPipeline(ns.URL(), "JOB_IN", "mig", "out.x")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(n int) *migration {
+		name := fmt.Sprintf("qbridge-e2e-%d-job%d", os.Getpid(), n)
+		m := &migration{done: make(chan struct{})}
+		m.cmd = podman("run", "--rm", "--name", name, "--network", "host", "--read-only", "-v", dir+":/etc/qbridge:ro",
+			ref, "migrate", "-yes", "-rate", "400", "-idle", "1s", "-progress-every", "1s", "/etc/qbridge")
+		m.cmd.Stdout, m.cmd.Stderr = &m.out, &m.errb
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			err := m.cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); ok {
+				m.code = ee.ExitCode()
+			}
+			close(m.done)
+		}()
+		t.Cleanup(func() {
+			_ = podman("rm", "-f", name).Run()
+			<-m.done
+			if t.Failed() {
+				t.Logf("container %s stdout:\n%s\nstderr:\n%s", name, m.out.String(), e2etest.Tail(m.errb.String(), 40))
+			}
+		})
+		return m
+	}
+
+	first := pod(1)
+	eventually(t, 2*time.Minute, "a progress line, and a tenth migrated", func() bool {
+		return strings.Contains(first.errb.String(), "migration progress") && out.Unique() >= groups*per/10
+	})
+	// podman run passes the signal on to the container's PID 1.
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := first.wait(t, 60*time.Second); code != migrate.ExitInterrupted {
+		t.Fatalf("first container: exit %d after SIGTERM, want %d (the Job's podFailurePolicy ignores it after an eviction)\n%s%s",
+			code, migrate.ExitInterrupted, first.out.String(), e2etest.Tail(first.errb.String(), 20))
+	}
+	if !strings.Contains(first.out.String(), "interrupted") {
+		t.Errorf("no summary after SIGTERM:\n%s", first.out.String())
+	}
+	before := out.Unique()
+	if before >= groups*per {
+		t.Fatalf("SIGTERM came too late to test the next pod (%d of %d moved)", before, groups*per)
+	}
+
+	second := pod(2)
+	if code := second.wait(t, 3*time.Minute); code != migrate.ExitComplete || !strings.Contains(second.out.String(), "complete") {
+		t.Fatalf("second container: exit %d\n%s%s", code, second.out.String(), e2etest.Tail(second.errb.String(), 20))
+	}
+	out.WaitUnique(groups*per, 30*time.Second, nil)
+	if n := migStreamMsgs(t, js, "JOB_OUT"); n != groups*per {
+		t.Errorf("sink stream holds %d messages, want %d", n, groups*per)
+	}
+	if _, disorder := natsCheckOrderAfterRestart(t, out.Records(), groups, per); disorder != 0 {
+		t.Errorf("%d out of order within their group", disorder)
+	}
+	if p, ap := migConsumerPending(t, js, "JOB_IN", "mig"); p != 0 || ap != 0 {
+		t.Errorf("source consumer: %d pending, %d ack pending", p, ap)
+	}
 }
