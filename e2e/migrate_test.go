@@ -186,6 +186,54 @@ func TestMigrateJetStreamToJetStream(t *testing.T) {
 	}
 }
 
+// -parallel 3 with three JetStream pipelines whose sinks name their
+// streams: each pipeline moves every message of its own stream, in order
+// per group, and is verified against its own sink's count.
+func TestMigrateParallelJetStream(t *testing.T) {
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
+	const groups, per = 10, 60
+	var hcl strings.Builder
+	outs := make([]*natsCollector, 3)
+	for i := range 3 {
+		natsCreateStream(t, js, fmt.Sprintf("PAR_IN%d", i), fmt.Sprintf("in%d.>", i))
+		natsCreateStream(t, js, fmt.Sprintf("PAR_OUT%d", i), fmt.Sprintf("out%d.>", i))
+		natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in%d.%d", i, g) }, groups, per, 0)
+		outs[i] = natsCollect(t, js, fmt.Sprintf("PAR_OUT%d", i))
+		p := natsPipeline(fmt.Sprintf("par%d", i), ns.URL(), fmt.Sprintf("PAR_IN%d", i), "mig", ns.URL(), fmt.Sprintf("out%d.x", i), "")
+		p = strings.Replace(p, `subject        = "in.>"`, fmt.Sprintf(`subject        = "in%d.>"`, i), 1)
+		p = strings.Replace(p, `ack_timeout = "2s"`, fmt.Sprintf("ack_timeout = \"2s\"\n      stream      = \"PAR_OUT%d\"", i), 1)
+		hcl.WriteString(p)
+	}
+	cfg := migWriteConfig(t, hcl.String())
+
+	code, rep, m := migRun(t, 2*time.Minute, "-parallel", "3", "-idle", "1s", "-progress", "log", "-progress-every", "500ms", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if len(rep.Jobs) != 3 {
+		t.Fatalf("%d jobs in the report, want 3", len(rep.Jobs))
+	}
+	for i, j := range rep.Jobs {
+		if j.Pipeline != fmt.Sprintf("par%d", i) || j.Written != groups*per || j.Verification == nil || !j.Verification.Verified ||
+			j.SinkBefore == nil || j.SinkAfter == nil || j.SinkAfter.Ready-j.SinkBefore.Ready != groups*per {
+			t.Errorf("job %d: %s written %d, sink %+v → %+v, verification %+v", i, j.Pipeline, j.Written, j.SinkBefore, j.SinkAfter, j.Verification)
+		}
+		outs[i].WaitUnique(groups*per, 30*time.Second, nil)
+		if dups := natsCheckOrder(t, outs[i].Records(), groups, per); dups != 0 {
+			t.Errorf("par%d: %d duplicates", i, dups)
+		}
+	}
+	if rep.Totals.Written != 3*groups*per {
+		t.Errorf("totals: written %d", rep.Totals.Written)
+	}
+	for i := range 3 {
+		if !strings.Contains(m.errb.String(), fmt.Sprintf(`msg="migration finished" pipeline=par%d `, i)) {
+			t.Errorf("no finish line for par%d:\n%s", i, e2etest.Tail(m.errb.String(), 20))
+		}
+	}
+}
+
 // kill -9 in the middle, then the same command: nothing lost, no duplicate
 // stored (the sink stream deduplicates on Nats-Msg-Id), order per group.
 func TestMigrateKillAndResume(t *testing.T) {

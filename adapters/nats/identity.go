@@ -14,10 +14,7 @@ func SourceIdentity(cfg SourceConfig) string {
 	if err != nil {
 		return "subject " + cfg.Subject // Validate refused it already
 	}
-	server := "server ?"
-	if id, ok := serverIdentity(s.conn); ok {
-		server = "server " + id.desc
-	}
+	server := serverName(s.conn)
 	if s.js == nil {
 		return fmt.Sprintf("%s subject %q", server, s.subject)
 	}
@@ -26,4 +23,35 @@ func SourceIdentity(cfg SourceConfig) string {
 		id += " filter " + strings.Join(s.js.filterSubjects, ",")
 	}
 	return id
+}
+
+// SinkIdentity names what a sink's count (CountSink) counts and on which
+// server, so that qbridge migrate does not run two pipelines at once whose
+// counts would include each other's writes: the JetStream stream when the
+// block names it, else the server alone (the stream that captures the
+// subject is known only to the server, and may capture other sinks'
+// subjects), or a core subject (which keeps nothing to count). An identity
+// that begins another (the server alone) counts as the same.
+func SinkIdentity(cfg SinkConfig) string {
+	s, err := cfg.resolve()
+	if err != nil {
+		return "subject " + cfg.Subject // Validate refused it already
+	}
+	server := serverName(s.conn)
+	switch {
+	case s.js == nil:
+		return fmt.Sprintf("%s subject %q", server, cfg.Subject)
+	case s.js.stream != "":
+		return fmt.Sprintf("%s stream %q", server, s.js.stream)
+	}
+	return server
+}
+
+// serverName is "server HOST:PORT" (or "server ?" for a URL that cannot
+// be normalized), as both identities begin.
+func serverName(cc connConfig) string {
+	if id, ok := serverIdentity(cc); ok {
+		return "server " + id.desc
+	}
+	return "server ?"
 }

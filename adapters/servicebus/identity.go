@@ -13,3 +13,20 @@ func SourceIdentity(cfg SourceConfig) string {
 	}
 	return "namespace " + strings.ToLower(s.conn.namespace) + " entity " + s.entityPath
 }
+
+// SinkIdentity names the entity a sink sends to and its namespace, as
+// SourceIdentity does, so that qbridge migrate does not run two pipelines
+// at once whose counts of one entity would include each other's writes. A
+// templated entity names the namespace alone: it may send to any entity
+// there.
+func SinkIdentity(cfg SinkConfig) string {
+	s, err := cfg.resolve()
+	if err != nil {
+		return "entity " + cfg.Queue + cfg.Topic // Validate refused it already
+	}
+	ns := "namespace " + strings.ToLower(s.conn.namespace)
+	if entity, literal := s.entity.Literal(); literal {
+		return ns + " entity " + entity
+	}
+	return ns
+}

@@ -59,6 +59,7 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 		scheduled  = fs.String("scheduled", "leave", "leave|wait: finish with scheduled messages left at the source (reported), or wait until they are due")
 		logFormat  = fs.String("log-format", "", "text|json (default: the configuration's)")
 		logLevel   = fs.String("log-level", "", "debug|info|warn|error (default: the configuration's; warn under a progress bar)")
+		parallel   = fs.Int("parallel", 1, "run up to this many pipelines at once; pipelines that read or write the same queue, stream or entity still run one after the other")
 	)
 	fs.Var(&pipelines, "pipeline", "migrate only this pipeline (repeatable; default: every pipeline of the configuration)")
 	fs.Var(&where, "where", "copy/dry run: only messages where TEMPLATE==VALUE or TEMPLATE!=VALUE, e.g. '{attr.tenant}==acme' (repeatable, all must hold)")
@@ -81,7 +82,8 @@ skipped). Running the same command again resumes: a move continues from
 what is left; a copy with -state continues after its checkpoint.
 
 Flags go before FILE_OR_DIR. Pipelines run one after the other: in the
-order of the -pipeline flags, else in file order.
+order of the -pipeline flags, else in file order; -parallel N runs up to N
+at once.
 
 Example:
   qbridge migrate -dry-run configs/sqs-to-servicebus.hcl
@@ -143,7 +145,7 @@ Flags:
 	opt := migrate.Options{
 		Mode: migrate.ModeMove, IncludeDeadLetters: *deadLetter, Rate: *rateCap, Idle: *idle,
 		Timeout: *timeout, ConnectTimeout: *connect, Sample: *sample, StateFile: *stateFile,
-		RunID: *rerun,
+		RunID: *rerun, Parallel: *parallel,
 	}
 	switch {
 	case *dryRun && *copyMode:
@@ -182,6 +184,9 @@ Flags:
 	}
 	if *sample < 1 {
 		return usageErr("-sample must be at least 1")
+	}
+	if *parallel < 1 {
+		return usageErr("-parallel %d: must be at least 1 (1 runs the pipelines one after the other)", *parallel)
 	}
 	if err := opt.Validate(); err != nil {
 		return usageErr("%v", err)

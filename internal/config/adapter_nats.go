@@ -26,5 +26,6 @@ func init() {
 
 		// Copy checkpoints are kept with it (qbridge migrate -state).
 		SourceIdentity: nats.SourceIdentity,
+		SinkIdentity:   nats.SinkIdentity,
 	})
 }

@@ -28,5 +28,6 @@ func init() {
 
 		// Copy checkpoints are kept with it (qbridge migrate -state).
 		SourceIdentity: servicebus.SourceIdentity,
+		SinkIdentity:   servicebus.SinkIdentity,
 	})
 }

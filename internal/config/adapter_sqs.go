@@ -29,5 +29,6 @@ func init() {
 
 		// Copy checkpoints are kept with it (qbridge migrate -state).
 		SourceIdentity: sqs.SourceIdentity,
+		SinkIdentity:   sqs.SinkIdentity,
 	})
 }

@@ -90,6 +90,17 @@ func (p *Pipeline) SourceIdentity() string {
 	return p.Spec.Source.Kind + " " + k.sourceIdentity(p.Spec.Source.Config)
 }
 
+// SinkIdentity names what p's sink writes to and where, as its count sees
+// it: the kind and the kind's SinkIdentity, or the kind alone where the
+// kind has none (then every sink of the kind counts as the same).
+func (p *Pipeline) SinkIdentity() string {
+	k := lookupKind(p.Spec.Sink.Kind)
+	if k == nil || k.sinkIdentity == nil {
+		return p.Spec.Sink.Kind
+	}
+	return p.Spec.Sink.Kind + " " + k.sinkIdentity(p.Spec.Sink.Config)
+}
+
 // CanDrySink reports whether the sink's kind can encode without sending.
 func (p *Pipeline) CanDrySink() bool {
 	k := lookupKind(p.Spec.Sink.Kind)

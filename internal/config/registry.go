@@ -78,6 +78,12 @@ type AdapterKind[S, K any] struct {
 	// kept with it, so that one source's position is never applied to
 	// another. Settings that change how, not what, it reads stay out.
 	SourceIdentity func(cfg S) string
+	// SinkIdentity names what a sink writes to and where, as its count
+	// (CountSink) sees it: the server and the entity, or the server alone
+	// where the entity is a template or known only to the server. qbridge
+	// migrate runs two pipelines at once only when their sinks' identities
+	// differ, so that each one's counts bracket its own writes.
+	SinkIdentity func(cfg K) string
 }
 
 // kind is the type-erased registry entry.
@@ -103,6 +109,7 @@ type kind struct {
 	forMigration     func(cfg any) any
 	openDrySink      func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
 	sourceIdentity   func(cfg any) string
+	sinkIdentity     func(cfg any) string
 }
 
 type validator interface{ Validate() error }
@@ -202,6 +209,9 @@ func Register[S, K any](a AdapterKind[S, K]) {
 	}
 	if a.SourceIdentity != nil {
 		k.sourceIdentity = func(cfg any) string { return a.SourceIdentity(cfg.(S)) }
+	}
+	if a.SinkIdentity != nil {
+		k.sinkIdentity = func(cfg any) string { return a.SinkIdentity(cfg.(K)) }
 	}
 	registryMu.Lock()
 	defer registryMu.Unlock()

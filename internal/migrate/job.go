@@ -53,6 +53,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		ResumedFrom: j.from, CountErrors: map[string]string{},
 	}
 	start := time.Now()
+	rep.started = start
 	var w *watch
 	// timing sets the duration, the active time and the rate: before the
 	// progress's last line, which shows the report's rate, and on return.

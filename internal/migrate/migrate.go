@@ -11,6 +11,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/qbridge/qbridge/internal/config"
@@ -82,12 +85,17 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				}
 			}
 		}
-		var active, done float64
+		var done float64
+		var spans []span
 		for _, j := range rep.Jobs {
-			active += j.ActiveSeconds
 			done += j.Rate * j.ActiveSeconds // each job's own count: a dry run's is what it read
+			if j.ActiveSeconds > 0 {
+				spans = append(spans, span{j.started, j.started.Add(time.Duration(j.ActiveSeconds * float64(time.Second)))})
+			}
 		}
-		if active > 0 {
+		// The time some job was active: jobs that ran at once (-parallel)
+		// count their common time once.
+		if active := activeTime(spans).Seconds(); active > 0 {
 			rep.Rate = done / active
 		}
 		rep.ExitCode = rep.Outcome.ExitCode()
@@ -112,42 +120,27 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 	// independent queues, and stopping at the first failure left the rest
 	// unmigrated and unreported. An interrupt stops everything; what did
 	// not run is listed as skipped, so the report names every pipeline.
+	units := make([]*unit, len(pipes))
+	for i, p := range pipes {
+		units[i] = prepare(ctx, p, &opt)
+	}
+	var stopMu sync.Mutex
 	stopped := ""
-	for _, p := range pipes {
-		// A migration reads what is there: its sources must not create
-		// the entity they read (a mistyped name would "complete" empty).
-		p = p.ForMigration()
-		if stopped != "" {
-			rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeSkipped, stopped))
-			continue
-		}
-		jobs := []*job{{opt: &opt, pipe: p, queue: "main"}}
-		if opt.IncludeDeadLetters {
-			dp, err := p.WithDeadLetterSource(ctx, opt.Log)
-			if err != nil {
-				rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeFailed, fmt.Sprintf("-include-dead-letters: %v; nothing of this pipeline was migrated", err)))
-				continue
-			}
-			// Dead letters stay dead letters: they go to the pipeline's
-			// dead-letter sink where it has one.
-			dp = dp.WithDeadLetterSinkAsSink()
-			// Known only now: a dead-letter sink writing into the very
-			// dead-letter queue read would move its messages in a circle.
-			if why, loops := dp.SinkFeedsSource(); loops {
-				rep.Jobs = append(rep.Jobs, notRun(p, "main", OutcomeFailed, fmt.Sprintf("-include-dead-letters: pipeline %q: its dead-letter sink %s (the dead-letter queue read), so its messages would circulate without end; migrate the dead letters without -include-dead-letters, with a pipeline of their own; nothing of this pipeline was migrated", p.Name, why)))
-				continue
-			}
-			jobs = append(jobs, &job{opt: &opt, pipe: dp, queue: "dead-letter"})
-		}
+	isStopped := func() string {
+		stopMu.Lock()
+		defer stopMu.Unlock()
+		return stopped
+	}
+	runUnit := func(u *unit) {
 		mainFailed := false
-		for _, j := range jobs {
-			switch {
-			case stopped != "":
-				rep.Jobs = append(rep.Jobs, notRun(j.pipe, j.queue, OutcomeSkipped, stopped))
+		for _, j := range u.jobs {
+			if why := isStopped(); why != "" {
+				u.reports = append(u.reports, notRun(j.pipe, j.queue, OutcomeSkipped, why))
 				continue
-			case mainFailed:
+			}
+			if mainFailed {
 				// The dead-letter queue comes after its main queue.
-				rep.Jobs = append(rep.Jobs, notRun(j.pipe, j.queue, OutcomeSkipped, "not started: the pipeline's main queue failed"))
+				u.reports = append(u.reports, notRun(j.pipe, j.queue, OutcomeSkipped, "not started: the pipeline's main queue failed"))
 				continue
 			}
 			j.log = opt.Log.With("pipeline", j.pipe.Name, "queue", j.queue)
@@ -163,16 +156,161 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				jr = j.run(ctx, prog)
 			}
 			warnEmptyUncounted(jr, j.log)
-			rep.Jobs = append(rep.Jobs, jr)
+			u.reports = append(u.reports, jr)
 			switch {
 			case jr.Outcome == OutcomeInterrupted || ctx.Err() != nil:
+				stopMu.Lock()
 				stopped = "not started: the migration was interrupted"
+				stopMu.Unlock()
 			case jr.Outcome == OutcomeFailed && j.queue == "main":
 				mainFailed = true
 			}
 		}
 	}
+	lanes := [][]*unit{units} // one after the other, in the order given
+	if opt.Parallel > 1 {
+		lanes = laneUnits(units)
+	}
+	work := make(chan []*unit)
+	var wg sync.WaitGroup
+	for range min(opt.Parallel, len(lanes)) {
+		wg.Go(func() {
+			for lane := range work {
+				for _, u := range lane {
+					runUnit(u)
+				}
+			}
+		})
+	}
+	for _, lane := range lanes {
+		work <- lane
+	}
+	close(work)
+	wg.Wait()
+	for _, u := range units {
+		rep.Jobs = append(rep.Jobs, u.reports...)
+	}
 	return finish()
+}
+
+type span struct{ from, to time.Time }
+
+// activeTime is the length of the union of spans.
+func activeTime(spans []span) time.Duration {
+	slices.SortFunc(spans, func(a, b span) int { return a.from.Compare(b.from) })
+	var total time.Duration
+	var cur span
+	for i, s := range spans {
+		switch {
+		case i == 0:
+			cur = s
+		case !s.from.After(cur.to):
+			if s.to.After(cur.to) {
+				cur.to = s.to
+			}
+		default:
+			total += cur.to.Sub(cur.from)
+			cur = s
+		}
+	}
+	if len(spans) > 0 {
+		total += cur.to.Sub(cur.from)
+	}
+	return total
+}
+
+// A unit is one pipeline: its main queue, then (with -include-dead-letters)
+// its dead-letter queue. Its reports are in the order of its jobs.
+type unit struct {
+	jobs    []*job
+	reports []*JobReport
+	// touches names what its jobs read and write (config.Pipeline's
+	// SourceIdentity and SinkIdentity): units that share one run one after
+	// the other.
+	touches []string
+}
+
+// prepare makes p's unit; a dead-letter queue that cannot be found fails
+// the pipeline before anything of it runs.
+func prepare(ctx context.Context, p *config.Pipeline, opt *Options) *unit {
+	// A migration reads what is there: its sources must not create the
+	// entity they read (a mistyped name would "complete" empty).
+	p = p.ForMigration()
+	u := &unit{jobs: []*job{{opt: opt, pipe: p, queue: "main"}}, touches: []string{p.SourceIdentity(), p.SinkIdentity()}}
+	if !opt.IncludeDeadLetters {
+		return u
+	}
+	dp, err := p.WithDeadLetterSource(ctx, opt.Log)
+	if err != nil {
+		return &unit{reports: []*JobReport{notRun(p, "main", OutcomeFailed, fmt.Sprintf("-include-dead-letters: %v; nothing of this pipeline was migrated", err))}}
+	}
+	// Dead letters stay dead letters: they go to the pipeline's
+	// dead-letter sink where it has one.
+	dp = dp.WithDeadLetterSinkAsSink()
+	// Known only now: a dead-letter sink writing into the very
+	// dead-letter queue read would move its messages in a circle.
+	if why, loops := dp.SinkFeedsSource(); loops {
+		return &unit{reports: []*JobReport{notRun(p, "main", OutcomeFailed, fmt.Sprintf("-include-dead-letters: pipeline %q: its dead-letter sink %s (the dead-letter queue read), so its messages would circulate without end; migrate the dead letters without -include-dead-letters, with a pipeline of their own; nothing of this pipeline was migrated", p.Name, why))}}
+	}
+	u.jobs = append(u.jobs, &job{opt: opt, pipe: dp, queue: "dead-letter"})
+	u.touches = append(u.touches, dp.SourceIdentity(), dp.SinkIdentity())
+	return u
+}
+
+// laneUnits groups units into lanes that may run at the same time: units
+// that read or write a common entity share a lane and run in the order
+// given, so that one pipeline's broker counts (before, after, the
+// verification) never include another's reads or writes, and a pipeline
+// that reads what another writes runs after it. Lanes are in the order of
+// their first unit.
+func laneUnits(units []*unit) [][]*unit {
+	lane := make([]int, len(units)) // each unit's lane, as the index of its first unit
+	for i := range units {
+		lane[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		if lane[i] != i {
+			lane[i] = find(lane[i])
+		}
+		return lane[i]
+	}
+	for i := range units {
+		for k := range i {
+			if touchesCommon(units[i].touches, units[k].touches) {
+				a, b := find(i), find(k)
+				lane[max(a, b)] = min(a, b)
+			}
+		}
+	}
+	var lanes [][]*unit
+	at := map[int]int{}
+	for i, u := range units {
+		r := find(i)
+		n, ok := at[r]
+		if !ok {
+			n = len(lanes)
+			at[r] = n
+			lanes = append(lanes, nil)
+		}
+		lanes[n] = append(lanes[n], u)
+	}
+	return lanes
+}
+
+// touchesCommon reports whether two lists of identities share an entity:
+// equal identities, or one that names only the beginning of the other (a
+// server alone, where a sink's entity is a template or known only to the
+// server).
+func touchesCommon(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y || strings.HasPrefix(x, y+" ") || strings.HasPrefix(y, x+" ") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // OutcomeSkipped: the pipeline did not run (an interrupt came first, or

@@ -50,6 +50,10 @@ type Options struct {
 	// WaitScheduled waits for scheduled messages to become due instead of
 	// finishing with them left at the source.
 	WaitScheduled bool
+	// Parallel is how many pipelines run at once (default 1: one after the
+	// other). Pipelines that read or write the same entity still run one
+	// after the other (see lanes).
+	Parallel int
 	// Log receives the pipelines' logs.
 	Log *slog.Logger
 }
@@ -79,6 +83,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.Sample == 0 {
 		o.Sample = 100
+	}
+	if o.Parallel == 0 {
+		o.Parallel = 1
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -116,6 +123,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Sample < 0 {
 		errs = append(errs, errors.New("-sample cannot be negative"))
+	}
+	if o.Parallel < 0 {
+		errs = append(errs, errors.New("-parallel cannot be negative"))
 	}
 	return errors.Join(errs...)
 }

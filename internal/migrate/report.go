@@ -219,8 +219,9 @@ type JobReport struct {
 	// with the refusal's error.
 	StuckExamples map[string]Example `json:"stuck_examples,omitempty"`
 
-	browseRefused bool   // the broker refused to browse: a dry run samples instead
-	stuckWhy      string // why stuck messages stay (job.stuckWhy), for the summary
+	browseRefused bool      // the broker refused to browse: a dry run samples instead
+	stuckWhy      string    // why stuck messages stay (job.stuckWhy), for the summary
+	started       time.Time // when the job began: its active time is [started, +ActiveSeconds]
 }
 
 // DryRunReport is what would have happened.
