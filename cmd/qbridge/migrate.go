@@ -48,7 +48,7 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 		progress   = fs.String("progress", "auto", "auto|bar|log|off: a live bar on a terminal, else a log line every -progress-every")
 		every      = fs.Duration("progress-every", 5*time.Second, "interval of progress log lines")
 		idle       = fs.Duration("idle", 5*time.Second, "how long the source must yield nothing before its count is trusted (brokers that cannot count: before it is drained)")
-		timeout    = fs.Duration("timeout", 0, "give up, not drained, after this long (0: no limit)")
+		timeout    = fs.Duration("timeout", 0, "give up on a pipeline, not drained, once it has run this long (each pipeline has its own; 0: no limit)")
 		connect    = fs.Duration("connect-timeout", 2*time.Minute, "fail when the brokers cannot be reached for this long")
 		sample     = fs.Int64("sample", 100, "dry run on SQS or AMQP (no browsing): read at most this many messages, each one counting as a receive")
 		stateFile  = fs.String("state", "", "copy mode: keep checkpoints in this file, so the same command resumes where it stopped")
