@@ -342,3 +342,70 @@ func httptestRequest(auth string) *http.Request {
 	r.Header.Set("Authorization", auth)
 	return r
 }
+
+// A message's fate does not depend on what it was sent with: text an HTTP
+// header cannot hold goes in a batch, of one when the message is alone,
+// and a body that is not UTF-8 goes as a single send out of a batch, in
+// order. Under the reject policy every one is accepted as it is, alone or
+// together, and a dry run says the same.
+func TestHTTPSFormDoesNotDependOnCompany(t *testing.T) {
+	t.Parallel()
+	f := newRESTFake(t)
+	f.addQueue("forms", false)
+	cfg := SinkConfig{Queue: "forms"}
+	cfg.ConnConfig = f.conn()
+	snk := restSink(t, f, cfg)
+	city := func(id string) *mapping.Message {
+		m := textMsg(id)
+		m.SetAttr("city", mapping.String("Zürich"))
+		return m
+	}
+	binary := func(id string) *mapping.Message {
+		m := textMsg(id)
+		m.Body = []byte{0xff, 0xfe, 0x00, 0x81}
+		return m
+	}
+	sends := [][]*mapping.Message{
+		{city("alone")},
+		{textMsg("t1"), city("with-others"), textMsg("t2")},
+		{binary("bin-alone")},
+		{textMsg("t3"), binary("bin-with-others"), city("c3"), textMsg("t4")},
+	}
+	dry, err := NewDrySink(context.Background(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, msgs := range sends {
+		for i, err := range dry.Send(ctxT(t, 10*time.Second), msgs) {
+			if err != nil {
+				t.Errorf("dry run: %s would be refused: %v", msgs[i].ID, err)
+			}
+		}
+		for i, err := range snk.Send(ctxT(t, 30*time.Second), msgs) {
+			if err != nil {
+				t.Errorf("%s refused: %v", msgs[i].ID, err)
+			}
+			want = append(want, msgs[i].ID)
+		}
+	}
+	var got []string
+	for _, m := range f.stored("forms") {
+		id := fmt.Sprint(m.bp["MessageId"])
+		got = append(got, id)
+		if strings.HasPrefix(id, "bin-") && !bytes.Equal(m.body, []byte{0xff, 0xfe, 0x00, 0x81}) {
+			t.Errorf("%s: body %q, want the bytes as sent", id, m.body)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stored %v, want %v (in order)", got, want)
+	}
+	src := restSource(t, f, SourceConfig{Queue: "forms", MaxMessages: 8, ReceiveWait: "1s"})
+	for _, d := range receiveN(t, src, len(want), 20*time.Second) {
+		m := d.Message()
+		if v, ok := m.Attr("city"); (m.ID == "alone" || m.ID == "with-others" || m.ID == "c3") && (!ok || v.Kind != mapping.KindString || v.Str() != "Zürich") {
+			t.Errorf("%s: city %v %v", m.ID, v, ok)
+		}
+		ack(t, d)
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sbmap"
-	"github.com/qbridge/qbridge/mapping/sbrest"
 )
 
 // The hooks of qbridge migrate (docs/adapter-servicebus.md, "Counting,
@@ -393,7 +392,7 @@ func (s *drySink) Send(_ context.Context, msgs []*mapping.Message) []error {
 		_, mm, err := s.target(m)
 		if err == nil {
 			if s.set.conn.https {
-				_, err = sbrest.Encode(mm, s.set.opt)
+				_, _, err = restRequest(mm, s.set.opt)
 			} else {
 				_, err = sbmap.Encode(mm, s.set.opt)
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
@@ -66,8 +68,24 @@ func (s *httpsSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 // sendBatch sends items as one batch; a message the codec refuses is left
 // out with its error, a batch over the size limit is split in two, and a
 // batch the service refuses is sent one by one to find the culprit.
+//
+// Each message goes in the form that carries it as it is, whatever else
+// was sent with it: a body that is not UTF-8 text as a single send (a
+// batch's JSON would need base64), text an HTTP header cannot hold as a
+// batch, of one if need be (sendOne). So whether a message is accepted,
+// and what a consumer reads, does not depend on how many messages the
+// engine handed over at once. Order is kept: a message sent alone splits
+// the batch around it.
 func (s *httpsSink) sendBatch(ctx context.Context, entity string, items []restOutgoing, errs []error) {
 	for len(items) > 0 {
+		if i := slices.IndexFunc(items, func(it restOutgoing) bool { return !utf8.Valid(it.m.Body) }); i >= 0 && len(items) > 1 {
+			if i > 0 {
+				s.sendBatch(ctx, entity, items[:i], errs)
+			}
+			s.sendOne(ctx, entity, items[i], errs)
+			items = items[i+1:]
+			continue
+		}
 		if len(items) == 1 {
 			s.sendOne(ctx, entity, items[0], errs)
 			return
@@ -109,13 +127,36 @@ func (s *httpsSink) sendBatch(ctx context.Context, entity string, items []restOu
 	}
 }
 
+// sendOne sends one message (restRequest).
 func (s *httpsSink) sendOne(ctx context.Context, entity string, it restOutgoing, errs []error) {
-	req, err := sbrest.Encode(it.m, s.set.opt)
+	h, body, err := restRequest(it.m, s.set.opt)
 	if err != nil {
 		errs[it.idx] = err
 		return
 	}
-	errs[it.idx] = s.restSendErr(entity, s.post(ctx, entity, req.Header, req.Body, "send"))
+	errs[it.idx] = s.restSendErr(entity, s.post(ctx, entity, h, body, "send"))
+}
+
+// restRequest encodes one message as a single send, or as a batch of one
+// when only a batch carries it as it is (text an HTTP header cannot hold):
+// the policy applies only where neither form can. The dry sink encodes
+// with it too, so a dry run's verdict is the send's.
+func restRequest(m *mapping.Message, opt mapping.Options) (http.Header, []byte, error) {
+	strict := opt
+	strict.Policy, strict.OnDrop = mapping.Reject, nil
+	req, err := sbrest.Encode(m, strict)
+	if err != nil {
+		if body, berr := sbrest.EncodeBatch([]*mapping.Message{m}, strict); berr == nil {
+			return http.Header{"Content-Type": {sbrest.BatchContentType}}, body, nil
+		}
+		if opt.Policy == mapping.Reject {
+			return nil, nil, err
+		}
+		if req, err = sbrest.Encode(m, opt); err != nil {
+			return nil, nil, err
+		}
+	}
+	return req.Header, req.Body, nil
 }
 
 func (s *httpsSink) post(ctx context.Context, entity string, h http.Header, body []byte, op string) error {
