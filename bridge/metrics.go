@@ -20,6 +20,7 @@ type Metrics struct {
 	throttled    *prometheus.CounterVec
 	deadLettered *prometheus.CounterVec
 	dropped      *prometheus.CounterVec
+	encoded      *prometheus.CounterVec
 	errors       *prometheus.CounterVec
 	restarts     *prometheus.CounterVec
 	sinkLatency  *prometheus.HistogramVec
@@ -83,6 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		throttled:    counter("sink_throttled_total", "Sink attempts the broker answered with a request to slow down (retried with backoff).", "pipeline", "adapter"),
 		deadLettered: counter("messages_dead_lettered_total", "Messages dead-lettered, by reason.", "pipeline", "reason"),
 		dropped:      counter("mapping_dropped_total", "Items (attributes, fields) left out under the drop mapping policy.", "pipeline", "adapter"),
+		encoded:      counter("mapping_encoded_total", "Items (attributes, fields, bodies) the encode mapping policy changed to fit the sink: moved into the carry envelope, sent base64, a schedule sent now.", "pipeline", "adapter"),
 		errors:       counter("errors_total", "Failed operations (ack, nack, extend, dead_letter, receive, open, close).", "pipeline", "op"),
 		restarts:     counter("source_restarts_total", "Source restarts after a receive error.", "pipeline", "adapter"),
 		sinkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -103,7 +105,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{
-			m.received, m.sent, m.acked, m.nacked, m.retried, m.throttled, m.deadLettered, m.dropped,
+			m.received, m.sent, m.acked, m.nacked, m.retried, m.throttled, m.deadLettered, m.dropped, m.encoded,
 			m.errors, m.restarts, m.sinkLatency, m.e2eLatency, m,
 		} {
 			reg.MustRegister(c)
@@ -172,7 +174,7 @@ func (m *Metrics) untrack(p *Pipeline) {
 func (m *Metrics) Forget(pipeline string) {
 	l := prometheus.Labels{"pipeline": pipeline}
 	for _, v := range []*prometheus.CounterVec{
-		m.received, m.sent, m.acked, m.nacked, m.retried, m.throttled, m.deadLettered, m.dropped, m.errors, m.restarts,
+		m.received, m.sent, m.acked, m.nacked, m.retried, m.throttled, m.deadLettered, m.dropped, m.encoded, m.errors, m.restarts,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -188,6 +190,7 @@ type pipelineMetrics struct {
 	name                                      string
 	received, acked, nacked, restarts         prometheus.Counter
 	sent, retried, throttled, dropped         prometheus.Counter
+	encoded                                   prometheus.Counter
 	sinkLatency, e2eLatency                   prometheus.Observer
 	errAck, errNack, errExtend, errDeadLetter prometheus.Counter
 	errReceive, errOpen, errClose             prometheus.Counter
@@ -207,6 +210,7 @@ func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
 		retried:   m.retried.WithLabelValues(name, sink),
 		throttled: m.throttled.WithLabelValues(name, sink),
 		dropped:   m.dropped.WithLabelValues(name, sink),
+		encoded:   m.encoded.WithLabelValues(name, sink),
 
 		sinkLatency: m.sinkLatency.WithLabelValues(name, sink),
 		e2eLatency:  m.e2eLatency.WithLabelValues(name),

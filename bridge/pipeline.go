@@ -324,8 +324,14 @@ func (p *Pipeline) closeSinks() error {
 	return errors.Join(errs...)
 }
 
-// onDrop is handed to sinks for the Drop mapping policy.
+// onDrop is handed to sinks for the Drop mapping policy; what the Encode
+// policy reports through it (mapping.EncodedReport) is counted apart.
 func (p *Pipeline) onDrop(field, reason string) {
+	if how, ok := mapping.EncodedReport(reason); ok {
+		p.met.encoded.Inc()
+		p.log.Debug("mapping encoded an item", "field", field, "how", how)
+		return
+	}
 	p.met.dropped.Inc()
 	p.log.Warn("mapping dropped an item", "field", field, "reason", reason)
 }

@@ -137,6 +137,26 @@ func (o Options) Effective() Options {
 	return o
 }
 
+// Encoded reports an item the Encode policy changed to fit the target
+// (moved into the carry envelope, a body base64-encoded, a schedule sent
+// now): the message arrives, but a native consumer sees it otherwise.
+// It travels through OnDrop, the one callback a sink hands its encoder,
+// with a reason that EncodedReport reads back, so that the pipeline counts
+// it apart from what Drop leaves out (and a dry run can list it).
+func (o *Options) Encoded(field, how string) {
+	if o != nil && o.OnDrop != nil {
+		o.OnDrop(field, encodedPrefix+how)
+	}
+}
+
+const encodedPrefix = "encoded: "
+
+// EncodedReport recognizes a report of Encoded that came through OnDrop
+// and returns how the item was encoded.
+func EncodedReport(reason string) (how string, ok bool) {
+	return strings.CutPrefix(reason, encodedPrefix)
+}
+
 // Dropped reports an item left out under the Drop policy.
 func (o *Options) Dropped(field, reason string) {
 	if o != nil && o.OnDrop != nil {

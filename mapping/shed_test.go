@@ -139,3 +139,21 @@ func TestShedThroughOnDrop(t *testing.T) {
 	o.OnDrop = func(string, string) { t.Error("empty shed reported") }
 	o.Shed(nil)
 }
+
+// TestEncodedThroughOnDrop: what the Encode policy changed is reported
+// through OnDrop in the form EncodedReport reads back; a drop's reason does
+// not read as one, and a nil callback is not called.
+func TestEncodedThroughOnDrop(t *testing.T) {
+	var field, reason string
+	o := &Options{OnDrop: func(f, r string) { field, reason = f, r }}
+	o.Encoded(`attribute "a b"`, "name not valid here")
+	if how, ok := EncodedReport(reason); field != `attribute "a b"` || !ok || how != "name not valid here" {
+		t.Errorf("%q %q: %q %v", field, reason, how, ok)
+	}
+	if _, ok := EncodedReport("SQS takes at most 10 message attributes"); ok {
+		t.Error("a drop's reason read as encoded")
+	}
+	(&Options{}).Encoded("body", "base64")
+	var nilOpt *Options
+	nilOpt.Encoded("body", "base64")
+}

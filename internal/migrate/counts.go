@@ -31,6 +31,8 @@ func readCounts(reg *prometheus.Registry) Counts {
 			dst = &c.Throttled
 		case "qbridge_mapping_dropped_total":
 			dst = &c.Dropped
+		case "qbridge_mapping_encoded_total":
+			dst = &c.Encoded
 		case "qbridge_messages_dead_lettered_total":
 			for _, m := range mf.GetMetric() {
 				n := int64(m.GetCounter().GetValue())

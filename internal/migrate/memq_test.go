@@ -178,6 +178,9 @@ type memSinkConfig struct {
 	Queue  string `hcl:"queue"`
 	// RejectAttr makes the sink refuse messages with this attribute.
 	RejectAttr string `hcl:"reject_attr,optional"`
+	// EncodeAttr makes the sink report this attribute as encoded (the
+	// Encode policy), as a codec moving it into the envelope does.
+	EncodeAttr string `hcl:"encode_attr,optional"`
 	// Dedup makes the sink keep one message per DedupID and drop the rest
 	// silently, as SQS FIFO does within its window.
 	Dedup bool `hcl:"dedup,optional"`
@@ -397,7 +400,8 @@ type memSink struct {
 }
 
 func newMemSink(dry bool) func(context.Context, memSinkConfig, func(field, reason string), *slog.Logger) (driver.Sink, error) {
-	return func(_ context.Context, c memSinkConfig, _ func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
+	return func(_ context.Context, c memSinkConfig, onDrop func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
+		c.opt.OnDrop = onDrop
 		return &memSink{b: brokerOf(c.Broker), cfg: c, dry: dry}, nil
 	}
 }
@@ -410,6 +414,9 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 				errs[i] = mapping.Rejectf("memq", fmt.Sprintf("attribute %q", s.cfg.RejectAttr), "refused by this sink")
 				continue
 			}
+		}
+		if _, ok := m.Attr(s.cfg.EncodeAttr); ok && s.cfg.EncodeAttr != "" && s.cfg.opt.Policy == mapping.Encode {
+			s.cfg.opt.Encoded(fmt.Sprintf("attribute %q", s.cfg.EncodeAttr), "not allowed here: moved into the envelope")
 		}
 		if !s.dry {
 			if !s.take() {

@@ -626,3 +626,49 @@ func TestBrowseRefusedWhenTheSourceOpens(t *testing.T) {
 		t.Errorf("the refused copy took %s: it should fail at once, not at the connect timeout", el)
 	}
 }
+
+// What the encode policy changes on the way to the sink is said: a dry run
+// lists it by field (would_encode), a move counts it (mapping_encoded) and
+// says so in its summary; neither counts it as dropped.
+func TestEncodedItemsAreReported(t *testing.T) {
+	hcl := `
+pipeline "p" {
+  source "memq" {
+    broker = "%[1]s"
+    queue  = "in"
+  }
+  sink "memq" {
+    broker      = "%[1]s"
+    queue       = "out"
+    encode_attr = "odd"
+  }
+  mapping {
+    policy = "encode"
+  }
+}
+`
+	b, pipes := setup(t, hcl)
+	ms := msgs(10, 0)
+	for _, m := range ms[:3] {
+		m.SetAttr("odd", mapping.String("x"))
+	}
+	b.put("in", ms...)
+
+	dry := Run(context.Background(), pipes, fastOptions(ModeDryRun), nil)
+	d := dry.Jobs[0].DryRun
+	if d == nil || d.WouldEncode[`attribute "odd": not allowed here: moved into the envelope`] != 3 || len(d.WouldDrop) != 0 {
+		t.Fatalf("dry run %+v: want 3 encoded, none dropped", d)
+	}
+	if s := summary(dry); !strings.Contains(s, `would encode 3: attribute "odd": not allowed here`) {
+		t.Errorf("dry-run summary:\n%s", s)
+	}
+
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeComplete || j.Written != 10 || j.Encoded != 3 || j.Dropped != 0 || rep.Totals.Encoded != 3 {
+		t.Fatalf("outcome %s, written %d, encoded %d, dropped %d, totals %d", rep.Outcome, j.Written, j.Encoded, j.Dropped, rep.Totals.Encoded)
+	}
+	if s := summary(rep); !strings.Contains(s, "mapping: 0 items left out (policy drop), 3 encoded to fit the sink") {
+		t.Errorf("summary:\n%s", s)
+	}
+}

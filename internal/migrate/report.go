@@ -132,6 +132,9 @@ type Counts struct {
 	Skipped int64 `json:"skipped"`
 	// Dropped counts attributes or fields the drop policy left out.
 	Dropped int64 `json:"mapping_dropped"`
+	// Encoded counts items the encode policy changed to fit the sink
+	// (moved into the carry envelope, sent base64, a schedule sent now).
+	Encoded int64 `json:"mapping_encoded"`
 	// Stuck counts messages nothing takes, by the reason code of the
 	// refusal that ended them (the dead-letter sink's, or the sink's where
 	// there is no dead-letter destination): they stay at the source. Each
@@ -151,6 +154,7 @@ func (c *Counts) add(o Counts) {
 	c.Redelivered += o.Redelivered
 	c.Skipped += o.Skipped
 	c.Dropped += o.Dropped
+	c.Encoded += o.Encoded
 	c.DeadLetteredTotal += o.DeadLetteredTotal
 	c.StuckTotal += o.StuckTotal
 	if len(o.Stuck) > 0 && c.Stuck == nil {
@@ -364,6 +368,11 @@ func (r *Report) Summary(w io.Writer) {
 				fmt.Fprintf(w, ", duplicates dropped by the sink %d", j.DuplicatesDropped)
 			}
 			fmt.Fprintln(w)
+			if j.Dropped > 0 || j.Encoded > 0 {
+				// Written, but not as they were: a native consumer sees
+				// it. The log says which, a dry run lists them by field.
+				fmt.Fprintf(w, "    mapping: %d items left out (policy drop), %d encoded to fit the sink (policy encode: into the carry envelope, base64, a schedule sent now); a dry run lists them by field\n", j.Dropped, j.Encoded)
+			}
 			for _, k := range sortedKeys(j.DeadLettered) {
 				fmt.Fprintf(w, "    dead-lettered %d: %s", j.DeadLettered[k], k)
 				if ex, ok := j.Examples[k]; ok && ex.Description != "" {

@@ -67,7 +67,11 @@ func (r *dryRecorder) report(wouldWrite int64, rejects map[string]int64, example
 func (j *job) watchSink(open bridge.SinkOpener, rec *dryRecorder, _ *int64) bridge.SinkOpener {
 	return func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 		s, err := open(ctx, func(field, reason string) {
-			rec.dropped(field, reason)
+			if how, ok := mapping.EncodedReport(reason); ok {
+				rec.encoded(field, how)
+			} else {
+				rec.dropped(field, reason)
+			}
 			if onDrop != nil {
 				onDrop(field, reason)
 			}

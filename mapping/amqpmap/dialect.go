@@ -119,6 +119,7 @@ func (d *Dialect) Refuse(opt *mapping.Options, field, reason string, canCarry bo
 		return true, false, nil
 	case mapping.Encode:
 		if canCarry {
+			opt.Encoded(field, reason)
 			return false, true, nil
 		}
 	}

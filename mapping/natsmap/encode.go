@@ -243,6 +243,7 @@ func decide(opt *mapping.Options, field, reason string) (carry bool, err error) 
 		opt.Dropped(field, reason)
 		return false, nil
 	case mapping.Encode:
+		opt.Encoded(field, reason)
 		return true, nil
 	}
 	return false, mapping.Rejectf(Wire, field, "%s", reason)

@@ -256,6 +256,7 @@ func decide(opt *mapping.Options, field, reason string) (carry bool, err error) 
 		opt.Dropped(field, reason)
 		return false, nil
 	case mapping.Encode:
+		opt.Encoded(field, reason)
 		return true, nil
 	}
 	return false, mapping.Rejectf(Wire, field, "%s", reason)
@@ -340,6 +341,7 @@ func (e *encoded) encodeBody(body []byte, opt *mapping.Options, f form, env *map
 	if opt.Policy != mapping.Encode {
 		return mapping.Rejectf(Wire, "body", "not valid UTF-8: a batch Body is a JSON string (the Encode policy sends it base64)")
 	}
+	opt.Encoded("body", "not valid UTF-8: a batch Body is a JSON string; sent base64")
 	e.bodyText = mapping.EncodeBodyBase64(body)
 	env.BodyEncoding = "base64"
 	return nil

@@ -121,6 +121,7 @@ func (e *encoder) refuse(field, reason string) (encode bool, err error) {
 		e.opt.Dropped(field, reason)
 		return false, nil
 	case mapping.Encode:
+		e.opt.Encoded(field, reason)
 		return true, nil
 	}
 	return false, mapping.Rejectf(Wire, field, "%s", reason)
@@ -130,6 +131,7 @@ func (e *encoder) body() (encoding string, err error) {
 	b := e.m.Body
 	if len(b) == 0 {
 		if e.opt.Policy == mapping.Encode {
+			e.opt.Encoded("body", fmt.Sprintf("empty: SQS requires a body; sent as %q", EmptyBodyPlaceholder))
 			e.out.Body = EmptyBodyPlaceholder
 			return BodyEncodingEmpty, nil
 		}
@@ -138,6 +140,7 @@ func (e *encoder) body() (encoding string, err error) {
 	s := string(b)
 	if at := invalidTextAt(s); at >= 0 {
 		if e.opt.Policy == mapping.Encode {
+			e.opt.Encoded("body", describeInvalidText(s, at)+"; SQS takes only XML characters: sent base64")
 			e.out.Body = mapping.EncodeBodyBase64(b)
 			return BodyEncodingBase64, nil
 		}
@@ -447,6 +450,7 @@ func (e *encoder) fit(native []wireAttr) error {
 			for k := range native[keep:] {
 				w := &native[keep+k]
 				e.unnote(w)
+				opt.Encoded(attrField(w.name), "SQS takes at most 10 message attributes, qbridge.envelope included: moved into the envelope")
 				e.env.Attrs = append(e.env.Attrs, e.m.Attributes[w.src])
 			}
 			native = native[:keep]

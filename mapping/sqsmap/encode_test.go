@@ -2,6 +2,7 @@ package sqsmap
 
 import (
 	"encoding/base64"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -555,6 +556,10 @@ func TestEncodeSchedule(t *testing.T) {
 			}
 			if (len(r.fields) == 1 && r.fields[0] == "ScheduledAt") != tc.dropped {
 				t.Errorf("dropped %v", r.fields)
+			}
+			// The Encode policy sent it now: said, for a dry run to show.
+			if encoded := tc.policy == mapping.Encode && (tc.fifo || tc.in > 900*time.Second); fmt.Sprint(r.encoded) != fmt.Sprint(map[bool][]string{true: {"ScheduledAt"}}[encoded]) {
+				t.Errorf("encoded %v, want it reported: %v", r.encoded, encoded)
 			}
 		})
 	}

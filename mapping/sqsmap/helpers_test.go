@@ -26,12 +26,20 @@ func sqsMsg(body string, attrs ...mapping.Attribute) *mapping.Message {
 	return &mapping.Message{Body: []byte(body), Attributes: attrs, Source: mapping.Source{Protocol: "sqs"}}
 }
 
-// recorder collects what the Drop policy reports.
-type recorder struct{ fields []string }
+// recorder collects what the Drop policy reports (fields), and what the
+// Encode policy reports (encoded).
+type recorder struct{ fields, encoded []string }
 
 func (r *recorder) onDrop(field, reason string) {
 	if reason == "" {
 		panic("drop without a reason")
+	}
+	if how, ok := mapping.EncodedReport(reason); ok {
+		if how == "" {
+			panic("encoded without a reason")
+		}
+		r.encoded = append(r.encoded, field)
+		return
 	}
 	r.fields = append(r.fields, field)
 }
