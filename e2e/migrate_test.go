@@ -464,45 +464,62 @@ pipeline "to-sqs" {
 	}
 }
 
-// On a terminal the bar renders and ends at 100 %.
+// On a terminal the bar renders and ends at 100 %; on one that reports no
+// rows (mpb would draw nothing) progress goes to log lines instead.
 func TestMigrateProgressBarOnTerminal(t *testing.T) {
 	script, err := exec.LookPath("script")
 	if err != nil {
 		t.Fatalf("script(1) from util-linux runs the command on a pseudo-terminal: %v", err)
 	}
-	ns := e2etest.StartNATS(t)
-	_, js := e2etest.ConnectNATS(t, ns.URL())
-	natsCreateStream(t, js, "MIG_IN", "in.>")
-	natsCreateStream(t, js, "MIG_OUT", "out.>")
-	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 10, 50, 0)
-	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
-	// script's terminal has no size of its own: give it one, as a real
-	// terminal has.
-	cmdline := fmt.Sprintf("stty cols 160 rows 40; %s migrate -yes -idle 1s %s", qbridgeBin, cfg)
-	var out bytes.Buffer
-	cmd := exec.Command(script, "-qfec", cmdline, "/dev/null")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Env = append(os.Environ(), "TERM=xterm", "COLUMNS=160")
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("migrate on a terminal: %v\n%s", err, out.String())
-		}
-	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("migrate on a terminal did not finish:\n%s", out.String())
-	}
-	screen := out.String()
-	if !strings.Contains(screen, "500 / 500") || !strings.Contains(screen, "100 %") {
-		t.Errorf("the bar did not end at 500 / 500, 100 %%:\n%q", e2etest.Tail(screen, 5))
-	}
-	if !strings.Contains(screen, "msg/s") || !strings.Contains(screen, "dead-lettered 0") {
-		t.Errorf("the bar lacks its figures:\n%q", e2etest.Tail(screen, 5))
+	for _, tc := range []struct {
+		name, stty string
+		bar        bool
+	}{
+		{"sized", "stty cols 160 rows 40", true},
+		{"no rows", "stty cols 160 rows 0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := e2etest.StartNATS(t)
+			_, js := e2etest.ConnectNATS(t, ns.URL())
+			natsCreateStream(t, js, "MIG_IN", "in.>")
+			natsCreateStream(t, js, "MIG_OUT", "out.>")
+			natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 10, 50, 0)
+			cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+			// script's terminal has no size of its own: give it one, as a
+			// real terminal has (or not).
+			cmdline := fmt.Sprintf("%s; %s migrate -yes -idle 1s %s", tc.stty, qbridgeBin, cfg)
+			var out bytes.Buffer
+			cmd := exec.Command(script, "-qfec", cmdline, "/dev/null")
+			cmd.Stdout, cmd.Stderr = &out, &out
+			cmd.Env = append(os.Environ(), "TERM=xterm")
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("migrate on a terminal: %v\n%s", err, out.String())
+				}
+			case <-time.After(90 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("migrate on a terminal did not finish:\n%s", out.String())
+			}
+			screen := out.String()
+			if !tc.bar {
+				if !strings.Contains(screen, `msg="migration finished" pipeline=mig moved=500 total=500`) || strings.Contains(screen, "500 / 500") {
+					t.Errorf("want log lines, no bar:\n%q", e2etest.Tail(screen, 8))
+				}
+				return
+			}
+			if !strings.Contains(screen, "500 / 500") || !strings.Contains(screen, "100 %") {
+				t.Errorf("the bar did not end at 500 / 500, 100 %%:\n%q", e2etest.Tail(screen, 5))
+			}
+			if !strings.Contains(screen, "msg/s") || !strings.Contains(screen, "dead-lettered 0") {
+				t.Errorf("the bar lacks its figures:\n%q", e2etest.Tail(screen, 5))
+			}
+		})
 	}
 }
 

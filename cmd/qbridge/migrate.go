@@ -196,13 +196,17 @@ Flags:
 	switch mode {
 	case "auto":
 		mode = "log"
-		if stdoutTTY && hasWidth(std.Out) {
+		if stdoutTTY && hasSize(std.Out) {
 			mode = "bar"
 		}
 	case "bar":
-		if !stdoutTTY {
+		switch {
+		case !stdoutTTY:
 			// A bar needs a terminal: without one it draws nothing.
 			fmt.Fprintln(std.Err, "qbridge migrate: -progress bar: standard output is not a terminal, so progress goes to log lines on standard error instead (-progress log)")
+			mode = "log"
+		case !hasSize(std.Out):
+			fmt.Fprintln(std.Err, "qbridge migrate: -progress bar: the terminal reports no size (stty size: set rows and columns), so progress goes to log lines on standard error instead (-progress log)")
 			mode = "log"
 		}
 	case "log", "off":
@@ -301,16 +305,17 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// hasWidth reports whether a terminal says how wide it is: a bar cannot be
-// drawn on one that reports no columns (some exec sessions), so progress
-// goes to log lines there.
-func hasWidth(w io.Writer) bool {
+// hasSize reports whether a terminal says how large it is: a bar cannot be
+// drawn on one that reports no columns or no rows (some exec sessions, a
+// "stty cols" alone; mpb draws no row beyond the height), so progress goes
+// to log lines there.
+func hasSize(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	cols, _, err := term.GetSize(int(f.Fd()))
-	return err == nil && cols > 0
+	cols, rows, err := term.GetSize(int(f.Fd()))
+	return err == nil && cols > 0 && rows > 0
 }
 
 // confirm shows what a move or copy is about to do and asks; without a
