@@ -141,6 +141,9 @@ Flags:
 		if err := checkWritable(*reportPath); err != nil {
 			return usageErr("-report: %v", err)
 		}
+		if *stateFile != "" && sameFile(*reportPath, *stateFile) {
+			return usageErr("-state and -report name the same file, %s: the report would replace the checkpoints, and the next run would copy everything again; give each its own file", *stateFile)
+		}
 	}
 	opt := migrate.Options{
 		Mode: migrate.ModeMove, IncludeDeadLetters: *deadLetter, Rate: *rateCap, Idle: *idle,
@@ -344,6 +347,19 @@ func confirm(ctx context.Context, std stdio, pipes []*config.Pipeline, mode migr
 	// so not "failed" (1).
 	fmt.Fprintln(std.Err, "qbridge migrate: not confirmed; nothing was done")
 	return migrate.ExitUsage, false
+}
+
+// sameFile reports whether two paths name one file: the same path once
+// cleaned and made absolute, or the same existing file.
+func sameFile(a, b string) bool {
+	aa, errA := filepath.Abs(a)
+	bb, errB := filepath.Abs(b)
+	if errA == nil && errB == nil && aa == bb {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
 // checkWritable reports whether a file can be written at path the way the

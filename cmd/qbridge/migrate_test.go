@@ -40,6 +40,8 @@ func TestMigrateUsage(t *testing.T) {
 		{"progress-every 0", []string{"-progress-every", "0s", good}, 2, "-progress-every 0s: must be more than 0"},
 		{"unwritable report", []string{"-yes", "-report", filepath.Join(dir, "no-such-dir", "r.json"), good}, 2, "-report: cannot write"},
 		{"report is a directory", []string{"-yes", "-report", dir, good}, 2, "is a directory"},
+		{"state and report the same file", []string{"-copy", "-yes", "-state", filepath.Join(dir, "same.json"), "-report", filepath.Join(dir, ".", "same.json"), good}, 2, "-state and -report name the same file"},
+		{"parallel 0", []string{"-parallel", "0", good}, 2, "-parallel 0: must be at least 1"},
 		{"pipeline twice", []string{"-yes", "-pipeline", "orders", "-pipeline", "orders", good}, 2, `-pipeline "orders" is given twice`},
 		{"bar without a terminal", []string{"-yes", "-progress", "bar", writeFile(t, dir, "bad2.hcl", "pipeline \"x\" {}\n")}, 1, "standard output is not a terminal, so progress goes to log lines"},
 	}

@@ -672,3 +672,34 @@ pipeline "p" {
 		t.Errorf("summary:\n%s", s)
 	}
 }
+
+// A -state file must be a state file: a report (which has a version too)
+// or any other JSON object is refused, not read as "no checkpoints" and
+// overwritten.
+func TestStateFileRefusesOtherJSON(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, content, want string }{
+		{"report", `{"version": 1, "mode": "copy", "pipelines": []}`, "it is a migration report (-report)"},
+		{"other", `{"version": 1}`, "it has no checkpoints"},
+		{"not json", "pipeline {}", "is not a qbridge migrate state file"},
+	} {
+		path := filepath.Join(dir, tc.name+".json")
+		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := openState(path); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	path := filepath.Join(dir, "state.json")
+	s, err := openState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.save("p", 7); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = openState(path); err != nil || s.after("p") != 7 {
+		t.Fatalf("a saved state file reads back: %v", err)
+	}
+}

@@ -47,6 +47,17 @@ func openState(path string) (*stateFile, error) {
 	if err := json.Unmarshal(b, &s.data); err != nil {
 		return nil, fmt.Errorf("state file %s is not a qbridge migrate state file: %w", path, err)
 	}
+	// Any JSON object unmarshals: a state file is one with checkpoints (a
+	// report, say, has a version too). Read as empty, it would be
+	// overwritten, and the copy would start from the beginning.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil || keys["checkpoints"] == nil {
+		what := "it has no checkpoints"
+		if keys["pipelines"] != nil && keys["mode"] != nil {
+			what = "it is a migration report (-report)"
+		}
+		return nil, fmt.Errorf("state file %s is not a qbridge migrate state file (%s); give -state a file of its own (a new one is created)", path, what)
+	}
 	if s.data.Version != 1 {
 		return nil, fmt.Errorf("state file %s has version %d; this qbridge reads version 1", path, s.data.Version)
 	}
