@@ -90,8 +90,17 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 			return driver.Backlog{}, fmt.Errorf("nats: the stream that holds %q: %w", cfg.Subject, err)
 		}
 	}
-	n, err := streamMsgs(ctx, js, stream, nil)
-	return driver.Backlog{Ready: n}, err
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("nats: stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("nats: stream %s info: %w", stream, err)
+	}
+	// The stream drops a Nats-Msg-Id it stored within its duplicate
+	// window; the sink sends the message's dedup key as one.
+	return driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0}, nil
 }
 
 func countConn(ctx context.Context, cc connConfig, log *slog.Logger) (jetstream.JetStream, func(), error) {

@@ -127,7 +127,15 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 		return driver.Backlog{}, err
 	}
 	c, err := queueCounts(ctx, ac, name)
-	return c.Backlog, err
+	if err != nil {
+		return c.Backlog, err
+	}
+	// Duplicate detection drops a MessageId seen within the entity's
+	// window. Not knowing it (no answer, no field) is taking it as off.
+	if q, qerr := ac.GetQueue(ctx, name, nil); qerr == nil && q != nil && q.RequiresDuplicateDetection != nil {
+		c.Deduplicates = *q.RequiresDuplicateDetection
+	}
+	return c.Backlog, nil
 }
 
 // counts is an entity's backlog and its transfer dead-letter count, which

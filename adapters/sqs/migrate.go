@@ -64,7 +64,8 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 	if err != nil {
 		return driver.Backlog{}, missingQueue(err)
 	}
-	out, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: countAttrs})
+	out, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: append(countAttrs[:len(countAttrs):len(countAttrs)], types.QueueAttributeNameQueueArn)})
 	if err != nil {
 		return driver.Backlog{}, missingQueue(fmt.Errorf("sqs: count queue %s: %w", url, err))
 	}
@@ -87,6 +88,10 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 		}
 		*f.dst = n
 	}
+	// A FIFO queue drops a MessageDeduplicationId it saw within 5 minutes;
+	// qbridge sends one with every message there.
+	b.Deduplicates = strings.HasSuffix(url, ".fifo")
+	b.Entity = out.Attributes[string(types.QueueAttributeNameQueueArn)]
 	return b, nil
 }
 

@@ -24,6 +24,15 @@ type Backlog struct {
 	// counted.
 	Sessions    int64 `json:"sessions,omitempty"`
 	HasSessions bool  `json:"-"`
+	// Deduplicates says that the counted entity, as a sink, drops a message
+	// whose deduplication id it has seen within its window (SQS FIFO,
+	// Service Bus duplicate detection, a JetStream stream's duplicate
+	// window), so that a resume's rewrites need not grow it.
+	Deduplicates bool `json:"-"`
+	// Entity names the counted entity as the broker knows it (SQS
+	// QueueArn), or is empty: a source and a sink configured in different
+	// words but naming one entity have the same Entity.
+	Entity string `json:"-"`
 }
 
 // Pending is everything still to be moved: ready, in flight and scheduled.

@@ -216,7 +216,9 @@ func init() {
 			return c
 		},
 		CountSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Backlog, error) {
-			return brokerOf(c.Broker).backlog(c.Queue), nil
+			b := brokerOf(c.Broker).backlog(c.Queue)
+			b.Deduplicates = c.Dedup
+			return b, nil
 		},
 		Browse: func(c memSourceConfig, after uint64) (memSourceConfig, error) {
 			c.browse, c.after = true, after

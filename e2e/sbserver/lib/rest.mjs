@@ -267,7 +267,8 @@ export class RestServer {
   // the admin clients' Get*RuntimeProperties read them
   // (https://learn.microsoft.com/en-us/rest/api/servicebus/get-entity and
   // https://learn.microsoft.com/en-us/azure/service-bus-messaging/message-counters).
-  // Only the counters and times: the rest of the description is not kept.
+  // Only the counters, times, RequiresDuplicateDetection and RequiresSession:
+  // the rest of the description is not kept.
   atomGet(req, res, segs) {
     const path = segs.join('/');
     this.authorize(req, path, 'Manage');
@@ -300,6 +301,7 @@ export class RestServer {
       `<entry xmlns="http://www.w3.org/2005/Atom"><id>${xmlEscape(`http://${req.headers.host}/${path}`)}</id>` +
         `<title type="text">${xmlEscape(title)}</title><updated>${now}</updated>` +
         `<content type="application/xml"><${desc} xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">` +
+        `<RequiresDuplicateDetection>${Boolean(e.props.requiresDuplicateDetection)}</RequiresDuplicateDetection>` +
         `<RequiresSession>${Boolean(e.props.requiresSession)}</RequiresSession>` +
         `<MessageCount>${total}</MessageCount>` +
         `<CreatedAt>${now}</CreatedAt><UpdatedAt>${now}</UpdatedAt><AccessedAt>${now}</AccessedAt>` +
