@@ -574,6 +574,43 @@ pipeline "sqs-mig" {
 	}
 }
 
+// A queue migrated into itself, spelled two ways (queue_url on one side,
+// queue_name on the other), passes the configuration check, which compares
+// what the blocks say; the brokers' answer (the QueueArn of both counts)
+// shows the loop, and the dry run and the move fail at once, moving
+// nothing.
+func TestMigrateIntoItselfSpelledTwoWays(t *testing.T) {
+	env := sqsSetup(t)
+	queue := env.createQueue(t, "self", false, nil)
+	env.sendBatch(t, queue, []types.SendMessageBatchRequestEntry{{Id: aws.String("0"), MessageBody: aws.String("hello")}})
+	name := queue[strings.LastIndexByte(queue, '/')+1:]
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "self" {
+  source "sqs" {
+%s  }
+  sink "sqs" {
+    queue_name        = %q
+    endpoint          = %q
+    region            = %q
+    access_key_id     = "test"
+    secret_access_key = "test"
+  }
+}
+`, env.conn(queue, `wait_time = "1s"`), name, env.endpoint, env.region))
+	for _, mode := range [][]string{{"-dry-run"}, {"-yes"}} {
+		code, rep, _ := migRun(t, 60*time.Second, append(mode, "-idle", "1s", "-progress", "off", cfg)...)
+		if code != migrate.ExitFailed || !strings.Contains(rep.Reason, "the sink writes into the source") {
+			t.Errorf("%v: exit %d, reason %q", mode, code, rep.Reason)
+		}
+		if j := rep.Jobs[0]; j.Read != 0 || j.Written != 0 {
+			t.Errorf("%v: read %d, written %d", mode, j.Read, j.Written)
+		}
+	}
+	if v, nv, d := env.approx(t, queue); v+nv+d != 1 {
+		t.Errorf("the queue holds %d/%d/%d, want the one message", v, nv, d)
+	}
+}
+
 // A dry run on RabbitMQ 3.x, which grants no copy link: qbridge reads a
 // sample, hands it back (released), and the queue keeps every message. The
 // sample is as large as the link's credit lets unsettled messages be held:

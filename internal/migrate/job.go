@@ -104,6 +104,12 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// migration of a mistyped name says so now.
 		return fail(fmt.Errorf("the source cannot be read: %w", srcErr))
 	}
+	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil && src.Entity != "" && src.Entity == snk.Entity {
+		// The configuration check compares what the blocks say; spelled
+		// differently (a queue_url and a queue_name, two endpoints of one
+		// service), only the broker's answer shows the loop.
+		return fail(fmt.Errorf("the sink writes into the source: both are %s; its messages would circulate without end and the source would never drain", src.Entity))
+	}
 
 	tr := newTracker()
 	tr.dryRun = opt.Mode == ModeDryRun
