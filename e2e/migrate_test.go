@@ -611,6 +611,52 @@ pipeline "self" {
 	}
 }
 
+// A sink that does not exist (a mistyped SQS queue, a JetStream subject no
+// stream stores) fails the dry run and the move at once, moving nothing; a
+// JetStream sink that creates its stream counts 0 before and runs.
+func TestMigrateMissingSinkFailsAtOnce(t *testing.T) {
+	env := sqsSetup(t)
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
+	natsCreateStream(t, js, "MISS_IN", "in.>")
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 2, 5, 0)
+	missing := strings.Replace(env.createQueue(t, "exists", false, nil), "-exists-", "-missing-", 1)
+	for _, tc := range []struct {
+		name, sink, want string
+		code             int
+	}{
+		{"sqs queue", "sink \"sqs\" {\n" + env.conn(missing) + "  }", "the sink cannot be written", migrate.ExitFailed},
+		{"no stream stores the subject", fmt.Sprintf("sink \"nats\" {\n    url = %q\n    subject = \"nowhere.x\"\n    jetstream {}\n  }", ns.URL()), "create_stream = true", migrate.ExitFailed},
+		{"stream created by the sink", fmt.Sprintf("sink \"nats\" {\n    url = %q\n    subject = \"made.x\"\n    jetstream {\n      stream = \"MADE\"\n      create_stream = true\n      stream_subjects = [\"made.>\"]\n    }\n  }", ns.URL()), "", migrate.ExitComplete},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "miss" {
+  source "nats" {
+    url     = %q
+    subject = "in.>"
+    jetstream {
+      stream  = "MISS_IN"
+      durable = "miss"
+    }
+  }
+  %s
+}
+`, ns.URL(), tc.sink))
+			for _, mode := range [][]string{{"-dry-run"}, {"-yes"}} {
+				start := time.Now()
+				code, rep, _ := migRun(t, 60*time.Second, append(mode, "-idle", "1s", "-progress", "off", cfg)...)
+				if code != tc.code || !strings.Contains(rep.Reason, tc.want) {
+					t.Errorf("%v: exit %d, reason %q; want %d and %q", mode, code, rep.Reason, tc.code, tc.want)
+				}
+				if tc.code == migrate.ExitFailed && time.Since(start) > 30*time.Second {
+					t.Errorf("%v: failed after %s, not at once", mode, time.Since(start).Round(time.Second))
+				}
+			}
+		})
+	}
+}
+
 // A dry run on RabbitMQ 3.x, which grants no copy link: qbridge reads a
 // sample, hands it back (released), and the queue keeps every message. The
 // sample is as large as the link's credit lets unsettled messages be held:

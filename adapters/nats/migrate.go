@@ -87,12 +87,16 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	defer closeConn()
 	if stream == "" {
 		if stream, err = js.StreamNameBySubject(ctx, cfg.Subject); err != nil {
-			return driver.Backlog{}, fmt.Errorf("nats: the stream that holds %q: %w", cfg.Subject, err)
+			return driver.Backlog{}, sinkStreamMissing(err, fmt.Errorf("nats: the stream that holds %q: %w", cfg.Subject, err))
 		}
 	}
 	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && set.js.createStream {
+		// The sink creates it when it opens: it holds nothing before.
+		return driver.Backlog{Deduplicates: true}, nil
+	}
 	if err != nil {
-		return driver.Backlog{}, fmt.Errorf("nats: stream %s: %w", stream, err)
+		return driver.Backlog{}, sinkStreamMissing(err, fmt.Errorf("nats: stream %s: %w", stream, err))
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
@@ -101,6 +105,16 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	// The stream drops a Nats-Msg-Id it stored within its duplicate
 	// window; the sink sends the message's dedup key as one.
 	return driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0}, nil
+}
+
+// sinkStreamMissing marks wrapped as permanent when err says that no
+// stream exists (or captures the subject): publishing would fail until
+// -connect-timeout, and a migration says so at once.
+func sinkStreamMissing(err, wrapped error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return driver.Permanent(fmt.Errorf("%w (no stream stores what the sink publishes: create it, or set jetstream { create_stream = true })", wrapped))
+	}
+	return wrapped
 }
 
 func countConn(ctx context.Context, cc connConfig, log *slog.Logger) (jetstream.JetStream, func(), error) {

@@ -67,8 +67,16 @@ func TestMigrateCountSinkAndDuplicates(t *testing.T) {
 	if !ok || dr.Duplicates() != 1 {
 		t.Fatalf("DuplicateReporter %v, duplicates %d; want 1", ok, dr.Duplicates())
 	}
-	if got, err := CountSink(ctxT(t, 10*time.Second), cfg, nil); err != nil || got != (driver.Backlog{Ready: 2}) {
-		t.Fatalf("CountSink = %+v, %v; want Ready 2", got, err)
+	// The stream drops a Nats-Msg-Id it stored within its window.
+	if got, err := CountSink(ctxT(t, 10*time.Second), cfg, nil); err != nil || got != (driver.Backlog{Ready: 2, Deduplicates: true}) {
+		t.Fatalf("CountSink = %+v, %v; want Ready 2, deduplicating", got, err)
+	}
+	// A subject no stream stores: publishing would fail until the
+	// connect timeout, so the count says so for good.
+	missing := cfg
+	missing.Subject = "nowhere.x"
+	if _, err := CountSink(ctxT(t, 10*time.Second), missing, nil); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "create_stream = true") {
+		t.Fatalf("CountSink of a subject no stream stores: %v, want a permanent error", err)
 	}
 }
 

@@ -151,7 +151,8 @@ func queueCounts(ctx context.Context, ac *admin.Client, queue string) (counts, e
 		return counts{}, fmt.Errorf("servicebus: runtime properties of queue %q: %w", queue, err)
 	}
 	if resp == nil { // the SDK's answer for an entity that does not exist
-		return counts{}, fmt.Errorf("servicebus: queue %q does not exist", queue)
+		// Retrying cannot help: a migration fails at once on it.
+		return counts{}, driver.Permanent(fmt.Errorf("servicebus: queue %q does not exist", queue))
 	}
 	p := resp.QueueRuntimeProperties
 	return counts{
@@ -168,7 +169,7 @@ func subscriptionCounts(ctx context.Context, ac *admin.Client, topic, sub string
 		return counts{}, fmt.Errorf("servicebus: runtime properties of subscription %s/%s: %w", topic, sub, err)
 	}
 	if resp == nil {
-		return counts{}, fmt.Errorf("servicebus: subscription %s/%s does not exist", topic, sub)
+		return counts{}, driver.Permanent(fmt.Errorf("servicebus: subscription %s/%s does not exist", topic, sub))
 	}
 	p := resp.SubscriptionRuntimeProperties
 	return counts{

@@ -96,13 +96,18 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		}
 	}
 
-	var srcErr error
-	rep.SourceBefore, rep.SinkBefore, srcErr = j.countBoth(ctx, rep, false)
+	var srcErr, snkErr error
+	rep.SourceBefore, rep.SinkBefore, srcErr, snkErr = j.countBoth(ctx, rep, false)
 	if driver.IsPermanent(srcErr) {
 		// A queue or stream that does not exist: the engine would retry
 		// until -connect-timeout, as a daemon waiting for it should; a
 		// migration of a mistyped name says so now.
 		return fail(fmt.Errorf("the source cannot be read: %w", srcErr))
+	}
+	if driver.IsPermanent(snkErr) {
+		// Likewise the sink: a dry run that said "complete" here was
+		// followed by a move retrying for -connect-timeout.
+		return fail(fmt.Errorf("the sink cannot be written: %w", snkErr))
 	}
 	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil && src.Entity != "" && src.Entity == snk.Entity {
 		// The configuration check compares what the blocks say; spelled
@@ -249,7 +254,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	// After an interrupt, or against a broker that could not be counted
 	// before and never connected, the counts are quick: a stop must not
 	// wait on them.
-	rep.SourceAfter, rep.SinkAfter, _ = j.countBoth(ctx, rep, !w.everRan)
+	rep.SourceAfter, rep.SinkAfter, _, _ = j.countBoth(ctx, rep, !w.everRan)
 	if outcome != OutcomeFailed || rep.Written > 0 {
 		// A pipeline that failed before it wrote anything has nothing to
 		// verify ("verified: the sink grew by 0, 0 written" read as a
@@ -389,9 +394,9 @@ func (j *job) countTimeout(quick bool) time.Duration {
 
 // countBoth asks the source's and the sink's brokers for their counts at
 // once (an unreachable endpoint costs one timeout, not two), recording why
-// where it cannot, and returns the source's error. futile: the pipeline
+// where it cannot, and returns both errors. futile: the pipeline
 // never connected, so a broker whose count failed before gets a quick one.
-func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, snk *driver.Backlog, srcErr error) {
+func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, snk *driver.Backlog, srcErr, snkErr error) {
 	interrupted := ctx.Err() != nil
 	if interrupted {
 		ctx = context.WithoutCancel(ctx) // an interrupted run still reports its counts
@@ -406,7 +411,6 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 		}
 		return &b, nil
 	}
-	var snkErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { src, srcErr = one("source", j.pipe.CountSource) })
 	wg.Go(func() { snk, snkErr = one("sink", j.pipe.CountSink) })
@@ -417,7 +421,7 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 	if snkErr != nil {
 		rep.CountErrors["sink"] = snkErr.Error()
 	}
-	return src, snk, srcErr
+	return src, snk, srcErr, snkErr
 }
 
 // browseFrom returns the opener of a copy's browsing source positioned
