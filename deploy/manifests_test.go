@@ -419,6 +419,19 @@ func checkMigrateJob(t *testing.T, j *batchv1.Job, q qbridgeContainer, claims ma
 	if !dryRun && !slices.Contains(c.Args, "-yes") {
 		t.Errorf("%s: a pod has no terminal to confirm on: without -yes migrate exits %d and does nothing", w, migrate.ExitUsage)
 	}
+	// After SIGTERM migrate finishes within shutdown_timeout, closes a
+	// sink that no longer answers within 15 s and counts for 2 s
+	// (docs/migrate.md, Ctrl-C): the kubelet must not kill it before its
+	// summary.
+	grace := int64(30)
+	if g := q.pod.TerminationGracePeriodSeconds; g != nil {
+		grace = *g
+	}
+	for _, p := range q.cfg.Pipelines {
+		if need := p.Spec.Engine.ShutdownTimeout + 17*time.Second; time.Duration(grace)*time.Second < need {
+			t.Errorf("%s: terminationGracePeriodSeconds %d is below pipeline %s's shutdown_timeout %s + 17 s (sink close and counts after an interrupt)", w, grace, p.Name, p.Spec.Engine.ShutdownTimeout)
+		}
+	}
 	if q.pod.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("%s: restartPolicy %q: a podFailurePolicy needs Never", w, q.pod.RestartPolicy)
 	}
