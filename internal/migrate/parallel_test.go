@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,5 +294,82 @@ func TestActiveTime(t *testing.T) {
 		if got := activeTime(tc.spans); got != tc.want {
 			t.Errorf("activeTime(%v) = %s, want %s", tc.spans, got, tc.want)
 		}
+	}
+}
+
+// "memqbatch" is memq whose source settles batches and has no order to
+// keep (as JetStream's and SQS standard's do): the engine must see both
+// through the migration's wrapper.
+func init() {
+	config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
+		Name: "memqbatch",
+		NewSource: func(ctx context.Context, c memSourceConfig, log *slog.Logger) (driver.Source, error) {
+			s, err := newMemSource(ctx, c, log)
+			if err != nil {
+				return nil, err
+			}
+			return &batchMemSource{Source: s, broker: c.Broker}, nil
+		},
+		NewSink:     newMemSink(false),
+		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.opt = o },
+		CountSource: func(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Backlog, error) {
+			return brokerOf(c.Broker).backlog(c.Queue), nil
+		},
+		CountSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Backlog, error) {
+			return brokerOf(c.Broker).backlog(c.Queue), nil
+		},
+		NewDrySink: newMemSink(true),
+	})
+}
+
+var batchCalls sync.Map // broker → *atomic.Int64 of AckBatch calls
+
+type batchMemSource struct {
+	driver.Source
+	broker string
+}
+
+func (s *batchMemSource) Unordered() bool { return true }
+
+func (s *batchMemSource) AckBatch(ctx context.Context, ds []driver.Delivery) []error {
+	n, _ := batchCalls.LoadOrStore(s.broker, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+	errs := make([]error, len(ds))
+	for i, d := range ds {
+		if _, ok := d.(*memDelivery); !ok {
+			errs[i] = fmt.Errorf("AckBatch got a %T, not the source's own delivery", d)
+			continue
+		}
+		errs[i] = d.Ack(ctx)
+	}
+	return errs
+}
+
+// The migration's wrapper passes the source's optional interfaces on: the
+// engine settles a batching source's deliveries in batches (through the
+// wrapper's bookkeeping: every one counted as acknowledged), and sees an
+// unordered source as unordered.
+func TestWrapperKeepsWhatTheSourceCanDo(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqbatch"`))
+	b.put("in", msgs(200, 0)...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeComplete || j.Written != 200 || j.Acknowledged != 200 || len(b.messages("in")) != 0 {
+		t.Fatalf("outcome %s (%s): written %d, acknowledged %d, %d left", rep.Outcome, rep.Reason, j.Written, j.Acknowledged, len(b.messages("in")))
+	}
+	n, _ := batchCalls.Load(pipes[0].Spec.Source.Config.(memSourceConfig).Broker)
+	if n == nil || n.(*atomic.Int64).Load() == 0 {
+		t.Errorf("the engine never called the source's AckBatch")
+	}
+	tr := newTracker()
+	src := tr.wrap(&batchMemSource{Source: &memSource{b: b}})
+	if _, ok := src.(driver.BatchAcker); !ok {
+		t.Error("a batching source is no BatchAcker once wrapped")
+	}
+	if u, ok := src.(driver.Unordered); !ok || !u.Unordered() {
+		t.Error("an unordered source is not unordered once wrapped")
+	}
+	if _, ok := tr.wrap(&memSource{b: b}).(driver.BatchAcker); ok {
+		t.Error("a source that acks one by one became a BatchAcker once wrapped")
 	}
 }

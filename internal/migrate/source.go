@@ -98,7 +98,11 @@ func (t *tracker) wrap(src driver.Source) driver.Source {
 	t.browser, _ = src.(driver.Browser)
 	t.quiescer, _ = src.(quiescer)
 	t.mu.Unlock()
-	return &trackedSource{t: t, src: src}
+	ts := &trackedSource{t: t, src: src}
+	if ba, ok := src.(driver.BatchAcker); ok {
+		return &batchTrackedSource{trackedSource: ts, ba: ba}
+	}
+	return ts
 }
 
 // quiescer is a source that can stop taking messages before it closes, so
@@ -508,6 +512,77 @@ func (s *trackedSource) Ready(ctx context.Context) error {
 	return nil
 }
 
+// The engine asks a source for what it can do (driver's optional
+// interfaces): the wrapper answers as the source it wraps would, so a
+// migration runs the engine as qbridge run does. Hidden, an SQS standard
+// queue's messages were sent in source order instead of at once
+// (Unordered), and JetStream acks went one synchronous double ack at a
+// time instead of in batches (BatchAcker, batchTrackedSource): an audit
+// measured 0.35–0.47 of the daemon's rate.
+
+// Unordered passes driver.Unordered on.
+func (s *trackedSource) Unordered() bool {
+	u, ok := s.src.(driver.Unordered)
+	return ok && u.Unordered()
+}
+
+// Lost passes driver.LossCounter on (0 for a source that cannot lose).
+func (s *trackedSource) Lost() uint64 {
+	if lc, ok := s.src.(driver.LossCounter); ok {
+		return lc.Lost()
+	}
+	return 0
+}
+
+// Warnings passes driver.Warner on.
+func (s *trackedSource) Warnings() []string {
+	if w, ok := s.src.(driver.Warner); ok {
+		return w.Warnings()
+	}
+	return nil
+}
+
+// batchTrackedSource is a trackedSource whose source settles batches
+// (driver.BatchAcker: JetStream pipelines its acks, SQS deletes ten at a
+// time). Only such a source is wrapped as one: the engine acks other
+// sources' deliveries one by one, in parallel.
+type batchTrackedSource struct {
+	*trackedSource
+	ba driver.BatchAcker
+}
+
+// AckBatch hands the batch to the source and does each acknowledged
+// delivery's bookkeeping, as trackedDelivery.Ack does.
+func (s *batchTrackedSource) AckBatch(ctx context.Context, ds []driver.Delivery) []error {
+	errs := make([]error, len(ds))
+	inner := make([]driver.Delivery, 0, len(ds))
+	at := make([]int, 0, len(ds))
+	for i, d := range ds {
+		td, ok := d.(*trackedDelivery)
+		if !ok {
+			errs[i] = d.Ack(ctx)
+			continue
+		}
+		td.settling()
+		if s.t.hold {
+			s.t.holdIt(td.Delivery)
+			continue
+		}
+		inner = append(inner, td.Delivery)
+		at = append(at, i)
+	}
+	if len(inner) == 0 {
+		return errs
+	}
+	for k, err := range s.ba.AckBatch(ctx, inner) {
+		i := at[k]
+		if errs[i] = err; err == nil {
+			ds[i].(*trackedDelivery).acked()
+		}
+	}
+	return errs
+}
+
 // trackedDelivery records how the engine settles a delivery. In hold mode
 // it settles nothing: the job hands every held delivery back at the end.
 type trackedDelivery struct {
@@ -540,14 +615,19 @@ func (d *trackedDelivery) Ack(ctx context.Context) error {
 	}
 	err := d.Delivery.Ack(ctx)
 	if err == nil {
-		d.t.done(d.pos, d.hasPos)
-		if m := d.Message(); m != nil && m.Source.DeliveryCount > 1 {
-			d.t.mu.Lock()
-			d.t.ackedAgain++
-			d.t.mu.Unlock()
-		}
+		d.acked()
 	}
 	return err
+}
+
+// acked records a delivery the source acknowledged.
+func (d *trackedDelivery) acked() {
+	d.t.done(d.pos, d.hasPos)
+	if m := d.Message(); m != nil && m.Source.DeliveryCount > 1 {
+		d.t.mu.Lock()
+		d.t.ackedAgain++
+		d.t.mu.Unlock()
+	}
 }
 
 func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
