@@ -959,3 +959,50 @@ func TestUndeliverableWithoutDestination(t *testing.T) {
 	}}, q, sink)
 	eventually(t, 5*time.Second, "told", func() bool { return calls.Load() >= 1 })
 }
+
+// The sink gets the time to live a message has left (its TTL less its time
+// at the source, AMQP's reduced ttl), and one that expired on the way the
+// least there is; the dead-letter sink gets the message as it came.
+func TestSinkGetsTheTTLLeft(t *testing.T) {
+	q := newQueue(t)
+	waited := msg("g", 0)
+	waited.TTL, waited.Source.EnqueuedTime = time.Minute, time.Now().Add(-45*time.Second)
+	expired := msg("g", 1)
+	expired.TTL, expired.Source.EnqueuedTime = time.Minute, time.Now().Add(-2*time.Minute)
+	fresh := msg("g", 2)
+	fresh.TTL = time.Minute
+	q.push(waited, expired, fresh)
+	var mu sync.Mutex
+	sent := map[string]time.Duration{}
+	sink := newSink(t)
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		mu.Lock()
+		sent[m.ID] = m.TTL
+		mu.Unlock()
+		if m.ID == "g/0" {
+			return driver.Permanent(errors.New("refused"))
+		}
+		return nil
+	}
+	dlq := newSink(t)
+	cfg := Config{Options: fastOptions(), Metrics: NewMetrics(nil), DeadLetter: DeadLetter{Sink: dlq.open, SinkKind: "mem"}}
+	start(t, cfg, q, sink)
+	eventually(t, 5*time.Second, "g/2 sent", func() bool { return len(sink.groupIDs("g")) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if got := sent["g/0"]; got > 15*time.Second || got < 10*time.Second {
+		t.Errorf("g/0 (45 s of its minute gone) sent with TTL %v, want about 15s", got)
+	}
+	if got := sent["g/1"]; got != mapping.MinTTLLeft {
+		t.Errorf("g/1 (expired on the way) sent with TTL %v, want %v", got, mapping.MinTTLLeft)
+	}
+	if got := sent["g/2"]; got > time.Minute || got < 55*time.Second {
+		t.Errorf("g/2 sent with TTL %v, want about a minute", got)
+	}
+	if dlq.count() != 1 || dlq.confirmed[0].TTL != time.Minute {
+		t.Errorf("the dead-letter sink got %d messages, TTL %v; want g/0 as it came (1m)", dlq.count(), dlq.confirmed[0].TTL)
+	}
+	if waited.TTL != time.Minute {
+		t.Errorf("the source's message was modified: TTL %v", waited.TTL)
+	}
+}

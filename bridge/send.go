@@ -121,7 +121,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		}
 		it.attempts++
 		items = append(items, it)
-		msgs = append(msgs, it.msg)
+		msgs = append(msgs, withTTLLeft(it.msg, now))
 	}
 	if len(items) == 0 {
 		return
@@ -389,6 +389,20 @@ func (p *Pipeline) nackGroup(it *item) {
 	for _, f := range followers {
 		p.nack(f, delay)
 	}
+}
+
+// withTTLLeft is m as the sink gets it: with the time to live it has left
+// (mapping.Message.TTLLeft), in a copy so that a retry counts from the
+// source's times again and a dead-letter sink gets the message as it came.
+// Most messages have no TTL: they go as they are.
+func withTTLLeft(m *mapping.Message, now time.Time) *mapping.Message {
+	left, ok := m.TTLLeft(now)
+	if !ok || left == m.TTL {
+		return m
+	}
+	cp := *m
+	cp.TTL = left
+	return &cp
 }
 
 // deadLetter moves a message that cannot be delivered to the dead-letter

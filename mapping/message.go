@@ -127,6 +127,41 @@ type Source struct {
 	Address          string // the queue, subject or entity it was read from
 }
 
+// TTLLeft is the time to live m has left at now, for a message passed on:
+// the TTL less the time since it was enqueued at its source, where the
+// source says when it expires (Source.ExpiresAt: Service Bus) or when it
+// was enqueued (Source.EnqueuedTime: SQS SentTimestamp, JetStream, Service
+// Bus), as AMQP 1.0 §3.2.1 asks of an intermediary ("the reduced ttl"), so
+// a message does not live longer at the target than at its source. A
+// message that expired on the way gets MinTTLLeft: the target's expiry
+// (and its dead-lettering on expiry, if set) applies at once. ok is false
+// when there is nothing to reduce: no TTL, no source time, or a message
+// read from a dead-letter queue, where its TTL no longer runs.
+func (m *Message) TTLLeft(now time.Time) (ttl time.Duration, ok bool) {
+	if m.TTL <= 0 || m.Source.DeadLetterReason != "" || m.Source.DeadLetterSource != "" {
+		return m.TTL, false
+	}
+	exp := m.Source.ExpiresAt
+	if exp.IsZero() {
+		if m.Source.EnqueuedTime.IsZero() {
+			return m.TTL, false
+		}
+		exp = m.Source.EnqueuedTime.Add(m.TTL)
+	}
+	left := exp.Sub(now)
+	switch {
+	case left >= m.TTL: // a clock ahead of ours: never more than it had
+		return m.TTL, false
+	case left < MinTTLLeft:
+		return MinTTLLeft, true
+	}
+	return left.Truncate(time.Millisecond), true
+}
+
+// MinTTLLeft is the TTL a message that expired on the way is sent with:
+// the smallest every target takes (AMQP and Service Bus count in ms).
+const MinTTLLeft = time.Millisecond
+
 // DedupKey is the id a sink deduplicates on: DedupID when set, else ID.
 func (m *Message) DedupKey() string {
 	if m.DedupID != "" {
