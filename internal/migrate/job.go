@@ -90,7 +90,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 
 	if j.state != nil && opt.Mode == ModeCopy {
-		if err := j.state.check(j.key(), j.pipe.SourceIdentity()); err != nil {
+		if err := j.state.check(j.key(), j.pipe.SourceIdentity(), opt.filterText()); err != nil {
 			rep.ResumedFrom = 0 // the checkpoint is another source's: nothing resumed
 			return fail(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,6 +165,28 @@ func (c Condition) match(m *mapping.Message) bool {
 		return c.Negate
 	}
 	return (got == c.Value) != c.Negate
+}
+
+// filterText names the selection in words that compare: "" for none, else
+// the -since, -until and -where flags as given, sorted. A copy checkpoint
+// is kept with it (stateFile.check).
+func (o *Options) filterText() string {
+	var parts []string
+	if !o.Since.IsZero() {
+		parts = append(parts, "-since "+o.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !o.Until.IsZero() {
+		parts = append(parts, "-until "+o.Until.UTC().Format(time.RFC3339Nano))
+	}
+	for _, c := range o.Where {
+		op := "=="
+		if c.Negate {
+			op = "!="
+		}
+		parts = append(parts, "-where "+strconv.Quote(c.Template.String()+op+c.Value))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
 }
 
 // filter returns the selection, or nil when everything is selected.

@@ -17,8 +17,9 @@ type stateFile struct {
 	path string
 	mu   sync.Mutex
 	data stateData
-	// sources holds each job's source identity, from check, for save.
-	sources map[string]string
+	// sources and filters hold each job's source identity and selection,
+	// from check, for save.
+	sources, filters map[string]string
 }
 
 type stateData struct {
@@ -33,10 +34,15 @@ type checkpoint struct {
 	// a position in one stream or queue means nothing in another. Empty in
 	// files written before it was kept.
 	Source string `json:"source,omitempty"`
+	// Filters are the -since, -until and -where of the copy that kept it
+	// (Options.filterText; empty: none): messages before the checkpoint
+	// that they skipped were never copied, so another selection may not
+	// resume from it.
+	Filters string `json:"filters,omitempty"`
 }
 
 func openState(path string) (*stateFile, error) {
-	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}, sources: map[string]string{}}
+	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}, sources: map[string]string{}, filters: map[string]string{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
@@ -78,16 +84,27 @@ func (s *stateFile) after(job string) uint64 {
 // many messages of this one, and report the copy complete. It remembers
 // source for save. A checkpoint that names no source (an older file) is
 // taken as this source's.
-func (s *stateFile) check(job, source string) error {
+func (s *stateFile) check(job, source, filters string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sources[job] = source
+	s.sources[job], s.filters[job] = source, filters
 	cp, ok := s.data.Jobs[job]
+	if ok && cp.Filters != filters {
+		return fmt.Errorf("-state %s: the checkpoint of %q (after position %d) was kept by a copy that selected %s, and this one selects %s: what the other selection skipped before the checkpoint would never be copied; use another -state file for this selection, or remove %q from this one to copy it from the start",
+			s.path, job, cp.After, filterWords(cp.Filters), filterWords(filters), job)
+	}
 	if !ok || cp.Source == "" || source == "" || cp.Source == source {
 		return nil
 	}
 	return fmt.Errorf("-state %s: the checkpoint of %q (after position %d) was kept for source %s, but the pipeline now reads %s; a position in one source means nothing in another: use another -state file for this source, or remove %q from this one to copy it from the start",
 		s.path, job, cp.After, cp.Source, source, job)
+}
+
+func filterWords(f string) string {
+	if f == "" {
+		return "every message"
+	}
+	return "only " + f
 }
 
 // save records a checkpoint; it never moves one back.
@@ -97,7 +114,7 @@ func (s *stateFile) save(job string, after uint64) error {
 	if after <= s.data.Jobs[job].After {
 		return nil
 	}
-	s.data.Jobs[job] = checkpoint{After: after, Updated: time.Now().UTC(), Source: s.sources[job]}
+	s.data.Jobs[job] = checkpoint{After: after, Updated: time.Now().UTC(), Source: s.sources[job], Filters: s.filters[job]}
 	b, err := json.MarshalIndent(s.data, "", "  ")
 	if err != nil {
 		return err
