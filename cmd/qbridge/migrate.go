@@ -338,7 +338,21 @@ func confirm(ctx context.Context, std stdio, pipes []*config.Pipeline, mode migr
 		fmt.Fprintf(std.Err, "  %s: %s → %s, %s\n", p.Name, p.Spec.Source.Kind, p.Spec.Sink.Kind, sourceCount(ctx, p, log))
 	}
 	fmt.Fprint(std.Err, "Go on? [y/N] ")
-	line, _ := bufio.NewReader(in).ReadString('\n')
+	// The answer is read aside, so that Ctrl-C at the prompt ends it: the
+	// first signal only cancels ctx. The reader goroutine ends with the
+	// process, which exits next.
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(in).ReadString('\n')
+		answer <- line
+	}()
+	var line string
+	select {
+	case line = <-answer:
+	case <-ctx.Done():
+		fmt.Fprintln(std.Err, "\nqbridge migrate: interrupted at the prompt; nothing was done")
+		return migrate.ExitInterrupted, false
+	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
 		return 0, true

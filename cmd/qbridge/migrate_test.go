@@ -82,6 +82,29 @@ func TestMigrateDeclinedIsNotAFailure(t *testing.T) {
 	}
 }
 
+// TestMigrateInterruptedAtThePrompt: Ctrl-C while the prompt waits for an
+// answer ends it (exit 130, nothing done); it used to wait on until a
+// second signal killed it without a word.
+func TestMigrateInterruptedAtThePrompt(t *testing.T) {
+	good := writeFile(t, t.TempDir(), "good.hcl", goodConfig)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close() // no answer comes
+	old := stdinIsTerminal
+	stdinIsTerminal = func(*os.File) bool { return true }
+	defer func() { stdinIsTerminal = old }()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal, before any answer
+	var out, errb bytes.Buffer
+	code := dispatch(ctx, []string{"migrate", good}, stdio{In: r, Out: &out, Err: &errb})
+	if code != 130 || !strings.Contains(errb.String(), "interrupted at the prompt; nothing was done") {
+		t.Fatalf("exit %d, want 130\nstderr: %s", code, errb.String())
+	}
+}
+
 // TestMigratePipelinesRunInFlagOrder: every named pipeline runs, in the
 // order of the flags, and one that fails does not stop the next.
 func TestMigratePipelinesRunInFlagOrder(t *testing.T) {
