@@ -746,3 +746,20 @@ func TestCopyCheckpointKeepsItsFilters(t *testing.T) {
 		t.Errorf("sink holds %d, want tenant a's 5", n)
 	}
 }
+
+// A dry run whose filter matches nothing says how many it left out, not
+// only "would write 0".
+func TestDryRunSaysWhatTheFiltersLeaveOut(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(10, 0)...)
+	opt := fastOptions(ModeDryRun)
+	c, err := ParseCondition("{subject}==orders.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Where = []Condition{c}
+	rep := Run(context.Background(), pipes, opt, nil)
+	if s := summary(rep); !strings.Contains(s, "read 10; would write 0; the filters (-since, -until, -where) leave out 10") {
+		t.Errorf("summary:\n%s", s)
+	}
+}

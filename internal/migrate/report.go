@@ -331,6 +331,11 @@ func (r *Report) Summary(w io.Writer) {
 			if d.Sampled {
 				fmt.Fprint(w, " (a sample)")
 			}
+			if j.Skipped > 0 {
+				// A filter that matches nothing shows here, not as a
+				// silent "would write 0".
+				fmt.Fprintf(w, "; the filters (-since, -until, -where) leave out %d", j.Skipped)
+			}
 			fmt.Fprintln(w)
 			for _, k := range sortedKeys(d.WouldReject) {
 				fmt.Fprintf(w, "    would reject %d: %s", d.WouldReject[k], k)
