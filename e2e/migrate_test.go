@@ -188,7 +188,8 @@ func TestMigrateJetStreamToJetStream(t *testing.T) {
 
 // -parallel 3 with three JetStream pipelines whose sinks name their
 // streams: each pipeline moves every message of its own stream, in order
-// per group, and is verified against its own sink's count.
+// per group, and is verified against its own sink's count. The
+// configuration's log level is warn; progress lines are written anyway.
 func TestMigrateParallelJetStream(t *testing.T) {
 	ns := e2etest.StartNATS(t)
 	_, js := e2etest.ConnectNATS(t, ns.URL())
@@ -205,7 +206,8 @@ func TestMigrateParallelJetStream(t *testing.T) {
 		p = strings.Replace(p, `ack_timeout = "2s"`, fmt.Sprintf("ack_timeout = \"2s\"\n      stream      = \"PAR_OUT%d\"", i), 1)
 		hcl.WriteString(p)
 	}
-	cfg := migWriteConfig(t, hcl.String())
+	// A sidecar's log level: progress lines are written all the same.
+	cfg := migWriteConfig(t, "log {\n  level = \"warn\"\n}\n"+hcl.String())
 
 	code, rep, m := migRun(t, 2*time.Minute, "-parallel", "3", "-idle", "1s", "-progress", "log", "-progress-every", "500ms", cfg)
 	if code != 0 || rep.Outcome != migrate.OutcomeComplete {

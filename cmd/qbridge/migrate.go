@@ -280,7 +280,12 @@ Flags:
 	case "bar":
 		prog = migrate.NewBarProgress(std.Out)
 	case "log":
-		prog = &migrate.LogProgress{Log: log, Every: *every}
+		// Progress lines are what -progress log asks for: they are written
+		// whatever level the configuration's log block sets for the rest
+		// (a sidecar's "warn" silenced them all; -progress off does).
+		progressLevel := new(slog.LevelVar)
+		progressLevel.Set(slog.LevelInfo)
+		prog = &migrate.LogProgress{Log: newLogger(std.Err, format, progressLevel), Every: *every}
 	default:
 		prog = migrate.NoProgress{}
 	}
