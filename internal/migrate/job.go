@@ -255,10 +255,10 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	// before and never connected, the counts are quick: a stop must not
 	// wait on them.
 	rep.SourceAfter, rep.SinkAfter, _, _ = j.countBoth(ctx, rep, !w.everRan)
-	if outcome != OutcomeFailed || rep.Written > 0 {
-		// A pipeline that failed before it wrote anything has nothing to
-		// verify ("verified: the sink grew by 0, 0 written" read as a
-		// success).
+	if rep.Written > 0 || outcome == "" {
+		// A pipeline that failed, or was stopped, before it wrote anything
+		// has nothing to verify ("verified: the sink grew by 0, 0
+		// written" read as a success).
 		rep.Verification = j.verify(ctx, rep)
 	}
 	rep.DrainedBy = by

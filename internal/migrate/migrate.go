@@ -9,6 +9,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/config"
 )
 
@@ -41,8 +43,11 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			switch j.Outcome {
 			case OutcomeSkipped:
 				// Skipped follows a failure or an interrupt, which
-				// decides the outcome and the reason.
-				skipped++
+				// decides the outcome and the reason; a dead-letter
+				// queue the source does not have is no such thing.
+				if !j.notApplicable {
+					skipped++
+				}
 				continue
 			case OutcomeFailed:
 				failed++
@@ -189,6 +194,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 	wg.Wait()
 	for _, u := range units {
 		rep.Jobs = append(rep.Jobs, u.reports...)
+		rep.Jobs = append(rep.Jobs, u.trailing...)
 	}
 	return finish()
 }
@@ -224,6 +230,9 @@ func activeTime(spans []span) time.Duration {
 type unit struct {
 	jobs    []*job
 	reports []*JobReport
+	// trailing are reports listed after the jobs' (a dead-letter queue
+	// the source does not have).
+	trailing []*JobReport
 	// touches names what its jobs read and write (config.Pipeline's
 	// SourceIdentity and SinkIdentity): units that share one run one after
 	// the other.
@@ -241,6 +250,14 @@ func prepare(ctx context.Context, p *config.Pipeline, opt *Options) *unit {
 		return u
 	}
 	dp, err := p.WithDeadLetterSource(ctx, opt.Log)
+	if errors.Is(err, driver.ErrNoDeadLetterQueue) {
+		// The flag asks for the dead-letter queue where there is one: a
+		// run over several pipelines need not be split for those without.
+		none := notRun(p, "dead-letter", OutcomeSkipped, fmt.Sprintf("-include-dead-letters: %v", err))
+		none.notApplicable = true
+		u.trailing = []*JobReport{none}
+		return u
+	}
 	if err != nil {
 		return &unit{reports: []*JobReport{notRun(p, "main", OutcomeFailed, fmt.Sprintf("-include-dead-letters: %v; nothing of this pipeline was migrated", err))}}
 	}

@@ -220,3 +220,25 @@ func TestPermanentOpenErrorFailsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// -include-dead-letters on a source without a dead-letter queue moves its
+// main queue and lists the dead-letter queue as skipped, with why; the run
+// is complete (it failed the whole pipeline before, so a run over several
+// pipelines had to be split).
+func TestIncludeDeadLettersWithoutADeadLetterQueue(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
+	b.put("in", msgs(5, 0)...)
+	opt := fastOptions(ModeMove)
+	opt.IncludeDeadLetters = true
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeComplete || rep.Reason != "" || len(rep.Jobs) != 2 {
+		t.Fatalf("outcome %s (%q), %d jobs", rep.Outcome, rep.Reason, len(rep.Jobs))
+	}
+	main, dlq := rep.Jobs[0], rep.Jobs[1]
+	if main.Queue != "main" || main.Outcome != OutcomeComplete || main.Written != 5 {
+		t.Errorf("main: %s %s, written %d", main.Queue, main.Outcome, main.Written)
+	}
+	if dlq.Queue != "dead-letter" || dlq.Outcome != OutcomeSkipped || !strings.Contains(dlq.Reason, "has no dead-letter queue") {
+		t.Errorf("dead-letter: %s %s (%s)", dlq.Queue, dlq.Outcome, dlq.Reason)
+	}
+}

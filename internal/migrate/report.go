@@ -226,6 +226,7 @@ type JobReport struct {
 	browseRefused bool      // the broker refused to browse: a dry run samples instead
 	stuckWhy      string    // why stuck messages stay (job.stuckWhy), for the summary
 	started       time.Time // when the job began: its active time is [started, +ActiveSeconds]
+	notApplicable bool      // skipped because there is nothing to run (a dead-letter queue the source lacks)
 }
 
 // DryRunReport is what would have happened.

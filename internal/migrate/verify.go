@@ -59,10 +59,13 @@ func verification(j *JobReport, mode Mode) *Verification {
 		v.Verified = true
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, within the %d messages the source had "+
 			"delivered before, which an earlier, interrupted run may have written: the sink's duplicate detection drops such copies", -d, j.Redelivered)
-	default:
+	case j.SinkAfter.Deduplicates:
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote: its broker dropped them as duplicates "+
-			"(SQS FIFO or Service Bus duplicate detection: a re-run within the window, or messages sharing a "+
+			"(its duplicate detection: a re-run within the window, or messages sharing a "+
 			"deduplication id; see -new-dedup-ids), or another consumer received and deleted them meanwhile", -d)
+	default:
+		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, and it does not drop duplicates: "+
+			"another consumer received and deleted them meanwhile, or the sink lost them", -d)
 	}
 	return v
 }

@@ -37,8 +37,10 @@ func TestVerification(t *testing.T) {
 		// sink keeps every copy: a shortfall is a shortfall.
 		{name: "fewer, within the redelivered, sink without duplicate detection", j: JobReport{Counts: Counts{Written: 4, Redelivered: 3}, SinkBefore: bl(2, 0), SinkAfter: bl(3, 0)},
 			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote"},
-		{name: "fewer than written, more than redelivered", j: JobReport{Counts: Counts{Written: 4, Redelivered: 2}, SinkBefore: bl(0, 0), SinkAfter: bl(1, 0)},
-			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote: its broker dropped them"},
+		{name: "fewer than written, more than redelivered", j: JobReport{Counts: Counts{Written: 4, Redelivered: 2}, SinkBefore: dedup(0), SinkAfter: dedup(1)},
+			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote: its broker dropped them as duplicates (its duplicate detection"},
+		{name: "fewer, sink without duplicate detection", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: bl(0, 0), SinkAfter: bl(1, 0)},
+			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote, and it does not drop duplicates: another consumer"},
 		{name: "more: another producer", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: bl(0, 0), SinkAfter: bl(6, 0)},
 			mode: ModeMove, verified: true, checked: true, note: "2 more"},
 		{name: "uncountable sink", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: nil, SinkAfter: nil, CountErrors: map[string]string{"sink": "an AMQP queue cannot be counted"}},
