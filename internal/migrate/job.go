@@ -416,12 +416,27 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 	wg.Go(func() { snk, snkErr = one("sink", j.pipe.CountSink) })
 	wg.Wait()
 	if srcErr != nil {
-		rep.CountErrors["source"] = srcErr.Error()
+		rep.CountErrors["source"] = oneLine(srcErr.Error())
 	}
 	if snkErr != nil {
-		rep.CountErrors["sink"] = snkErr.Error()
+		rep.CountErrors["sink"] = oneLine(snkErr.Error())
 	}
 	return src, snk, srcErr, snkErr
+}
+
+// oneLine folds an error's lines into one for the summary and the report:
+// the Azure SDK's response errors span several, framed by rules of dashes.
+func oneLine(s string) string {
+	if !strings.Contains(s, "\n") {
+		return s
+	}
+	var parts []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && strings.Trim(l, "-") != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // browseFrom returns the opener of a copy's browsing source positioned

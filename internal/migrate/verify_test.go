@@ -186,3 +186,13 @@ func TestDryRunTotalSaysWouldWrite(t *testing.T) {
 		t.Errorf("summary:\n%s", s)
 	}
 }
+
+func TestOneLine(t *testing.T) {
+	azure := "servicebus: runtime properties of queue \"orders4\": GET http://127.0.0.1:41495/orders4\n--------------------------------------------------------------------------------\nRESPONSE 401: 401 Unauthorized\nERROR CODE UNAVAILABLE\n--------------------------------------------------------------------------------\nUnauthorized: 'Manage' claim required for 'orders4'\n--------------------------------------------------------------------------------\n"
+	if got, want := oneLine(azure), `servicebus: runtime properties of queue "orders4": GET http://127.0.0.1:41495/orders4 RESPONSE 401: 401 Unauthorized ERROR CODE UNAVAILABLE Unauthorized: 'Manage' claim required for 'orders4'`; got != want {
+		t.Errorf("oneLine = %q\nwant %q", got, want)
+	}
+	if got := oneLine("plain"); got != "plain" {
+		t.Errorf("oneLine(plain) = %q", got)
+	}
+}
