@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -264,7 +265,8 @@ Flags:
 		}
 		format = *logFormat
 	}
-	log := newLogger(std.Err, format, level)
+	logOut := &swapWriter{w: std.Err}
+	log := newLogger(logOut, format, level)
 	opt.Log = log
 
 	if opt.Mode == migrate.ModeDryRun {
@@ -278,7 +280,12 @@ Flags:
 	var prog migrate.Progress
 	switch mode {
 	case "bar":
-		prog = migrate.NewBarProgress(std.Out)
+		bar := migrate.NewBarProgress(std.Out)
+		if isTerminal(std.Err) {
+			// Both on the terminal: log lines go above the bars.
+			logOut.set(bar.Above(std.Err))
+		}
+		prog = bar
 	case "log":
 		// Progress lines are what -progress log asks for: they are written
 		// whatever level the configuration's log block sets for the rest
@@ -303,6 +310,25 @@ Flags:
 		fmt.Fprintf(std.Err, "qbridge migrate: %s: %s\n", rep.Outcome, rep.Reason)
 	}
 	return rep.ExitCode
+}
+
+// swapWriter is a log destination that can change while loggers hold it.
+type swapWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *swapWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *swapWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	return w.Write(p)
 }
 
 // stdinIsTerminal is a variable so that tests can answer the prompt.

@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -122,6 +123,28 @@ func NewBarProgress(w io.Writer) *BarProgress {
 		p:    mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(150*time.Millisecond)),
 		bars: map[string]*barState{},
 	}
+}
+
+// Above returns a writer for log lines: above the live bars while they
+// run (mpb prints them there and draws the bars again below), to fallback
+// once they are done. Written past the bars, a log line left a stale bar
+// above it and lost its last row to the bar's next redraw.
+func (b *BarProgress) Above(fallback io.Writer) io.Writer {
+	return aboveBars{p: b.p, fallback: fallback}
+}
+
+type aboveBars struct {
+	p        *mpb.Progress
+	fallback io.Writer
+}
+
+func (a aboveBars) Write(p []byte) (int, error) {
+	n, err := a.p.Write(p)
+	var done mpb.ErrDone[*mpb.Progress]
+	if errors.As(err, &done) {
+		return a.fallback.Write(p)
+	}
+	return n, err
 }
 
 func (b *BarProgress) Start(job string, total int64) {
