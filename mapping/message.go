@@ -6,6 +6,8 @@
 package mapping
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"time"
@@ -187,6 +189,22 @@ func (m *Message) SourceKey() string {
 		return ""
 	}
 	return s.Protocol + "\x00" + s.Address + "\x00" + id
+}
+
+// MadeUpIDPrefix starts an id an encoder made up for a message that has
+// none of its own (IDFromSourceKey; SQS also for a unique dedup id).
+const MadeUpIDPrefix = "qbridge-"
+
+// IDFromSourceKey is a stable id for a message that has none of its own,
+// made from its SourceKey (key): the same on every delivery of it, so that
+// a sink deduplicating on ids (Service Bus duplicate detection, SQS FIFO)
+// drops the copy a resumed migration writes again. "" for an empty key.
+func IDFromSourceKey(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return MadeUpIDPrefix + hex.EncodeToString(sum[:])
 }
 
 // Attr returns the attribute with the given name.

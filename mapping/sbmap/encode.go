@@ -162,6 +162,14 @@ func prepare(m *mapping.Message, opt *mapping.Options) (*mapping.Message, mappin
 		edit().ID = m.DedupID
 		carry |= mapping.FieldID
 	}
+	if m.ID == "" && m.DedupID == "" {
+		// No id of its own: one from the source's name for it, so that
+		// duplicate detection drops what a resume writes again (the SDK
+		// would give each send a random one).
+		if id := mapping.IDFromSourceKey(m.SourceKey()); id != "" {
+			edit().ID = id
+		}
+	}
 	for _, k := range []struct {
 		field string
 		bit   mapping.Field

@@ -166,6 +166,11 @@ func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, 
 	has := func(b mapping.Field) bool { return native&b != 0 }
 	if idNative {
 		e.bp.MessageID = mm.DedupKey()
+		if e.bp.MessageID == "" {
+			// No id of its own: one from the source's name for it, as
+			// sbmap does (duplicate detection and resumes).
+			e.bp.MessageID = mapping.IDFromSourceKey(mm.SourceKey())
+		}
 	}
 	if has(mapping.FieldGroupKey) {
 		e.bp.SessionID = mm.GroupKey

@@ -396,3 +396,19 @@ func TestTrace(t *testing.T) {
 		t.Fatalf("%v %v", r.Header, err)
 	}
 }
+
+// As over AMQP: a message without an id of its own gets one from the
+// source's name for it, the same on every send.
+func TestEncodeIDFromSourceKey(t *testing.T) {
+	m := &mapping.Message{Body: []byte("b"), Source: mapping.Source{Protocol: "nats", Address: "s", SequenceNumber: "7"}}
+	want := mapping.IDFromSourceKey(m.SourceKey())
+	for range 2 {
+		r, err := Encode(m, mapping.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bp := r.Header.Get("BrokerProperties"); !strings.Contains(bp, `"MessageId":"`+want+`"`) {
+			t.Fatalf("BrokerProperties %s, want MessageId %s", bp, want)
+		}
+	}
+}

@@ -261,13 +261,13 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 // madeUpPrefix starts a dedup id the encoder made up for a message that has
 // none: the decoder does not take it for the message's own. An explicit
 // dedup id that starts with it travels in the envelope instead.
-const madeUpPrefix = "qbridge-"
+const madeUpPrefix = mapping.MadeUpIDPrefix
 
 // madeUpDedupID is the dedup id of a message without one: from its
 // SourceKey (key), else unique.
 func madeUpDedupID(key string) string {
 	if key != "" {
-		return madeUpPrefix + hashID(key)
+		return mapping.IDFromSourceKey(key)
 	}
 	return madeUpPrefix + rand.Text()
 }
