@@ -763,3 +763,44 @@ func TestDryRunSaysWhatTheFiltersLeaveOut(t *testing.T) {
 		t.Errorf("summary:\n%s", s)
 	}
 }
+
+// A dead-letter queue's message the sink refuses, in a pipeline whose
+// dead-letter destination is native: a dead-letter queue cannot
+// dead-letter again, so nothing takes it. It is stuck, and the phase ends
+// not-drained saying so (it said "complete" with nothing written, or ran
+// until interrupted).
+func TestNativeDeadLetterOfADeadLetterIsStuck(t *testing.T) {
+	b, pipes := setup(t, `
+pipeline "p" {
+  source "memq" {
+    broker = "%[1]s"
+    queue  = "in"
+  }
+  sink "memq" {
+    broker      = "%[1]s"
+    queue       = "out"
+    reject_attr = "bad"
+  }
+  dead_letter {
+    native = true
+  }
+}
+`)
+	bad := msgs(1, 0)[0]
+	bad.SetAttr("bad", mapping.String("x"))
+	b.putDead("in", bad)
+	b.putDead("in", msgs(2, 0)[1])
+	opt := fastOptions(ModeMove)
+	opt.IncludeDeadLetters = true
+	rep := Run(context.Background(), pipes, opt, nil)
+	if len(rep.Jobs) != 2 {
+		t.Fatalf("%d jobs", len(rep.Jobs))
+	}
+	j := rep.Jobs[1]
+	if j.Queue != "dead-letter" || j.Outcome != OutcomeNotDrained || j.StuckTotal != 1 || j.Written != 1 || !strings.Contains(j.Reason, "stuck") {
+		t.Fatalf("dead-letter phase: %s (%s), stuck %d, written %d", j.Outcome, j.Reason, j.StuckTotal, j.Written)
+	}
+	if ex := j.StuckExamples["rejected"]; !strings.Contains(ex.Description, "cannot dead-letter again") {
+		t.Errorf("stuck example %+v", ex)
+	}
+}

@@ -680,6 +680,13 @@ func (d *trackedDelivery) DeadLetter(ctx context.Context, reason, description st
 	}
 	dl, ok := d.Delivery.(driver.DeadLetterer)
 	if !ok {
+		// A native dead-letter destination, and a delivery that has none
+		// (a dead-letter sub-queue, the HTTPS transport): nothing takes
+		// the message, which comes back when its lock lapses. Stuck, as
+		// when the engine finds no DeadLetterer: else a dead-letter queue
+		// phase ran until interrupted, or said "complete" with nothing
+		// written (audit).
+		t.undeliverable(d.Message(), reason, errNoNativeDeadLetter)
 		return errNoNativeDeadLetter
 	}
 	err := dl.DeadLetter(ctx, reason, description)
@@ -700,4 +707,4 @@ func (d *trackedDelivery) DecodeError() error {
 	return nil
 }
 
-var errNoNativeDeadLetter = errors.New("the source has no native dead-letter queue")
+var errNoNativeDeadLetter = errors.New("the source has no native dead-letter queue (a dead-letter sub-queue cannot dead-letter again): give the pipeline a dead_letter { sink ... }")
