@@ -280,6 +280,15 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Ready+rep.SourceAfter.InFlight > 0:
 		outcome = OutcomeNotDrained
 		reason = fmt.Sprintf("%d messages are at the source after the migration (they arrived after it was found drained, or another consumer held them); run the same command again", rep.SourceAfter.Ready+rep.SourceAfter.InFlight)
+	case opt.Mode == ModeMove && !opt.IncludeDeadLetters && j.queue == "main" && brokerDeadLettered(rep, tr) > 0:
+		// Messages that left the queue for its dead-letter queue on the
+		// broker's own account (MaxDeliveryCountExceeded, expiry): not at
+		// the sink, though the queue is empty.
+		n := brokerDeadLettered(rep, tr)
+		outcome = OutcomeNotDrained
+		rep.LeftBehind = map[string]int64{"source-dead-letter-queue": n}
+		reason = fmt.Sprintf("%d messages were dead-lettered by the source's broker during the move (its dead-letter count grew from %d to %d): they are in the source's dead-letter queue, not at the sink; move them with -include-dead-letters",
+			n, rep.SourceBefore.DeadLetter, rep.SourceAfter.DeadLetter)
 	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Scheduled > 0:
 		outcome = OutcomeNotDrained
 		rep.LeftBehind = map[string]int64{"scheduled": rep.SourceAfter.Scheduled}
@@ -303,6 +312,21 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	f.Rate = rep.Rate // over the active time, as the report's
 	prog.Finish(j.key(), f, rep.Outcome)
 	return rep
+}
+
+// brokerDeadLettered is how much the source's dead-letter count grew during
+// the job beyond what the job dead-lettered there itself (native).
+func brokerDeadLettered(rep *JobReport, tr *tracker) int64 {
+	if rep.SourceBefore == nil || rep.SourceAfter == nil {
+		return 0
+	}
+	tr.mu.Lock()
+	var own int64
+	for _, n := range tr.dlqNative {
+		own += n
+	}
+	tr.mu.Unlock()
+	return max(0, rep.SourceAfter.DeadLetter-rep.SourceBefore.DeadLetter-own)
 }
 
 // verifyWait is how long a sink that holds fewer messages than were

@@ -49,6 +49,10 @@ type memBroker struct {
 	// openedForMigration records that a source opened with the
 	// ForMigration hook's change.
 	openedForMigration bool
+	// brokerDeadLetters > 0: the next receive first moves that many
+	// messages to the dead-letter queue, as a broker does at its maximum
+	// delivery count.
+	brokerDeadLetters int
 }
 
 type memQueue struct {
@@ -302,6 +306,10 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 			return nil, errors.New("memq: connection lost")
 		}
 		q := s.b.queue(s.cfg.Queue)
+		for ; s.b.brokerDeadLetters > 0 && len(q.msgs) > 0 && !s.cfg.browse && !s.cfg.deadLetter; s.b.brokerDeadLetters-- {
+			q.dlq = append(q.dlq, q.msgs[0])
+			q.msgs = q.msgs[1:]
+		}
 		var out []driver.Delivery
 		for _, mm := range *s.list(q) {
 			if len(out) == max {

@@ -804,3 +804,18 @@ pipeline "p" {
 		t.Errorf("stuck example %+v", ex)
 	}
 }
+
+// Messages the source's broker dead-letters on its own during a move (its
+// maximum delivery count) are not at the sink, though the queue empties:
+// not-drained, left behind in the source's dead-letter queue, with the
+// remedy. It said "complete".
+func TestBrokerDeadLettersDuringAMove(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(10, 0)...)
+	b.brokerDeadLetters = 2
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	j := rep.Jobs[0]
+	if j.Outcome != OutcomeNotDrained || j.Written != 8 || j.LeftBehind["source-dead-letter-queue"] != 2 || !strings.Contains(j.Reason, "-include-dead-letters") {
+		t.Fatalf("%s (%s): written %d, left behind %v", j.Outcome, j.Reason, j.Written, j.LeftBehind)
+	}
+}
