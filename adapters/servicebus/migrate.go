@@ -379,7 +379,7 @@ func (d *browseDelivery) DeadLetter(context.Context, string, string) error { ret
 // NewDrySink returns a sink that resolves each message's entity and
 // encodes it as NewSink's sink would, over AMQP (sbmap) or HTTPS (sbrest),
 // with the same policy and max_message_size, and sends nothing.
-func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
+func NewDrySink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
@@ -388,10 +388,38 @@ func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason str
 	if log == nil {
 		log = slog.Default()
 	}
-	return &drySink{sinkCommon: &sinkCommon{set: set, log: log}}, nil
+	return &drySink{sinkCommon: &sinkCommon{set: set, log: log}, sessions: queueRequiresSession(ctx, set, log)}, nil
 }
 
-type drySink struct{ *sinkCommon }
+type drySink struct {
+	*sinkCommon
+	// sessions: the sink's queue is session-enabled (from the management
+	// API), so a message without a group key would be refused.
+	sessions bool
+}
+
+// queueRequiresSession asks the management API whether the sink's fixed
+// queue is session-enabled; false where it cannot tell (a template, a
+// topic, no management endpoint, no Manage right). Only the dry sink asks:
+// the send itself learns it from the broker's refusal.
+func queueRequiresSession(ctx context.Context, set *sinkSettings, log *slog.Logger) bool {
+	name, literal := set.entity.Literal()
+	if !literal || set.entityField != "queue" {
+		return false
+	}
+	ac, err := newAdminClient(set.conn, nil)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	q, err := ac.GetQueue(ctx, name, nil)
+	if err != nil || q == nil || q.RequiresSession == nil {
+		log.Debug("servicebus dry sink: whether the queue is session-enabled is not known", "queue", name, "error", err)
+		return false
+	}
+	return *q.RequiresSession
+}
 
 // Send returns the verdict of the entity template and the encoder for
 // each message.
@@ -399,6 +427,9 @@ func (s *drySink) Send(_ context.Context, msgs []*mapping.Message) []error {
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
 		_, mm, err := s.target(m)
+		if err == nil && s.sessions && mm.GroupKey == "" {
+			err = mapping.Rejectf(sbmap.Wire, "SessionId", "queue %q is session-enabled and the message has no group key: give messages one (mapping { group_key = ... }) or set default_session", s.set.entity.String())
+		}
 		if err == nil {
 			if s.set.conn.https {
 				_, _, err = restRequest(mm, s.set.opt)

@@ -329,3 +329,34 @@ func TestMigrateThrottled(t *testing.T) {
 		})
 	}
 }
+
+// A dry run into a session-enabled queue: the dry sink asks the management
+// API, and refuses a message without a group key as the queue would (a
+// dry run said "would write 3" and the move dead-lettered all 3). Without
+// a management endpoint it cannot know, and does not refuse.
+func TestMigrateDrySinkSessionQueue(t *testing.T) {
+	needBroker(t)
+	q := entity("migrate-sess")
+	for _, tc := range []struct {
+		name   string
+		conn   ConnConfig
+		refuse bool
+	}{
+		{"management endpoint", migrateConn(), true},
+		{"none", fastConn(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snk, err := NewDrySink(ctxT(t, 30*time.Second), SinkConfig{ConnConfig: tc.conn, Queue: q}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := snk.Send(context.Background(), []*mapping.Message{{Body: []byte("no group")}, sessionMsg("s1", 0)})
+			if errs[1] != nil {
+				t.Errorf("a message with a group key: %v", errs[1])
+			}
+			if got := errs[0] != nil; got != tc.refuse || (got && (!driver.IsPermanent(errs[0]) || !strings.Contains(errs[0].Error(), "session-enabled"))) {
+				t.Errorf("a message without a group key: %v, want refused %v", errs[0], tc.refuse)
+			}
+		})
+	}
+}
