@@ -207,6 +207,12 @@ func IDFromSourceKey(key string) string {
 	return MadeUpIDPrefix + hex.EncodeToString(sum[:])
 }
 
+// IsMadeUpID reports whether id is one IDFromSourceKey made: an encoder's,
+// which decoders drop (the message had no id of its own).
+func IsMadeUpID(id string) bool {
+	return len(id) == len(MadeUpIDPrefix)+sha256.Size*2 && strings.HasPrefix(id, MadeUpIDPrefix)
+}
+
 // Attr returns the attribute with the given name.
 func (m *Message) Attr(name string) (Value, bool) {
 	for _, a := range m.Attributes {

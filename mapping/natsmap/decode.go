@@ -159,7 +159,9 @@ func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
 		}
 		switch slot {
 		case 0:
-			m.DedupID = vs[0]
+			if !mapping.IsMadeUpID(vs[0]) { // an encoder's, not the message's (IDFromSourceKey)
+				m.DedupID = vs[0]
+			}
 		case 1:
 			m.ContentType = vs[0]
 		case 2:

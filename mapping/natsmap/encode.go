@@ -146,7 +146,14 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 	if m.DedupID != "" && m.DedupID == m.ID {
 		native &^= mapping.FieldDedupID
 	}
-	if key := m.DedupKey(); key != "" {
+	key, madeUp := m.DedupKey(), false
+	if key == "" {
+		// No id of its own: one from the source's name for it (a stream
+		// sequence, an SQS MessageId), so that the stream drops what a
+		// resume or a redelivery writes again. The decoder drops it.
+		key, madeUp = mapping.IDFromSourceKey(m.SourceKey()), true
+	}
+	if key != "" {
 		if r := valueProblem(key); r != "" {
 			carry, err := decide(o, nats.MsgIdHdr, r)
 			if err != nil {
@@ -159,7 +166,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 			}
 		} else {
 			set(nats.MsgIdHdr, key)
-			if m.DedupID == "" {
+			if m.DedupID == "" && !madeUp {
 				// The id's native home: the envelope is not written for
 				// it alone (it then decodes as the dedup id).
 				home |= mapping.FieldID

@@ -373,3 +373,33 @@ func TestEncodeScratchMatchesEncode(t *testing.T) {
 		t.Error("EncodeScratch took a subject with white space")
 	}
 }
+
+// A message without an id of its own gets a Nats-Msg-Id made from the
+// source's name for it, so that the stream drops the copy a resume writes
+// again; the decoder knows it for an encoder's and drops it (the message
+// still has no id). A message the source names in no way gets none.
+func TestEncodeMsgIDFromSourceKey(t *testing.T) {
+	m := &mapping.Message{Body: []byte("b"), Source: mapping.Source{Protocol: "nats", Address: "in.x", SequenceNumber: "7"}}
+	want := mapping.IDFromSourceKey(m.SourceKey())
+	msg, err := Encode(m, "out", EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msg.Header.Get(nats.MsgIdHdr); got != want {
+		t.Fatalf("Nats-Msg-Id %q, want %q", got, want)
+	}
+	back, err := Decode(msg, DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID != "" || back.DedupID != "" {
+		t.Errorf("decoded id %q, dedup id %q: want none (the made-up id is the encoder's)", back.ID, back.DedupID)
+	}
+	plain, err := Encode(&mapping.Message{Body: []byte("b")}, "out", EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.Header.Get(nats.MsgIdHdr); got != "" {
+		t.Errorf("a message the source names in no way got Nats-Msg-Id %q", got)
+	}
+}

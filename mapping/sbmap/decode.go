@@ -45,8 +45,12 @@ func decoded(msg *amqp.Message, m *mapping.Message, env *mapping.Envelope) error
 		}
 	}
 
-	// MessageId was the dedup id (or its digest) of a message without an id
-	// of its own.
+	// MessageId was made up by an encoder for a message without an id
+	// (IDFromSourceKey), or was the dedup id (or its digest) of a message
+	// without an id of its own.
+	if mapping.IsMadeUpID(m.ID) {
+		m.ID = ""
+	}
 	if env != nil && env.Fields != nil {
 		if c := env.Fields; c.ID == "" && c.DedupID != "" && (m.ID == c.DedupID || m.ID == digest(c.DedupID)) {
 			m.ID = ""

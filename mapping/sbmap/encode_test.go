@@ -227,6 +227,9 @@ func TestEncodeIDFromSourceKey(t *testing.T) {
 	if a.Properties == nil || a.Properties.MessageID != want || b.Properties.MessageID != want || !strings.HasPrefix(want, mapping.MadeUpIDPrefix) {
 		t.Fatalf("message-id %v / %v, want %q on both", a.Properties, b.Properties, want)
 	}
+	if back, err := Decode(a); err != nil || back.ID != "" {
+		t.Errorf("decoded id %q (%v): want none, the made-up id is the encoder's", back.ID, err)
+	}
 	none, err := Encode(&mapping.Message{Body: []byte("b")}, mapping.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -168,6 +168,9 @@ func finishDecode(m *mapping.Message, entries []entry) error {
 	if m.TTL > 0 && !m.Source.EnqueuedTime.IsZero() {
 		m.Source.ExpiresAt = m.Source.EnqueuedTime.Add(m.TTL)
 	}
+	if mapping.IsMadeUpID(m.ID) { // an encoder's (IDFromSourceKey): no id of its own
+		m.ID = ""
+	}
 	if env == nil {
 		sortAttributes(m.Attributes)
 		return nil
