@@ -47,11 +47,11 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 		deadLetter = fs.Bool("include-dead-letters", false, "also migrate the source's dead-letter queue (Service Bus $DeadLetterQueue, the SQS redrive target)")
 		yes        = fs.Bool("yes", false, "do not ask for confirmation")
 		progress   = fs.String("progress", "auto", "auto|bar|log|off: a live bar on a terminal, else a log line every -progress-every")
-		every      = fs.Duration("progress-every", 5*time.Second, "interval of progress log lines")
-		idle       = fs.Duration("idle", 5*time.Second, "how long the source must yield nothing before its count is trusted (brokers that cannot count: before it is drained)")
+		every      = fs.Duration("progress-every", 5*time.Second, "interval of progress log lines; more than 0")
+		idle       = fs.Duration("idle", 5*time.Second, "how long the source must yield nothing before its count is trusted (brokers that cannot count: before it is drained); more than 0")
 		timeout    = fs.Duration("timeout", 0, "give up on a pipeline, not drained, once it has run this long (each pipeline has its own; 0: no limit)")
-		connect    = fs.Duration("connect-timeout", 2*time.Minute, "fail when the brokers cannot be reached for this long")
-		sample     = fs.Int64("sample", 100, "dry run on SQS or AMQP (no browsing): read at most this many messages, each one counting as a receive")
+		connect    = fs.Duration("connect-timeout", 2*time.Minute, "fail when the brokers cannot be reached for this long; more than 0")
+		sample     = fs.Int64("sample", 100, "dry run on sources that cannot browse (SQS, AMQP without copy mode, session-enabled Service Bus): read at most this many messages, each one counting as a delivery")
 		stateFile  = fs.String("state", "", "copy mode: keep checkpoints in this file, so the same command resumes where it stopped")
 		since      = fs.String("since", "", "copy/dry run: only messages enqueued at or after this time (RFC 3339)")
 		until      = fs.String("until", "", "copy/dry run: only messages enqueued before this time (RFC 3339)")
@@ -75,8 +75,11 @@ was read, written, dead-lettered and left behind.
 
 Exit status: 0 drained and everything written; 3 drained, some messages
 dead-lettered (see the report); 4 not drained (timeout, scheduled messages
-left, messages that arrived late); 1 failed (configuration, unreachable
-broker, missing source; a failed pipeline does not stop the others); 2
+left, messages that arrived late, messages not copied, stuck messages that
+nothing takes, messages the source's broker dead-lettered; a dry run that
+finds messages that would be stuck); 1 failed (configuration, unreachable
+broker, missing source or sink; a failed pipeline does not stop the
+others); 2
 usage, or not confirmed (nothing was done); 130 interrupted (in-flight
 messages finished or handed back; pipelines not started are listed as
 skipped). Running the same command again resumes: a move continues from

@@ -671,7 +671,10 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 					cause = err.Error()
 				}
 				what := "not connected after"
-				if w.everRan {
+				if w.everRan && w.tr.snapshot().taken > 0 {
+					// It had received: the connection was lost. A source
+					// that opens without the network (Service Bus connects
+					// on its first receive) and then fails never connected.
 					what = "connection lost for"
 				}
 				return OutcomeFailed, "", fmt.Sprintf("%s %s: %s (the log has each attempt's error)", what, opt.ConnectTimeout, cause)
