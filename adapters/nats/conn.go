@@ -32,6 +32,13 @@ type conn struct {
 // dial connects to cc.URL or, when embedded, starts or joins the
 // in-process server first.
 func dial(ctx context.Context, cc connConfig, log *slog.Logger) (*conn, error) {
+	return dialAt(ctx, cc, log, slog.LevelInfo)
+}
+
+// dialAt is dial with the level of its "nats connected" line: a migration
+// counts through a connection of its own once a second while the source
+// is quiet, and each said so at info.
+func dialAt(ctx context.Context, cc connConfig, log *slog.Logger, connected slog.Level) (*conn, error) {
 	c := &conn{log: log}
 	url := cc.URL
 	if cc.Embedded {
@@ -59,7 +66,7 @@ func dial(ctx context.Context, cc connConfig, log *slog.Logger) (*conn, error) {
 		return nil, fmt.Errorf("nats: connect %s: %w", redactURL(url), err)
 	}
 	c.nc = nc
-	log.Info("nats connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
+	log.Log(ctx, connected, "nats connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
 	return c, nil
 }
 

@@ -121,7 +121,7 @@ func countConn(ctx context.Context, cc connConfig, log *slog.Logger) (jetstream.
 	if log == nil {
 		log = slog.Default()
 	}
-	c, err := dial(ctx, cc, log.With("adapter", "nats", "role", "count"))
+	c, err := dialAt(ctx, cc, log.With("adapter", "nats", "role", "count"), slog.LevelDebug)
 	if err != nil {
 		return nil, nil, err
 	}
