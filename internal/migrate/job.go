@@ -628,6 +628,7 @@ type watch struct {
 	recent    rateWindow
 	stoppedAt time.Time // when the engine stopped
 	everRan   bool
+	waitedFor int64 // the source's in-flight count last said to be waited for
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
 	lastRunning time.Time
@@ -748,7 +749,18 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	}
 	// Stuck messages stay at the source: the rest is drained when only
 	// they are left.
-	return "count", pending <= snap.stuck
+	if pending <= snap.stuck {
+		return "count", true
+	}
+	if b.Ready == 0 && b.InFlight > 0 && b.InFlight != w.waitedFor {
+		// Quiet, and what is left is held by someone else: another
+		// consumer, or an interrupted run until its locks lapse. Said
+		// once per count, so that a progress that stands still says why.
+		w.waitedFor = b.InFlight
+		w.j.log.Info("waiting for messages in flight at the source: another consumer holds them, or an interrupted run did and they come back when their lock lapses",
+			"in_flight", b.InFlight)
+	}
+	return "count", false
 }
 
 // saveCheckpoint writes copy mode's checkpoint every second, so a copy

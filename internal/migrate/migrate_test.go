@@ -417,10 +417,17 @@ func TestTimeoutWhenAnotherConsumerHoldsMessages(t *testing.T) {
 	b.queue("in").heldByOther = 3
 	b.mu.Unlock()
 	opt := fastOptions(ModeMove)
-	opt.Timeout = 300 * time.Millisecond
+	opt.Timeout = time.Second
+	var logs syncBuffer
+	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	rep := Run(context.Background(), pipes, opt, nil)
 	if rep.Outcome != OutcomeNotDrained || !strings.Contains(rep.Reason, "-timeout") || rep.Jobs[0].Written != 5 {
 		t.Fatalf("outcome %s: %s (written %d)", rep.Outcome, rep.Reason, rep.Jobs[0].Written)
+	}
+	// While it waits, the log says for what (the progress stood still
+	// without a word), once.
+	if n := strings.Count(logs.String(), "waiting for messages in flight at the source"); n != 1 || !strings.Contains(logs.String(), "in_flight=3") {
+		t.Errorf("%d waiting lines:\n%s", n, logs.String())
 	}
 }
 
