@@ -812,7 +812,15 @@ func (w *watch) figures(c Counts, snap snapshot) Figures {
 	if w.j.opt.Mode == ModeDryRun {
 		f.Written = 0
 	}
-	f.Rate = w.recent.rate(time.Now(), f.Done, w.start)
+	now := time.Now()
+	f.Rate = w.recent.rate(now, f.Done, w.start)
+	if f.Total > 0 && f.Done >= f.Total && !w.lastDoneAt.IsZero() {
+		// All moved, confirming the drain: the rate of the move, not one
+		// that falls while nothing is left to move.
+		if active := w.lastDoneAt.Sub(w.start).Seconds(); active > 0 {
+			f.Rate = float64(f.Done) / active
+		}
+	}
 	if f.Total > f.Done && f.Rate > 0 {
 		f.ETA = time.Duration(float64(f.Total-f.Done) / f.Rate * float64(time.Second))
 	}
