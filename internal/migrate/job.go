@@ -661,15 +661,22 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 				return OutcomeFailed, "", err.Error()
 			}
 			st := w.p.Stats()
-			if st.Running || w.lastRunning.IsZero() {
+			// Running is not enough: a source whose broker went away
+			// mid-move stays open while its client reconnects (NATS) or
+			// its receives fail (Service Bus). The adapters' own word
+			// (Ready: their last operation's failure) counts too, unless
+			// messages still move.
+			notReady := w.p.Ready(ctx)
+			healthy := st.Running && (notReady == nil || now.Sub(w.lastDoneAt) < opt.ConnectTimeout)
+			if healthy || w.lastRunning.IsZero() {
 				w.lastRunning = now
 			}
-			if !st.Running && now.Sub(w.lastRunning) > opt.ConnectTimeout {
+			if !healthy && now.Sub(w.lastRunning) > opt.ConnectTimeout {
 				// The engine retries for ever, as a daemon should; a job
 				// gives up and says why.
 				cause := "the adapters did not open"
-				if err := w.p.Ready(ctx); err != nil {
-					cause = err.Error()
+				if notReady != nil {
+					cause = notReady.Error()
 				}
 				what := "not connected after"
 				if w.everRan && w.tr.snapshot().taken > 0 {

@@ -53,6 +53,9 @@ type memBroker struct {
 	// messages to the dead-letter queue, as a broker does at its maximum
 	// delivery count.
 	brokerDeadLetters int
+	// notReady is what the sources' Ready says (a broker gone while the
+	// source stays open and its client reconnects).
+	notReady error
 }
 
 type memQueue struct {
@@ -352,6 +355,12 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 }
 
 func (s *memSource) Close(context.Context) error { return nil }
+
+func (s *memSource) Ready(context.Context) error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	return s.b.notReady
+}
 
 type browsingMemSource struct{ *memSource }
 

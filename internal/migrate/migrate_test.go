@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -824,5 +825,24 @@ func TestBrokerDeadLettersDuringAMove(t *testing.T) {
 	j := rep.Jobs[0]
 	if j.Outcome != OutcomeNotDrained || j.Written != 8 || j.LeftBehind["source-dead-letter-queue"] != 2 || !strings.Contains(j.Reason, "-include-dead-letters") {
 		t.Fatalf("%s (%s): written %d, left behind %v", j.Outcome, j.Reason, j.Written, j.LeftBehind)
+	}
+}
+
+// A source whose broker is gone while the source stays open (a client that
+// reconnects for ever): the pipeline runs, but its adapters say they are
+// not ready and nothing moves, so -connect-timeout ends the job with their
+// reason. It waited until interrupted.
+func TestConnectTimeoutWhileTheSourceIsOpenButGone(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.mu.Lock()
+	b.queue("in").heldByOther = 1 // never drained
+	b.notReady = errors.New("memq: connection lost; reconnecting")
+	b.mu.Unlock()
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 200 * time.Millisecond
+	opt.Timeout = time.Minute // the guard: it used to end only here
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "memq: connection lost; reconnecting") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
 }
