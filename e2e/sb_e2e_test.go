@@ -661,3 +661,36 @@ func TestSbConfigsValidate(t *testing.T) {
 		t.Fatalf("validate: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// The test server keeps serving past 2,048 deliveries on one receiver: it
+// settles each delivery it sent once the receiver's outcome is in (rhea
+// frees an outgoing delivery only when both ends settled, and the session
+// buffer overflowed at 2,048, ending the server: an audit's scale run).
+func TestSbServerServesMoreThanItsSessionBuffer(t *testing.T) {
+	srv := sbStartServer(t, `{"queues":[{"name":"many","lockDuration":"PT30S"}]}`)
+	c := sbClient(t, srv)
+	s, err := c.NewSender("many", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	const n = 2500
+	for i := 0; i < n; {
+		b, err := s.NewMessageBatch(sbCtx(t, 10*time.Second), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ; i < n; i++ {
+			if err := b.AddMessage(&azservicebus.Message{Body: []byte(fmt.Sprintf("m%05d", i))}, nil); err != nil {
+				break // full: send it and start another
+			}
+		}
+		if err := s.SendMessageBatch(sbCtx(t, 10*time.Second), b, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := sbReceive(t, c, "many", 0, n, 2*time.Minute)
+	if len(got) != n {
+		t.Fatalf("received %d of %d", len(got), n)
+	}
+}

@@ -10,6 +10,16 @@ import { SbError, COND, StoredMessage } from './store.mjs';
 import { Authenticator, Claims, AuthError, SAS_TOKEN_TYPE } from './auth.mjs';
 import { Management } from './mgmt.mjs';
 
+// settleOutgoing settles a delivery this server sent with the outcome it
+// decided. A delivery its sender settled is done for the receiver too,
+// which sends nothing more for it; rhea frees an outgoing delivery only
+// once both ends settled, so without this the session's outgoing buffer
+// kept every one and overflowed after 2,048 deliveries.
+function settleOutgoing(delivery, state) {
+  delivery.update(true, state);
+  delivery.remote_settled = true;
+}
+
 const require = createRequire(import.meta.url);
 const rhea = require('rhea');
 
@@ -380,7 +390,11 @@ export class AmqpServer {
   credit(consumer) {
     const l = consumer.link;
     if (!l.is_open() || consumer.removed) return 0;
-    return l.credit - this.pendingOn(l);
+    // Never more than the session's outgoing buffer holds (rhea keeps
+    // 2,048 deliveries until both ends settled them, and throws past
+    // that): a receiver granting more credit waits for its settlements,
+    // after which onOutcome pumps again.
+    return Math.min(l.credit - this.pendingOn(l), l.session.outgoing.deliveries.available());
   }
 
   onFlow(link) {
@@ -451,10 +465,16 @@ export class AmqpServer {
     info.done = true;
     const msg = info.msg;
     const ent = msg.entity;
+    // The settlement frees a place in the session's outgoing buffer once
+    // rhea has processed it: deliver what waited for it then.
+    const link = delivery.link;
+    setImmediate(() => this.guard(() => {
+      if (link.sb && link.sb.consumer) this.pump(link.sb.consumer.entity);
+    }));
     const valid = ent && msg.lock && msg.lock.id === info.lockId &&
       (msg.lock.until > Date.now() || ent.sessionLockHeld(msg));
     if (!valid) {
-      delivery.update(true, rheaMessage.rejected({
+      settleOutgoing(delivery, rheaMessage.rejected({
         error: errorObj(COND.lockLost, 'The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.'),
       }).described());
       return;
@@ -464,11 +484,11 @@ export class AmqpServer {
       switch (type) {
         case 'accepted':
           ent.complete(msg);
-          delivery.update(true, rheaMessage.accepted().described());
+          settleOutgoing(delivery, rheaMessage.accepted().described());
           break;
         case 'released':
           ent.release(msg);
-          delivery.update(true, rheaMessage.released().described());
+          settleOutgoing(delivery, rheaMessage.released().described());
           break;
         case 'modified': {
           // modified.message-annotations = properties to modify (§5.1)
@@ -476,7 +496,7 @@ export class AmqpServer {
           const props = annTyped && !isNullTyped(annTyped) ? typedMapEntries(annTyped).map(([k, v]) => [k, v]) : [];
           if (state && state.undeliverable_here) ent.defer(msg, props);
           else ent.abandon(msg, props);
-          delivery.update(true, rheaMessage.modified({}).described());
+          settleOutgoing(delivery, rheaMessage.modified({}).described());
           break;
         }
         case 'rejected': {
@@ -500,7 +520,7 @@ export class AmqpServer {
           }
           // Dead-lettering is answered with a rejected state without an
           // error (go-amqp receiver.go comment on Service Bus behaviour).
-          delivery.update(true, rheaMessage.rejected({}).described());
+          settleOutgoing(delivery, rheaMessage.rejected({}).described());
           break;
         }
         default:
@@ -509,7 +529,7 @@ export class AmqpServer {
       // The delivery is settled with the error; its lock is released.
       if (msg.entity && msg.lock && msg.lock.id === info.lockId) msg.entity.failedDelivery(msg);
       const err = e instanceof SbError ? errorObj(e.condition, e.description) : errorObj('amqp:internal-error', String(e));
-      delivery.update(true, rheaMessage.rejected({ error: err }).described());
+      settleOutgoing(delivery, rheaMessage.rejected({ error: err }).described());
     }
   }
 
