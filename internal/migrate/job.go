@@ -264,6 +264,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	rep.DrainedBy = by
 
 	rep.stuckWhy = j.stuckWhy("it")
+	brokerDLQ := brokerDeadLettered(rep, tr)
 	switch {
 	case outcome != "":
 		// Interrupted, failed, timed out: decided by the loop.
@@ -280,15 +281,14 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Ready+rep.SourceAfter.InFlight > 0:
 		outcome = OutcomeNotDrained
 		reason = fmt.Sprintf("%d messages are at the source after the migration (they arrived after it was found drained, or another consumer held them); run the same command again", rep.SourceAfter.Ready+rep.SourceAfter.InFlight)
-	case opt.Mode == ModeMove && !opt.IncludeDeadLetters && j.queue == "main" && brokerDeadLettered(rep, tr) > 0:
+	case opt.Mode == ModeMove && !opt.IncludeDeadLetters && j.queue == "main" && brokerDLQ > 0:
 		// Messages that left the queue for its dead-letter queue on the
 		// broker's own account (MaxDeliveryCountExceeded, expiry): not at
 		// the sink, though the queue is empty.
-		n := brokerDeadLettered(rep, tr)
 		outcome = OutcomeNotDrained
-		rep.LeftBehind = map[string]int64{"source-dead-letter-queue": n}
+		rep.LeftBehind = map[string]int64{"source-dead-letter-queue": brokerDLQ}
 		reason = fmt.Sprintf("%d messages were dead-lettered by the source's broker during the move (its dead-letter count grew from %d to %d): they are in the source's dead-letter queue, not at the sink; move them with -include-dead-letters",
-			n, rep.SourceBefore.DeadLetter, rep.SourceAfter.DeadLetter)
+			brokerDLQ, rep.SourceBefore.DeadLetter, rep.SourceAfter.DeadLetter)
 	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Scheduled > 0:
 		outcome = OutcomeNotDrained
 		rep.LeftBehind = map[string]int64{"scheduled": rep.SourceAfter.Scheduled}

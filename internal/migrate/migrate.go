@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -129,18 +130,12 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 	for i, p := range pipes {
 		units[i] = prepare(ctx, p, &opt)
 	}
-	var stopMu sync.Mutex
-	stopped := ""
-	isStopped := func() string {
-		stopMu.Lock()
-		defer stopMu.Unlock()
-		return stopped
-	}
+	var interrupted atomic.Bool
 	runUnit := func(u *unit) {
 		mainFailed := false
 		for _, j := range u.jobs {
-			if why := isStopped(); why != "" {
-				u.reports = append(u.reports, notRun(j.pipe, j.queue, OutcomeSkipped, why))
+			if interrupted.Load() {
+				u.reports = append(u.reports, notRun(j.pipe, j.queue, OutcomeSkipped, "not started: the migration was interrupted"))
 				continue
 			}
 			if mainFailed {
@@ -164,9 +159,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			u.reports = append(u.reports, jr)
 			switch {
 			case jr.Outcome == OutcomeInterrupted || ctx.Err() != nil:
-				stopMu.Lock()
-				stopped = "not started: the migration was interrupted"
-				stopMu.Unlock()
+				interrupted.Store(true)
 			case jr.Outcome == OutcomeFailed && j.queue == "main":
 				mainFailed = true
 			}

@@ -55,6 +55,17 @@ pipeline "p" {
 }
 `
 
+// nativeHCL is moveHCL whose dead-letter destination is the source's own
+// dead-letter queue.
+var nativeHCL = strings.Replace(moveHCL, `dead_letter {
+    sink "memq" {
+      broker = "%[1]s"
+      queue  = "dlq"
+    }
+  }`, `dead_letter {
+    native = true
+  }`, 1)
+
 func msgs(n, groups int) []*mapping.Message {
 	out := make([]*mapping.Message, n)
 	for i := range out {
@@ -586,21 +597,7 @@ func TestLogProgressReportsFigures(t *testing.T) {
 }
 
 func TestCopyRefusesNativeDeadLetters(t *testing.T) {
-	_, pipes := setup(t, `
-pipeline "p" {
-  source "memq" {
-    broker = "%[1]s"
-    queue  = "in"
-  }
-  sink "memq" {
-    broker = "%[1]s"
-    queue  = "out"
-  }
-  dead_letter {
-    native = true
-  }
-}
-`)
+	_, pipes := setup(t, nativeHCL)
 	rep := Run(context.Background(), pipes, fastOptions(ModeCopy), nil)
 	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "native = true") {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
@@ -778,22 +775,7 @@ func TestDryRunSaysWhatTheFiltersLeaveOut(t *testing.T) {
 // not-drained saying so (it said "complete" with nothing written, or ran
 // until interrupted).
 func TestNativeDeadLetterOfADeadLetterIsStuck(t *testing.T) {
-	b, pipes := setup(t, `
-pipeline "p" {
-  source "memq" {
-    broker = "%[1]s"
-    queue  = "in"
-  }
-  sink "memq" {
-    broker      = "%[1]s"
-    queue       = "out"
-    reject_attr = "bad"
-  }
-  dead_letter {
-    native = true
-  }
-}
-`)
+	b, pipes := setup(t, nativeHCL)
 	bad := msgs(1, 0)[0]
 	bad.SetAttr("bad", mapping.String("x"))
 	b.putDead("in", bad)
