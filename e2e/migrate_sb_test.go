@@ -7,6 +7,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -482,5 +483,66 @@ pipeline "js-to-fifo" {
 			t.Fatalf("group %s: %d after %d", group, seq, p)
 		}
 		last[group] = seq
+	}
+}
+
+// Credentials the broker refuses end the migration at once, with the
+// broker's words, instead of after -connect-timeout (2 minutes by
+// default) of retries: a Service Bus key that does not sign (source) and
+// RabbitMQ's SASL refusal (sink). The daemon keeps retrying (the engine's
+// open retries are untouched); only migrate gives up.
+func TestMigrateRefusedCredentialsFailAtOnce(t *testing.T) {
+	e := sqsSetup(t)
+	srv := sbStartServer(t, `{"queues":[{"name":"orders"}]}`)
+	sbSend(t, sbClient(t, srv), "orders", &azservicebus.Message{Body: []byte("kept")})
+	out := e.createQueue(t, "out", false, nil)
+	sbSetAWSEnv(t)
+	wrongKey := strings.Replace(srv.Conn, sbKey, "d3Jvbmcga2V5IGZvciB0aGUgdGVzdA==", 1)
+	if wrongKey == srv.Conn {
+		t.Fatal("the connection string has no key to replace")
+	}
+	amqpURL, err := neturl.Parse(amqpURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	amqpURL.User = neturl.UserPassword(amqpURL.User.Username(), "wrong")
+	for _, tc := range []struct{ name, hcl, want string }{
+		{"servicebus source", fmt.Sprintf(`
+pipeline "p" {
+  source "servicebus" {
+    connection_string = %q
+    queue = "orders"
+  }
+  sink "sqs" {
+%s  }
+}
+`, wrongKey, e.conn(out)), "nauthorized"},
+		{"amqp sink", fmt.Sprintf(`
+pipeline "p" {
+  source "servicebus" {
+%s    queue = "orders"
+  }
+  sink "amqp" {
+    url     = %q
+    address = "/queue/qbridge-e2e-refused"
+  }
+}
+`, sbConn(srv), amqpURL.String()), "refused the credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, rep, _ := migRun(t, 90*time.Second, "-progress", "off", migWriteConfig(t, tc.hcl))
+			took := time.Since(start)
+			t.Logf("exit %d after %s: %s", code, took.Round(time.Millisecond), rep.Reason)
+			if code == 0 || rep.Outcome != migrate.OutcomeFailed || !strings.Contains(rep.Reason, tc.want) {
+				t.Fatalf("exit %d, outcome %s, reason %q; want a failure saying %q", code, rep.Outcome, rep.Reason, tc.want)
+			}
+			if took > 60*time.Second {
+				t.Errorf("took %s: the default -connect-timeout (2m) would be a retry loop, not an answer", took)
+			}
+		})
+	}
+	if n := migSBCount(t, sbClient(t, srv), "orders", sbMain); n != 1 {
+		t.Errorf("the source holds %d messages after the refusals, want 1", n)
 	}
 }

@@ -27,6 +27,7 @@ import (
 var (
 	_ driver.Source       = (*source)(nil)
 	_ driver.ReadyChecker = (*source)(nil)
+	_ driver.Pinger       = (*source)(nil)
 	_ driver.Delivery     = (*delivery)(nil)
 	_ driver.DeadLetterer = (*delivery)(nil)
 	_ driver.Sink         = (*sink)(nil)
@@ -45,7 +46,7 @@ func NewSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (driver.
 	}
 	s, err := newSource(ctx, set, log)
 	if err != nil {
-		return nil, err // not a typed nil in the interface
+		return nil, atOpen(err) // not a typed nil in the interface
 	}
 	if set.browse {
 		return &browseSource{source: s}, nil
@@ -67,7 +68,7 @@ func NewSink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason stri
 	}
 	s, err := newSink(ctx, set, log)
 	if err != nil {
-		return nil, err
+		return nil, atOpen(err)
 	}
 	return s, nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/Azure/go-amqp"
+
+	"github.com/qbridge/qbridge/bridge/driver"
 )
 
 // dialed is an open connection and what we learnt about the broker.
@@ -77,7 +79,7 @@ func dial(ctx context.Context, cs *connSettings, ep endpoint, wrap func(net.Conn
 	}
 	conn, err := amqp.NewConn(ctx, nc, opts) // owns nc from here on
 	if err != nil {
-		return nil, err
+		return nil, credentialsRefused(err)
 	}
 	d := &dialed{conn: conn, endpoint: ep.redacted}
 	d.product, d.rabbit3 = brokerProduct(conn.Properties())
@@ -154,4 +156,34 @@ func remoteErr(err error) *amqp.Error {
 		return ce.RemoteErr
 	}
 	return nil
+}
+
+// errCredentialsRefused marks a dial the broker refused for its
+// credentials. Only an open makes it permanent (atOpen): a reconnect while
+// sending must not turn it into a message's permanent failure, which
+// would dead-letter the message.
+var errCredentialsRefused = errors.New("the broker refused the credentials (check the user and password in url or sasl)")
+
+// credentialsRefused marks the broker's refusal of the credentials.
+// go-amqp gives the SASL outcome only as text ("SASL PLAIN auth failed
+// with code 0x1: ..."), so the code is read from it: 1 is "auth",
+// authentication failed (AMQP 1.0 §5.3.3.6). A broker that closes the
+// connection with amqp:unauthorized-access says so as an error.
+func credentialsRefused(err error) error {
+	var ae *amqp.Error
+	refused := errors.As(err, &ae) && ae.Condition == amqp.ErrCondUnauthorizedAccess
+	if !refused && !strings.Contains(err.Error(), "auth failed with code 0x1") {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errCredentialsRefused, err)
+}
+
+// atOpen is the error of a source's or sink's open: refused credentials
+// are permanent there (driver.Permanent), so a migration fails at once
+// instead of retrying for -connect-timeout; the engine retries anyway.
+func atOpen(err error) error {
+	if errors.Is(err, errCredentialsRefused) {
+		return driver.Permanent(err)
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"errors"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,51 @@ func TestMigrateSourceDoesNotCreateQueue(t *testing.T) {
 	}
 	if err := d.Ack(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A password the broker refuses is permanent at the open, for the source
+// and the sink: a migration fails at once instead of retrying for
+// -connect-timeout (the engine still retries). go-amqp gives the SASL
+// outcome as text only; this test is what notices if that text changes.
+func TestRefusedCredentialsArePermanent(t *testing.T) {
+	u, err := neturl.Parse(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(u.User.Username(), "wrong")
+	log, _ := testLog(t)
+	q := queue(t)
+	src, err := NewSource(ctxT(t, 30*time.Second), SourceConfig{ConnConfig: ConnConfig{URL: u.String()}, Address: q}, log)
+	if err == nil {
+		_ = src.Close(context.Background())
+		t.Fatal("the source opened with a wrong password")
+	}
+	if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "refused the credentials") || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("NewSource: %v; want a permanent credentials error that does not show the password", err)
+	}
+	snk, err := NewSink(ctxT(t, 30*time.Second), SinkConfig{ConnConfig: ConnConfig{URL: u.String()}, Address: q}, nil, log)
+	if err == nil {
+		_ = snk.Close(context.Background())
+		t.Fatal("the sink opened with a wrong password")
+	}
+	if !driver.IsPermanent(err) {
+		t.Fatalf("NewSink: %v; want a permanent error", err)
+	}
+}
+
+// Ping is a round trip with the broker (driver.Pinger, for qbridge
+// migrate's idle verdict: an AMQP broker cannot count a queue): answered
+// on a live connection, an error once the source is closed.
+func TestSourcePing(t *testing.T) {
+	s, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: brokerURL(t)}, Address: queue(t)})
+	if err := s.Ping(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctxT(t, 2*time.Second)); err == nil {
+		t.Fatal("Ping answered on a closed source")
 	}
 }

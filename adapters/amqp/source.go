@@ -474,6 +474,27 @@ func (s *source) Ready(context.Context) error {
 	}
 }
 
+// Ping begins and ends a session on the source's connection: two round
+// trips that a broker answers only while it serves the connection (a
+// stalled broker keeps it open and silent). For qbridge migrate
+// (driver.Pinger): an AMQP 1.0 broker cannot count a queue.
+func (s *source) Ping(ctx context.Context) error {
+	s.mu.Lock()
+	l := s.cur
+	s.mu.Unlock()
+	if l == nil {
+		return errors.New("amqp source: not connected")
+	}
+	sess, err := l.conn.NewSession(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("amqp source: ping (begin a session): %w", err)
+	}
+	if err := sess.Close(ctx); err != nil {
+		return fmt.Errorf("amqp source: ping (end a session): %w", err)
+	}
+	return nil
+}
+
 // Close stops receiving. Unsettled deliveries go back to the broker with
 // the connection.
 func (s *source) Close(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 var (
 	_ driver.Source        = (*coreSource)(nil)
 	_ driver.ReadyChecker  = (*coreSource)(nil)
+	_ driver.Pinger        = (*coreSource)(nil)
 	_ driver.Delivery      = (*coreDelivery)(nil)
 	_ driver.DecodeErrorer = (*coreDelivery)(nil)
 	_ driver.Source        = (*jsSource)(nil)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/qbridge/qbridge/bridge/driver"
 )
 
 // conn is one client connection (and, when embedded, a reference to the
@@ -63,7 +65,13 @@ func dialAt(ctx context.Context, cc connConfig, log *slog.Logger, connected slog
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		c.releaseServer()
-		return nil, fmt.Errorf("nats: connect %s: %w", redactURL(url), err)
+		err = fmt.Errorf("nats: connect %s: %w", redactURL(url), err)
+		if credentialsRefused(err) {
+			// No retry changes the answer: a migration fails at once
+			// (driver.Permanent); the engine retries anyway.
+			err = driver.Permanent(fmt.Errorf("%w (the server refused the credentials: check user, password, token, nkey or creds)", err))
+		}
+		return nil, err
 	}
 	c.nc = nc
 	log.Log(ctx, connected, "nats connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
@@ -193,4 +201,11 @@ func redactURL(u string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// credentialsRefused reports the server's refusal of the connection's
+// credentials, as nats.go names it.
+func credentialsRefused(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
 }

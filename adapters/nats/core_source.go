@@ -181,6 +181,16 @@ func (s *coreSource) close() {
 // Ready reports the connection status.
 func (s *coreSource) Ready(ctx context.Context) error { return s.conn.ready() }
 
+// Ping is a PING/PONG round trip with the server (driver.Pinger): a core
+// subject keeps no count, and a stalled server keeps the connection open
+// and silent.
+func (s *coreSource) Ping(ctx context.Context) error {
+	if err := s.conn.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("nats source: ping: %w", err)
+	}
+	return nil
+}
+
 // coreDelivery settles nothing: core NATS has no acknowledgement.
 type coreDelivery struct {
 	msg       *mapping.Message

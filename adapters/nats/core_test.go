@@ -358,3 +358,22 @@ func waitReady(t *testing.T, rc driver.ReadyChecker, want bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Ping is a round trip with the server (driver.Pinger, for qbridge
+// migrate's idle verdict on a subject that keeps no count): answered while
+// the server runs, not once it is gone.
+func TestCorePing(t *testing.T) {
+	srv := startServer(t)
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "demo.>"})
+	p, ok := src.(driver.Pinger)
+	if !ok {
+		t.Fatal("the core source is no driver.Pinger")
+	}
+	if err := p.Ping(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	srv.Shutdown()
+	if err := p.Ping(ctxT(t, 500*time.Millisecond)); err == nil {
+		t.Fatal("Ping answered with the server gone")
+	}
+}

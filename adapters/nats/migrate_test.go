@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -283,5 +284,35 @@ func TestMigrateSourceNeverCreatesItsStream(t *testing.T) {
 	}
 	if _, err := f.js.Stream(ctx, "ORDRES"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("stream ORDRES after the migration's open: %v; want not found (it was created)", err)
+	}
+}
+
+// Credentials the server refuses are permanent at the count and the open: a
+// migration fails at once instead of retrying for -connect-timeout.
+func TestMigrateRefusedCredentials(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
+	js := &JetStreamSourceConfig{Stream: "ORDERS", Durable: "bridge", FilterSubjects: []string{"orders.>"},
+		CreateStream: true, AckWait: "30s", FetchWait: "300ms"}
+	cfg := func(pass string) SourceConfig {
+		c := SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL(), User: "bridge", Password: pass}, JetStream: js}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return ForMigration(c)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := CountSource(ctx, cfg("wrong"), nil); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "refused the credentials") {
+		t.Fatalf("count with a wrong password: %v; want a permanent credentials error", err)
+	}
+	if src, err := NewSource(ctx, cfg("wrong"), nil); err == nil {
+		_ = src.Close(context.Background())
+		t.Fatal("NewSource opened with a wrong password")
+	} else if !driver.IsPermanent(err) {
+		t.Fatalf("NewSource with a wrong password: %v; want a permanent error", err)
+	}
+	// The stream does not exist yet: the count's answer, past the login.
+	if _, err := CountSource(ctx, cfg("right"), nil); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("count with the right password: %v; want stream not found", err)
 	}
 }

@@ -87,7 +87,7 @@ func (s *sessionSource) worker() {
 		}
 		s.setErr(err)
 		if ferr, ok := s.fatalErr(err); ok {
-			s.fail(fmt.Errorf("servicebus source: %s: accept session: %w", s.set.entityPath, explain(ferr, true)))
+			s.fail(driver.Permanent(fmt.Errorf("servicebus source: %s: accept session: %w", s.set.entityPath, explain(ferr, true))))
 			return
 		}
 		wait := bo.Next()

@@ -278,7 +278,9 @@ func (s *amqpSource) Receive(ctx context.Context, limit int) ([]driver.Delivery,
 		s.setErr(err)
 		s.undecodableErr(err)
 		if ferr, ok := s.fatalErr(err); ok {
-			return nil, fmt.Errorf("servicebus source: %s: %w", s.set.entityPath, explain(ferr, false))
+			// Permanent: a migration fails at once (refused credentials, a
+			// missing claim); the engine reopens the source anyway.
+			return nil, driver.Permanent(fmt.Errorf("servicebus source: %s: %w", s.set.entityPath, explain(ferr, false)))
 		}
 		wait := s.bo.Next()
 		s.log.Warn("servicebus source: receive failed; retrying", "entity", s.set.entityPath, "error", err, "retry_in", wait.Round(time.Millisecond))

@@ -83,6 +83,21 @@ func clientFault(err error, ae smithy.APIError) bool {
 	return errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500
 }
 
+// credentialCodes say that the service does not take the request's
+// credentials at all (unlike AccessDenied, which a policy gives per action).
+var credentialCodes = map[string]bool{
+	"InvalidClientTokenId": true, "UnrecognizedClientException": true,
+	"SignatureDoesNotMatch": true, "MissingAuthenticationToken": true,
+	"IncompleteSignature": true, "InvalidSecurity": true, "ExpiredToken": true,
+}
+
+// credentialsRefused reports whether err says the service refused the
+// request's credentials.
+func credentialsRefused(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && credentialCodes[ae.ErrorCode()]
+}
+
 // isQueueMissing reports whether err says the queue does not exist.
 func isQueueMissing(err error) bool {
 	var q *types.QueueDoesNotExist

@@ -62,12 +62,12 @@ var countAttrs = []types.QueueAttributeName{
 func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog, error) {
 	url, err := queueURL(ctx, client, c)
 	if err != nil {
-		return driver.Backlog{}, missingQueue(err)
+		return driver.Backlog{}, countError(err)
 	}
 	out, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: append(countAttrs[:len(countAttrs):len(countAttrs)], types.QueueAttributeNameQueueArn)})
 	if err != nil {
-		return driver.Backlog{}, missingQueue(fmt.Errorf("sqs: count queue %s: %w", url, err))
+		return driver.Backlog{}, countError(fmt.Errorf("sqs: count queue %s: %w", url, err))
 	}
 	var b driver.Backlog
 	for _, f := range []struct {
@@ -95,14 +95,21 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 	return b, nil
 }
 
-// missingQueue marks a queue that does not exist as permanent: the engine
-// retries it (a daemon may wait for the queue to be created), but a
-// migration counts its source first and fails at once on it.
-func missingQueue(err error) error {
-	if !isQueueMissing(err) {
-		return err
+// countError marks a queue that does not exist, or credentials the
+// service refuses, as permanent: the engine retries them (a daemon may
+// wait for the queue to be created or the keys to be mended), but a
+// migration counts its queues first and fails at once on them.
+func countError(err error) error {
+	switch {
+	case isQueueMissing(err):
+		return driver.Permanent(fmt.Errorf("%w (the queue does not exist: check queue_url or queue_name, the region and the account)", err))
+	case credentialsRefused(err):
+		// Likewise keys that AWS does not know or a signature it does
+		// not match. Access denied is not among them: a policy may
+		// refuse GetQueueAttributes and allow the move.
+		return driver.Permanent(fmt.Errorf("%w (the credentials are refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, the profile or role)", err))
 	}
-	return driver.Permanent(fmt.Errorf("%w (the queue does not exist: check queue_url or queue_name, the region and the account)", err))
+	return err
 }
 
 // queueURL is the configured URL, or GetQueueUrl's for a name.

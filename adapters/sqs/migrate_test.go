@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +258,45 @@ func TestCountMissingQueueFauxqs(t *testing.T) {
 	// A queue that exists is not affected.
 	if _, err := CountSource(ctx, SourceConfig{ConnConfig: conn(t, url)}, testLogger(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Credentials the service refuses are a permanent count error too (a
+// migration fails at once), where access denied by a policy is not: a
+// policy may refuse GetQueueAttributes and allow the move. The answers are
+// AWS's for the JSON protocol, with the query-compatible code SQS sends.
+func TestCountRefusedCredentials(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		queryCode, typ string
+		permanent      bool
+	}{
+		{"InvalidClientTokenId", "com.amazon.coral.service#UnrecognizedClientException", true},
+		{"SignatureDoesNotMatch", "com.amazon.coral.service#InvalidSignatureException", true},
+		{"AccessDenied", "com.amazon.coral.service#AccessDeniedException", false},
+	} {
+		t.Run(tc.queryCode, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				w.Header().Set("x-amzn-query-error", tc.queryCode+";Sender")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `{"__type":%q,"message":"refused by the test"}`, tc.typ)
+			}))
+			defer srv.Close()
+			cfg := ConnConfig{Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "wrong", SecretAccessKey: "wrong",
+				QueueURL: srv.URL + "/000000000000/q"}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := CountSource(ctx, SourceConfig{ConnConfig: cfg}, testLogger(t))
+			if err == nil {
+				t.Fatal("CountSource succeeded against a refusal")
+			}
+			if got := driver.IsPermanent(err); got != tc.permanent {
+				t.Fatalf("IsPermanent = %v, want %v: %v", got, tc.permanent, err)
+			}
+			if tc.permanent && !strings.Contains(err.Error(), "the credentials are refused") {
+				t.Fatalf("error does not say why: %v", err)
+			}
+		})
 	}
 }

@@ -137,7 +137,11 @@ func (p permanent) Unwrap() error { return p.err }
 
 // Permanent marks err as permanent: the message is dead-lettered instead of
 // retried (too large for the target, rejected by validation, unauthorized
-// for this entity...).
+// for this entity...). Returned by an open or a count, where no message is
+// at hand, it says that no repeat of the call will change the broker's
+// answer (an entity that does not exist, credentials it refuses): the
+// engine retries anyway (a daemon waits for the operator), a migration
+// fails at once with it.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

@@ -1,6 +1,9 @@
 package driver
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Backlog is what a broker says one entity (a queue, a stream consumer, a
 // subscription) holds. Counts are as exact as the broker's: SQS's are
@@ -47,6 +50,15 @@ type Browser interface {
 	// Drained reports whether the source has delivered every message that
 	// the entity held when browsing started, or found nothing more to read.
 	Drained() bool
+}
+
+// Pinger is implemented by sources whose broker cannot count its messages
+// (an AMQP 1.0 broker, a core NATS subject): for them, nothing received for
+// a while is the only sign of a drained queue, and a broker that stalls
+// with the connection open gives that sign too. Ping makes a round trip to
+// the broker on the source's connection and returns nil when it answered.
+type Pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // ErrCannotBrowse is wrapped by adapters asked to browse an entity their

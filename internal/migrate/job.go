@@ -135,7 +135,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	cfg.Metrics = bridge.NewMetrics(reg)
 	cfg.Logger = opt.Log // the engine adds the pipeline's name
 	dry := newDryRecorder()
-	cfg.Sink = j.watchSink(cfg.Sink, dry, &rep.DuplicatesDropped)
+	cfg.Sink = j.watchSink(cfg.Sink, dry, tr)
 	if cfg.DeadLetter.Sink != nil {
 		cfg.DeadLetter.Sink = watchDeadLetters(cfg.DeadLetter.Sink, tr)
 	}
@@ -151,6 +151,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// source's redrive limit): the job must not wait for it.
 		cfg.OnUndeliverable = tr.undeliverable
 	}
+	live := &liveness{every: opt.pingEvery}
 	openSource := cfg.Source
 	cfg.Source = func(ctx context.Context) (driver.Source, error) {
 		open := openSource
@@ -162,6 +163,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			open = j.browseFrom(tr, openSource)
 		}
 		s, err := open(ctx)
+		if err == nil {
+			live.use(s)
+		}
 		if err != nil {
 			if errors.Is(err, driver.ErrCannotBrowse) || driver.IsPermanent(err) {
 				// Only the broker's answer tells (an AMQP copy link it
@@ -193,10 +197,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
+	var pinging sync.WaitGroup
+	pinging.Go(func() { live.run(runCtx) })
+	defer func() {
+		stop() // ends the pings
+		pinging.Wait()
+	}()
 
 	// lastRunning starts with the job: -connect-timeout bounds the time
 	// until the pipeline runs, counts before it included.
-	w = &watch{j: j, p: p, tr: tr, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start}
+	w = &watch{j: j, p: p, tr: tr, live: live, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start}
 	outcome, by, reason := w.loop(ctx, done, prog)
 	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
 	if tr.hold {
@@ -610,6 +620,7 @@ type watch struct {
 	j        *job
 	p        *bridge.Pipeline
 	tr       *tracker
+	live     *liveness
 	reg      *prometheus.Registry
 	browsing bool
 	start    time.Time
@@ -628,7 +639,10 @@ type watch struct {
 	recent    rateWindow
 	stoppedAt time.Time // when the engine stopped
 	everRan   bool
-	waitedFor int64 // the source's in-flight count last said to be waited for
+	// saidUnanswered: the log said once that an idle source's broker does
+	// not answer its pings.
+	saidUnanswered bool
+	waitedFor      int64 // the source's in-flight count last said to be waited for
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
 	lastRunning time.Time
@@ -667,6 +681,11 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			// (Ready: their last operation's failure) counts too, unless
 			// messages still move.
 			notReady := w.p.Ready(ctx)
+			if notReady == nil {
+				// A stalled broker keeps the connection open: only a
+				// round trip tells (liveness).
+				notReady = w.live.failure()
+			}
 			healthy := st.Running && (notReady == nil || now.Sub(w.lastDoneAt) < opt.ConnectTimeout)
 			if healthy || w.lastRunning.IsZero() {
 				w.lastRunning = now
@@ -723,7 +742,7 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		if snap.sampleDone {
 			return "sample", true
 		}
-		return "idle", idle >= opt.Idle
+		return "idle", idle >= opt.Idle && w.live.answeredFor(now, opt.Idle)
 	case w.browsing:
 		// The browser read to the end; a short quiet spell lets a last
 		// receive come back.
@@ -740,7 +759,16 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	b, err := w.j.pipe.CountSource(cctx, w.j.log)
 	cancel()
 	if errors.Is(err, errors.ErrUnsupported) {
-		return "idle", true // a broker that cannot count: idle is all there is
+		// A broker that cannot count: idle is all there is, while the
+		// broker answered throughout (a stalled one is idle too).
+		if !w.live.answeredFor(now, opt.Idle) {
+			if !w.saidUnanswered {
+				w.saidUnanswered = true
+				w.j.log.Warn("the source yields nothing, and its broker does not answer every ping: waiting for it to answer before taking the queue for drained", "error", w.live.failure())
+			}
+			return "", false
+		}
+		return "idle", true
 	}
 	if err != nil {
 		w.j.log.Warn("counting the source failed; trying again", "error", err)

@@ -56,6 +56,9 @@ type memBroker struct {
 	// notReady is what the sources' Ready says (a broker gone while the
 	// source stays open and its client reconnects).
 	notReady error
+	// stalled: the broker neither delivers nor answers pings, with the
+	// connection open (a process stopped, a network that drops packets).
+	stalled bool
 }
 
 type memQueue struct {
@@ -309,6 +312,16 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 			return nil, errors.New("memq: connection lost")
 		}
 		q := s.b.queue(s.cfg.Queue)
+		if s.b.stalled {
+			ch := s.b.changed
+			s.b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		for ; s.b.brokerDeadLetters > 0 && len(q.msgs) > 0 && !s.cfg.browse && !s.cfg.deadLetter; s.b.brokerDeadLetters-- {
 			q.dlq = append(q.dlq, q.msgs[0])
 			q.msgs = q.msgs[1:]
@@ -355,6 +368,16 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 }
 
 func (s *memSource) Close(context.Context) error { return nil }
+
+// Ping answers unless the broker is stalled (driver.Pinger).
+func (s *memSource) Ping(context.Context) error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.b.stalled {
+		return errors.New("memq: ping: no answer")
+	}
+	return nil
+}
 
 func (s *memSource) Ready(context.Context) error {
 	s.b.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func fastOptions(mode Mode) Options {
 	return Options{
 		Mode: mode, Idle: 30 * time.Millisecond, CountEvery: 5 * time.Millisecond,
 		CountTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second,
-		Log: slog.New(slog.DiscardHandler),
+		Log: slog.New(slog.DiscardHandler), pingEvery: 5 * time.Millisecond,
 	}
 }
 
@@ -828,3 +829,67 @@ func TestConnectTimeoutWhileTheSourceIsOpenButGone(t *testing.T) {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
 }
+
+// A broker that cannot count and stalls mid-move (the connection open,
+// nothing delivered, no answer) is idle too: the move "completed" with the
+// queue left behind. The job now takes idle for drained only while the
+// broker answers its pings, and moves the rest once it does again.
+func TestStalledBrokerThatCannotCountIsNotDrained(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
+	b.put("in", msgs(30, 0)...)
+	b.mu.Lock()
+	b.stalled = true
+	b.mu.Unlock()
+	waiting := make(chan struct{})
+	opt := fastOptions(ModeMove)
+	opt.Log = slog.New(&signalHandler{match: "does not answer every ping", signal: waiting})
+	done := make(chan *Report, 1)
+	go func() { done <- Run(context.Background(), pipes, opt, nil) }()
+	select {
+	case <-waiting: // where the job used to find the source drained
+	case rep := <-done:
+		t.Fatalf("the job ended while the broker stalled: outcome %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
+	}
+	b.mu.Lock()
+	b.stalled = false
+	b.notify()
+	b.mu.Unlock()
+	rep := <-done
+	if j := rep.Jobs[0]; rep.Outcome != OutcomeComplete || j.DrainedBy != "idle" || j.Written != 30 {
+		t.Fatalf("outcome %s, drained by %q, written %d: %s", rep.Outcome, j.DrainedBy, j.Written, rep.Reason)
+	}
+}
+
+// A stall that outlasts -connect-timeout fails the job with the reason.
+func TestStalledBrokerFailsAfterTheConnectTimeout(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
+	b.put("in", msgs(3, 0)...)
+	b.mu.Lock()
+	b.stalled = true
+	b.mu.Unlock()
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 200 * time.Millisecond
+	opt.Timeout = time.Minute // the guard
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "memq: ping: no answer") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
+
+// signalHandler closes signal at the first record whose message contains
+// match.
+type signalHandler struct {
+	match  string
+	signal chan struct{}
+	once   sync.Once
+}
+
+func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.once.Do(func() { close(h.signal) })
+	}
+	return nil
+}
+func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *signalHandler) WithGroup(string) slog.Handler      { return h }

@@ -58,6 +58,10 @@ type Options struct {
 	Parallel int
 	// Log receives the pipelines' logs.
 	Log *slog.Logger
+
+	// pingEvery paces the pings of a source whose broker cannot count
+	// (liveness); tests shorten it.
+	pingEvery time.Duration
 }
 
 // withDefaults fills the zero values; a negative one is left for Validate
@@ -88,6 +92,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.Parallel == 0 {
 		o.Parallel = 1
+	}
+	if o.pingEvery == 0 {
+		o.pingEvery = pingEvery
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()

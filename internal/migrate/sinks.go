@@ -64,7 +64,7 @@ func (r *dryRecorder) report(wouldWrite int64, rejects map[string]int64, example
 
 // watchSink wraps the sink opener so the mapping's drop callbacks are
 // recorded too, and the sink's duplicate count can be read.
-func (j *job) watchSink(open bridge.SinkOpener, rec *dryRecorder, _ *int64) bridge.SinkOpener {
+func (j *job) watchSink(open bridge.SinkOpener, rec *dryRecorder, tr *tracker) bridge.SinkOpener {
 	return func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 		s, err := open(ctx, func(field, reason string) {
 			if how, ok := mapping.EncodedReport(reason); ok {
@@ -77,6 +77,7 @@ func (j *job) watchSink(open bridge.SinkOpener, rec *dryRecorder, _ *int64) brid
 			}
 		})
 		if err != nil {
+			refuseForGood(tr, err)
 			return nil, err
 		}
 		if dr, ok := s.(driver.DuplicateReporter); ok {
@@ -88,12 +89,21 @@ func (j *job) watchSink(open bridge.SinkOpener, rec *dryRecorder, _ *int64) brid
 	}
 }
 
+// refuseForGood ends the job on a sink that no retry will open (credentials
+// refused): the engine would retry it until -connect-timeout.
+func refuseForGood(tr *tracker, err error) {
+	if driver.IsPermanent(err) {
+		tr.refuse(err)
+	}
+}
+
 // watchDeadLetters wraps the dead-letter sink so the report can show one
 // example per reason, with the description the engine wrote.
 func watchDeadLetters(open bridge.SinkOpener, tr *tracker) bridge.SinkOpener {
 	return func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 		s, err := open(ctx, onDrop)
 		if err != nil {
+			refuseForGood(tr, err)
 			return nil, err
 		}
 		return &exampleSink{Sink: s, tr: tr}, nil

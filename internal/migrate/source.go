@@ -427,6 +427,11 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 		max = min(max, t.limiter.Burst())
 	}
 	ds, err := s.src.Receive(ctx, max)
+	if driver.IsPermanent(err) {
+		// Credentials refused, a claim missing: the engine would reopen
+		// the source until -connect-timeout; the job says so now.
+		t.refuse(err)
+	}
 	if len(ds) == 0 {
 		return nil, err
 	}
