@@ -151,7 +151,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// source's redrive limit): the job must not wait for it.
 		cfg.OnUndeliverable = tr.undeliverable
 	}
-	live := &liveness{every: opt.pingEvery}
+	// Only a broker that cannot count is pinged: one that counts answers
+	// the count that decides, or fails it.
+	live := &liveness{every: opt.pingEvery, off: !errors.Is(srcErr, errors.ErrUnsupported)}
 	openSource := cfg.Source
 	cfg.Source = func(ctx context.Context) (driver.Source, error) {
 		open := openSource
@@ -642,6 +644,10 @@ type watch struct {
 	// saidUnanswered: the log said once that an idle source's broker does
 	// not answer its pings.
 	saidUnanswered bool
+	// countErr is why the last count of the quiet source failed, nil once
+	// one answers: a broker that stalls keeps its connection open, and
+	// only its counts tell.
+	countErr error
 	waitedFor      int64 // the source's in-flight count last said to be waited for
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
@@ -683,8 +689,12 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			notReady := w.p.Ready(ctx)
 			if notReady == nil {
 				// A stalled broker keeps the connection open: only a
-				// round trip tells (liveness).
+				// round trip tells (liveness), or the count that decides
+				// whether the source is drained.
 				notReady = w.live.failure()
+			}
+			if notReady == nil && w.countErr != nil {
+				notReady = fmt.Errorf("the source's count fails: %w", w.countErr)
 			}
 			healthy := st.Running && (notReady == nil || now.Sub(w.lastDoneAt) < opt.ConnectTimeout)
 			if healthy || w.lastRunning.IsZero() {
@@ -771,9 +781,13 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		return "idle", true
 	}
 	if err != nil {
-		w.j.log.Warn("counting the source failed; trying again", "error", err)
+		if w.countErr == nil {
+			w.j.log.Warn("counting the source failed; trying again (said once; -connect-timeout ends the job if it keeps failing)", "error", err)
+		}
+		w.countErr = err
 		return "", false
 	}
+	w.countErr = nil
 	// Something arrived while counting: look again later.
 	if w.tr.snapshot().lastRecv != snap.lastRecv {
 		return "", false

@@ -22,6 +22,7 @@ const (
 
 type liveness struct {
 	every time.Duration // how often to ping
+	off   bool          // the source's broker counts: no pings
 
 	mu     sync.Mutex
 	pinger driver.Pinger // the open source's, or nil
@@ -33,6 +34,9 @@ type liveness struct {
 // use makes src's the broker to ping (the engine reopens sources).
 func (l *liveness) use(src driver.Source) {
 	p, _ := src.(driver.Pinger)
+	if l.off {
+		p = nil
+	}
 	l.mu.Lock()
 	l.pinger = p
 	l.mu.Unlock()

@@ -214,10 +214,13 @@ func init() {
 		CountSource: func(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Backlog, error) {
 			b := brokerOf(c.Broker)
 			b.mu.Lock()
-			missing := b.missing
+			missing, stalled := b.missing, b.stalled
 			b.mu.Unlock()
 			if missing {
 				return driver.Backlog{}, driver.Permanent(fmt.Errorf("memq: queue %s does not exist", c.Queue))
+			}
+			if stalled {
+				return driver.Backlog{}, errors.New("memq: count: no answer")
 			}
 			return b.backlog(c.Queue), nil
 		},

@@ -893,3 +893,22 @@ func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
+
+// A broker that counts and stalls (its connection open, no answer) kept the
+// job counting, a warning a second, until -timeout or an interrupt; its
+// failing count now makes it not ready, so -connect-timeout ends the job
+// with the reason.
+func TestStalledBrokerThatCountsFailsAfterTheConnectTimeout(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(3, 0)...)
+	b.mu.Lock()
+	b.stalled = true
+	b.mu.Unlock()
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 200 * time.Millisecond
+	opt.Timeout = 30 * time.Second // the guard: it used to end only here
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "the source's count fails: memq: count: no answer") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
