@@ -647,8 +647,8 @@ type watch struct {
 	// countErr is why the last count of the quiet source failed, nil once
 	// one answers: a broker that stalls keeps its connection open, and
 	// only its counts tell.
-	countErr error
-	waitedFor      int64 // the source's in-flight count last said to be waited for
+	countErr  error
+	waitedFor int64 // the source's in-flight count last said to be waited for
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
 	lastRunning time.Time

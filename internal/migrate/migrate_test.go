@@ -597,6 +597,23 @@ func TestLogProgressReportsFigures(t *testing.T) {
 	}
 }
 
+// In JSON logs the figures are numbers (percent, messages per second,
+// seconds), for whatever reads them; they were strings ("20/s").
+func TestLogProgressFiguresAreNumbersInJSON(t *testing.T) {
+	var buf bytes.Buffer
+	lp := &LogProgress{Log: slog.New(slog.NewJSONHandler(&buf, nil)), Every: time.Nanosecond}
+	lp.Finish("p", Figures{Done: 40, Total: 100, Rate: 20.4, ETA: 90 * time.Second}, OutcomeComplete)
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %s", err, buf.Bytes())
+	}
+	for k, want := range map[string]float64{"moved": 40, "total": 100, "percent": 40, "rate": 20, "eta": 90} {
+		if got, ok := line[k].(float64); !ok || got != want {
+			t.Errorf("%s = %#v, want the number %v: %s", k, line[k], want, buf.Bytes())
+		}
+	}
+}
+
 func TestCopyRefusesNativeDeadLetters(t *testing.T) {
 	_, pipes := setup(t, nativeHCL)
 	rep := Run(context.Background(), pipes, fastOptions(ModeCopy), nil)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -89,12 +91,12 @@ func figureAttrs(job string, f Figures) []any {
 	if f.Total >= 0 {
 		a = append(a, "total", f.Total)
 		if f.Total > 0 {
-			a = append(a, "percent", fmt.Sprintf("%.1f", 100*float64(min(f.Done, f.Total))/float64(f.Total)))
+			a = append(a, "percent", percentValue(100*float64(min(f.Done, f.Total))/float64(f.Total)))
 		}
 	}
-	a = append(a, "rate", fmt.Sprintf("%.0f/s", f.Rate))
+	a = append(a, "rate", rateValue(f.Rate))
 	if f.ETA > 0 {
-		a = append(a, "eta", f.ETA.Round(time.Second).String())
+		a = append(a, "eta", etaValue(f.ETA.Round(time.Second)))
 	}
 	a = append(a, "written", f.Written, "dead_lettered", f.DeadLettered,
 		"retried", f.Retried, "throttled", f.Throttled, "skipped", f.Skipped)
@@ -245,4 +247,31 @@ func (b *BarProgress) Close() {
 	}
 	b.mu.Unlock()
 	b.p.Wait()
+}
+
+// The progress figures read well in text ("percent=34.2 rate=812/s
+// eta=10s") and are numbers in JSON logs, for whatever reads them there
+// (percent, messages per second, seconds): slog's text handler writes
+// an encoding.TextMarshaler's text, its JSON handler the json.Marshaler's.
+type (
+	percentValue float64
+	rateValue    float64
+	etaValue     time.Duration
+)
+
+func (p percentValue) MarshalText() ([]byte, error) {
+	return strconv.AppendFloat(nil, float64(p), 'f', 1, 64), nil
+}
+func (p percentValue) MarshalJSON() ([]byte, error) { return p.MarshalText() }
+
+func (r rateValue) MarshalText() ([]byte, error) {
+	return append(strconv.AppendFloat(nil, math.Round(float64(r)), 'f', 0, 64), "/s"...), nil
+}
+func (r rateValue) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, math.Round(float64(r)), 'f', 0, 64), nil
+}
+
+func (e etaValue) MarshalText() ([]byte, error) { return []byte(time.Duration(e).String()), nil }
+func (e etaValue) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, time.Duration(e).Seconds(), 'f', -1, 64), nil
 }
