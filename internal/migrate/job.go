@@ -133,7 +133,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	cfg := def.Config
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = bridge.NewMetrics(reg)
-	cfg.Logger = opt.Log // the engine adds the pipeline's name
+	// The engine adds the pipeline's name. A source that cannot browse
+	// is the job's to handle (a dry run reads a sample instead; a copy
+	// fails), not the ERROR "cannot open source; retrying" the engine
+	// logs for an open that fails.
+	cfg.Logger = slog.New(expectedRefusals{opt.Log.Handler()})
 	dry := newDryRecorder()
 	cfg.Sink = j.watchSink(cfg.Sink, dry, tr)
 	if cfg.DeadLetter.Sink != nil {
@@ -906,4 +910,31 @@ func (r *rateWindow) rate(now time.Time, done int64, start time.Time) float64 {
 		return float64(done-from.done) / el
 	}
 	return 0
+}
+
+// expectedRefusals passes records on but those whose error the job
+// handles itself: a broker's refusal to browse (driver.ErrCannotBrowse).
+type expectedRefusals struct{ slog.Handler }
+
+func (h expectedRefusals) Handle(ctx context.Context, r slog.Record) error {
+	refused := false
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, driver.ErrCannotBrowse) {
+			refused = true
+			return false
+		}
+		return true
+	})
+	if refused {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h expectedRefusals) WithAttrs(as []slog.Attr) slog.Handler {
+	return expectedRefusals{h.Handler.WithAttrs(as)}
+}
+
+func (h expectedRefusals) WithGroup(name string) slog.Handler {
+	return expectedRefusals{h.Handler.WithGroup(name)}
 }

@@ -630,9 +630,16 @@ func TestBrowseRefusedWhenTheSourceOpens(t *testing.T) {
 	b.put("in", msgs(40, 0)...)
 	opt := fastOptions(ModeDryRun)
 	opt.Sample = 10
+	var logs bytes.Buffer
+	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	rep := Run(context.Background(), pipes, opt, nil)
 	if rep.Outcome != OutcomeComplete || len(rep.Jobs) != 1 {
 		t.Fatalf("dry run: %s, %d jobs: %s", rep.Outcome, len(rep.Jobs), rep.Reason)
+	}
+	// The job handles the refusal: no ERROR "cannot open source;
+	// retrying" from the engine for a retry that never comes.
+	if strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "reads a sample instead") {
+		t.Errorf("the dry run's log:\n%s", logs.String())
 	}
 	if d := rep.Jobs[0].DryRun; d == nil || !d.Sampled || d.WouldWrite != 10 {
 		t.Errorf("dry run report %+v, want a sample of 10", d)
