@@ -106,13 +106,13 @@ func watchDeadLetters(open bridge.SinkOpener, tr *tracker) bridge.SinkOpener {
 			refuseForGood(tr, err)
 			return nil, err
 		}
-		return &exampleSink{Sink: s, tr: tr}, nil
+		return &exampleSink{PassSink: driver.PassSink{Sink: s}, tr: tr}, nil
 	}
 }
 
 type exampleSink struct {
-	driver.Sink
-	tr *tracker
+	driver.PassSink // readiness and the rest, as the dead-letter sink's
+	tr              *tracker
 }
 
 func (s *exampleSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
@@ -126,12 +126,4 @@ func (s *exampleSink) Send(ctx context.Context, msgs []*mapping.Message) []error
 		s.tr.example(reason.Str(), m, desc.Str())
 	}
 	return errs
-}
-
-// Ready passes the dead-letter sink's connection state on to the engine.
-func (s *exampleSink) Ready(ctx context.Context) error {
-	if rc, ok := s.Sink.(driver.ReadyChecker); ok {
-		return rc.Ready(ctx)
-	}
-	return nil
 }

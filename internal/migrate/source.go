@@ -98,7 +98,7 @@ func (t *tracker) wrap(src driver.Source) driver.Source {
 	t.browser, _ = src.(driver.Browser)
 	t.quiescer, _ = src.(quiescer)
 	t.mu.Unlock()
-	ts := &trackedSource{t: t, src: src}
+	ts := &trackedSource{PassSource: driver.PassSource{Source: src}, t: t}
 	if ba, ok := src.(driver.BatchAcker); ok {
 		return &batchTrackedSource{trackedSource: ts, ba: ba}
 	}
@@ -402,8 +402,13 @@ func exampleOf(m *mapping.Message, description string) Example {
 }
 
 type trackedSource struct {
-	t   *tracker
-	src driver.Source
+	// PassSource answers what the engine asks a source (Unordered,
+	// LossCounter, Warner, ReadyChecker) as the wrapped source would, so a
+	// migration runs the engine as qbridge run does: hidden, an SQS standard
+	// queue's messages were sent in source order instead of at once.
+	// BatchAcker is batchTrackedSource's.
+	driver.PassSource
+	t *tracker
 }
 
 func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
@@ -426,7 +431,7 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	if t.limiter != nil {
 		max = min(max, t.limiter.Burst())
 	}
-	ds, err := s.src.Receive(ctx, max)
+	ds, err := s.Source.Receive(ctx, max)
 	if driver.IsPermanent(err) {
 		// Credentials refused, a claim missing: the engine would reopen
 		// the source until -connect-timeout; the job says so now.
@@ -501,50 +506,12 @@ func position(m *mapping.Message) (uint64, bool) {
 // receive that returned as it stopped, is held until here.
 func (s *trackedSource) Close(ctx context.Context) error {
 	if s.t.hold && s.t.releaseHeld != nil {
-		if q, ok := s.src.(quiescer); ok {
+		if q, ok := s.Source.(quiescer); ok {
 			q.Quiesce()
 		}
 		s.t.releaseHeld()
 	}
-	return s.src.Close(ctx)
-}
-
-// Ready passes the source's connection state on to the engine.
-func (s *trackedSource) Ready(ctx context.Context) error {
-	if rc, ok := s.src.(driver.ReadyChecker); ok {
-		return rc.Ready(ctx)
-	}
-	return nil
-}
-
-// The engine asks a source for what it can do (driver's optional
-// interfaces): the wrapper answers as the source it wraps would, so a
-// migration runs the engine as qbridge run does. Hidden, an SQS standard
-// queue's messages were sent in source order instead of at once
-// (Unordered), and JetStream acks went one synchronous double ack at a
-// time instead of in batches (BatchAcker, batchTrackedSource): an audit
-// measured 0.35–0.47 of the daemon's rate.
-
-// Unordered passes driver.Unordered on.
-func (s *trackedSource) Unordered() bool {
-	u, ok := s.src.(driver.Unordered)
-	return ok && u.Unordered()
-}
-
-// Lost passes driver.LossCounter on (0 for a source that cannot lose).
-func (s *trackedSource) Lost() uint64 {
-	if lc, ok := s.src.(driver.LossCounter); ok {
-		return lc.Lost()
-	}
-	return 0
-}
-
-// Warnings passes driver.Warner on.
-func (s *trackedSource) Warnings() []string {
-	if w, ok := s.src.(driver.Warner); ok {
-		return w.Warnings()
-	}
-	return nil
+	return s.Source.Close(ctx)
 }
 
 // batchTrackedSource is a trackedSource whose source settles batches

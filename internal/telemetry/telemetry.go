@@ -222,27 +222,47 @@ func withSpan(tr mapping.Trace, sc trace.SpanContext) mapping.Trace {
 	return tr
 }
 
-// source starts a process span per delivery.
+// source starts a process span per delivery. It embeds driver.PassSource,
+// so the engine finds what the source can do (order, losses, warnings,
+// readiness) as without tracing; batchSource passes BatchAcker on.
 type source struct {
-	driver.Source
+	driver.PassSource
 	t  *Tracing
 	ep Endpoint
 }
 
 func wrapSource(t *Tracing, s driver.Source, ep Endpoint) driver.Source {
-	ts := &source{Source: s, t: t, ep: ep}
-	if rc, ok := s.(driver.ReadyChecker); ok {
-		return &readySource{source: ts, rc: rc}
+	ts := &source{PassSource: driver.PassSource{Source: s}, t: t, ep: ep}
+	if ba, ok := s.(driver.BatchAcker); ok {
+		return &batchSource{source: ts, ba: ba}
 	}
 	return ts
 }
 
-type readySource struct {
+// batchSource is a source whose adapter settles batches (driver.BatchAcker:
+// JetStream pipelines its acks, SQS deletes ten at a time).
+type batchSource struct {
 	*source
-	rc driver.ReadyChecker
+	ba driver.BatchAcker
 }
 
-func (s *readySource) Ready(ctx context.Context) error { return s.rc.Ready(ctx) }
+// AckBatch hands the adapter its own deliveries and ends their spans.
+func (s *batchSource) AckBatch(ctx context.Context, ds []driver.Delivery) []error {
+	inner := make([]driver.Delivery, len(ds))
+	for i, d := range ds {
+		inner[i] = d
+		if td, ok := d.(tracedDelivery); ok {
+			inner[i] = td.traced().Delivery
+		}
+	}
+	errs := s.ba.AckBatch(ctx, inner)
+	for i, d := range ds {
+		if td, ok := d.(tracedDelivery); ok && i < len(errs) {
+			td.traced().end("ack", errs[i])
+		}
+	}
+	return errs
+}
 
 func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {
 	ds, err := s.Source.Receive(ctx, max)
@@ -275,26 +295,12 @@ func (t *Tracing) process(d driver.Delivery, ep Endpoint, at time.Time) driver.D
 	_, span := t.tracer.Start(ctx, spanName("process", ep), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithTimestamp(at), trace.WithAttributes(attrs...))
 	m.Trace = withSpan(m.Trace, span.SpanContext())
-	base := &delivery{Delivery: d, span: span}
-	dl, isDL := d.(driver.DeadLetterer)
-	de, isDE := d.(driver.DecodeErrorer)
-	switch {
-	case isDL && isDE:
-		return &struct {
-			*delivery
-			deadLetterer
-			driver.DecodeErrorer
-		}{base, deadLetterer{base, dl}, de}
-	case isDL:
+	base := &delivery{PassDelivery: driver.PassDelivery{Delivery: d}, span: span}
+	if dl, ok := d.(driver.DeadLetterer); ok {
 		return &struct {
 			*delivery
 			deadLetterer
 		}{base, deadLetterer{base, dl}}
-	case isDE:
-		return &struct {
-			*delivery
-			driver.DecodeErrorer
-		}{base, de}
 	}
 	return base
 }
@@ -306,10 +312,24 @@ func spanName(op string, ep Endpoint) string {
 	return op + " " + ep.Destination
 }
 
-// delivery ends its span when the message is settled.
+// delivery ends its span when the message is settled. It embeds
+// driver.PassDelivery (DecodeErrorer, Releaser as the adapter's);
+// DeadLetterer is added where the adapter's delivery has it (process).
 type delivery struct {
-	driver.Delivery
+	driver.PassDelivery
 	span trace.Span
+}
+
+// tracedDelivery finds the delivery inside process's combinations.
+type tracedDelivery interface{ traced() *delivery }
+
+func (d *delivery) traced() *delivery { return d }
+
+// Release ends the span too: a shutdown hands back what was never sent.
+func (d *delivery) Release(ctx context.Context) error {
+	err := d.PassDelivery.Release(ctx)
+	d.end("release", err)
+	return err
 }
 
 func (d *delivery) Ack(ctx context.Context) error {
@@ -347,27 +367,18 @@ func (x deadLetterer) DeadLetter(ctx context.Context, reason, description string
 	return err
 }
 
-// sink makes a send span per message and attempt.
+// sink makes a send span per message and attempt. It embeds
+// driver.PassSink, so the engine finds what the sink can do (KeepsOrder:
+// pipelining and ungrouped order) as without tracing.
 type sink struct {
-	driver.Sink
+	driver.PassSink
 	t  *Tracing
 	ep Endpoint
 }
 
 func wrapSink(t *Tracing, s driver.Sink, ep Endpoint) driver.Sink {
-	ts := &sink{Sink: s, t: t, ep: ep}
-	if rc, ok := s.(driver.ReadyChecker); ok {
-		return &readySink{sink: ts, rc: rc}
-	}
-	return ts
+	return &sink{PassSink: driver.PassSink{Sink: s}, t: t, ep: ep}
 }
-
-type readySink struct {
-	*sink
-	rc driver.ReadyChecker
-}
-
-func (s *readySink) Ready(ctx context.Context) error { return s.rc.Ready(ctx) }
 
 func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	out := make([]*mapping.Message, len(msgs))

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -273,5 +274,106 @@ func TestFromEnvRefusesOtherExporters(t *testing.T) {
 		if err == nil {
 			_ = stop(context.Background())
 		}
+	}
+}
+
+// capableSource has every optional interface a source can have, with
+// values that differ from an absent one's.
+type capableSource struct{ fakeSource }
+
+func (*capableSource) Ready(context.Context) error { return errNotReady }
+func (*capableSource) Unordered() bool             { return true }
+func (*capableSource) Lost() uint64                { return 7 }
+func (*capableSource) Warnings() []string          { return []string{"w"} }
+func (*capableSource) AckBatch(_ context.Context, ds []driver.Delivery) []error {
+	errs := make([]error, len(ds))
+	for i, d := range ds {
+		if _, ok := d.(*capableDelivery); !ok {
+			errs[i] = errNotMine // the adapter's own deliveries only
+		}
+	}
+	return errs
+}
+
+type capableDelivery struct{ fakeDelivery }
+
+func (*capableDelivery) Release(context.Context) error                    { return nil }
+func (*capableDelivery) DeadLetter(context.Context, string, string) error { return nil }
+func (*capableDelivery) DecodeError() error                               { return errNotMine }
+
+type capableSink struct{ sbSink }
+
+func (*capableSink) Ready(context.Context) error { return errNotReady }
+func (*capableSink) KeepsOrder() bool            { return true }
+func (*capableSink) Warnings() []string          { return []string{"w"} }
+func (*capableSink) Duplicates() int64           { return 3 }
+
+var (
+	errNotReady = errors.New("not ready")
+	errNotMine  = errors.New("not this adapter's delivery")
+)
+
+// Traced, an adapter answers the engine's type assertions as it does
+// untraced: the wrappers embedded only Source and Sink and passed only
+// ReadyChecker on, so with tracing on ungrouped JetStream messages were
+// reordered (OrderedSender hidden) and a core NATS loss went unseen
+// (LossCounter hidden), and acks lost their batches (BatchAcker).
+func TestTracedAdaptersKeepWhatTheyCanDo(t *testing.T) {
+	tr := New(sdktrace.NewTracerProvider())
+	ctx := context.Background()
+	src := wrapSource(tr, &capableSource{}, Endpoint{Kind: "nats", Destination: "in"})
+	if rc, ok := src.(driver.ReadyChecker); !ok || rc.Ready(ctx) != errNotReady {
+		t.Error("ReadyChecker not passed on")
+	}
+	if u, ok := src.(driver.Unordered); !ok || !u.Unordered() {
+		t.Error("Unordered not passed on")
+	}
+	if lc, ok := src.(driver.LossCounter); !ok || lc.Lost() != 7 {
+		t.Error("LossCounter not passed on")
+	}
+	if w, ok := src.(driver.Warner); !ok || len(w.Warnings()) != 1 {
+		t.Error("Warner not passed on")
+	}
+	ba, ok := src.(driver.BatchAcker)
+	if !ok {
+		t.Fatal("BatchAcker not passed on")
+	}
+	d := tr.process(&capableDelivery{fakeDelivery{m: &mapping.Message{ID: "1"}, acked: make(chan struct{})}}, Endpoint{Kind: "nats"}, time.Now())
+	if errs := ba.AckBatch(ctx, []driver.Delivery{d}); len(errs) != 1 || errs[0] != nil {
+		t.Errorf("AckBatch of a traced delivery: %v; the adapter must get its own delivery", errs)
+	}
+	if _, ok := d.(driver.Releaser); !ok {
+		t.Error("Releaser not passed on")
+	}
+	if _, ok := d.(driver.DeadLetterer); !ok {
+		t.Error("DeadLetterer not passed on")
+	}
+	if de, ok := d.(driver.DecodeErrorer); !ok || de.DecodeError() != errNotMine {
+		t.Error("DecodeErrorer not passed on")
+	}
+
+	snk := wrapSink(tr, &capableSink{}, Endpoint{Kind: "nats", Destination: "out"})
+	if rc, ok := snk.(driver.ReadyChecker); !ok || rc.Ready(ctx) != errNotReady {
+		t.Error("sink ReadyChecker not passed on")
+	}
+	if o, ok := snk.(driver.OrderedSender); !ok || !o.KeepsOrder() {
+		t.Error("OrderedSender not passed on")
+	}
+	if w, ok := snk.(driver.Warner); !ok || len(w.Warnings()) != 1 {
+		t.Error("sink Warner not passed on")
+	}
+	if dr, ok := snk.(driver.DuplicateReporter); !ok || dr.Duplicates() != 3 {
+		t.Error("DuplicateReporter not passed on")
+	}
+
+	// And what a plain adapter lacks stays absent where its absence
+	// changes what the engine does.
+	plain := wrapSource(tr, &fakeSource{}, Endpoint{Kind: "nats"})
+	if _, ok := plain.(driver.BatchAcker); ok {
+		t.Error("a source without BatchAcker got one")
+	}
+	pd := tr.process(&fakeDelivery{m: &mapping.Message{ID: "2"}, acked: make(chan struct{})}, Endpoint{Kind: "nats"}, time.Now())
+	if _, ok := pd.(driver.DeadLetterer); ok {
+		t.Error("a delivery without DeadLetterer got one")
 	}
 }
