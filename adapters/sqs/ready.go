@@ -15,29 +15,60 @@ import (
 // often and GetQueueAttributes is billed.
 const readyTTL = 5 * time.Second
 
+// readyCheckTimeout bounds one check.
+const readyCheckTimeout = 5 * time.Second
+
 // readyCache runs check at most once per readyTTL and shares the answer.
+// The check runs in the background: a probe or a metrics scrape gets the
+// last answer at once and never waits for the broker, except for the
+// first answer (until its own deadline). With an endpoint that hung,
+// every /readyz and /metrics took the check's 5 s, and a probe or scrape
+// with a shorter timeout saw nothing at all during the incident.
 type readyCache struct {
 	check func(ctx context.Context) error
 
-	mu  sync.Mutex
-	at  time.Time
-	err error
+	mu      sync.Mutex
+	at      time.Time     // when err was found; zero before the first answer
+	err     error         // the last answer
+	running chan struct{} // closed when the running check ends; nil when none runs
 }
 
 func (r *readyCache) get(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !r.at.IsZero() && time.Since(r.at) < readyTTL {
+		defer r.mu.Unlock()
 		return r.err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err := r.check(cctx)
-	if ctx.Err() != nil {
-		return ctx.Err() // the caller gave up: do not cache that
+	done := r.running
+	if done == nil {
+		// One check at a time; it ends within readyCheckTimeout.
+		done = make(chan struct{})
+		r.running = done
+		go r.refresh(done)
 	}
-	r.at, r.err = time.Now(), err
-	return err
+	known, err := !r.at.IsZero(), r.err
+	r.mu.Unlock()
+	if known {
+		return err // the last answer while the next one comes
+	}
+	select {
+	case <-done:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *readyCache) refresh(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), readyCheckTimeout)
+	err := r.check(ctx)
+	cancel()
+	r.mu.Lock()
+	r.at, r.err, r.running = time.Now(), err, nil
+	r.mu.Unlock()
+	close(done)
 }
 
 // queueReady is the cheap call behind Ready.
