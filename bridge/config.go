@@ -87,6 +87,11 @@ type Options struct {
 	// Restart is the backoff between attempts to open adapters and to
 	// restart a failed source.
 	Restart Backoff
+	// StallAfter makes the pipeline not ready (Ready) while it holds
+	// messages and the sink has confirmed none of them for this long: a
+	// broker that stalls with its connection open looks connected to
+	// its client for minutes.
+	StallAfter time.Duration
 }
 
 // Ordering bounds concurrency.
@@ -175,6 +180,7 @@ func DefaultOptions() Options {
 		Lock:            Lock{ExtendEvery: 10 * time.Second, ExtendBy: 60 * time.Second},
 		ShutdownTimeout: 30 * time.Second,
 		Restart:         Backoff{Initial: time.Second, Max: time.Minute, Multiplier: 2, Jitter: 0.2},
+		StallAfter:      time.Minute,
 	}
 }
 
@@ -204,6 +210,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Restart == (Backoff{}) {
 		o.Restart = d.Restart
+	}
+	if o.StallAfter == 0 {
+		o.StallAfter = d.StallAfter
 	}
 	return o
 }
@@ -250,6 +259,9 @@ func (o Options) Validate() error {
 	}
 	if o.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("shutdown_timeout cannot be negative"))
+	}
+	if o.StallAfter < 0 {
+		errs = append(errs, errors.New("stall_after cannot be negative"))
 	}
 	if err := o.Restart.validate(); err != nil {
 		errs = append(errs, fmt.Errorf("restart: %w", err))

@@ -59,8 +59,11 @@ type Pipeline struct {
 	pipelined bool
 	batchSize int // Batch.Size, or the automatic size
 
-	lastErr    error  // the last failure to open or receive, for /readyz; nil once open
-	lostBefore uint64 // what closed sources lost (driver.LossCounter)
+	lastErr error // the last failure to open or receive, for /readyz; nil once open
+	// confirmedAt is when the sink last confirmed a message, or the source
+	// opened: Ready reports a stall from it (Options.StallAfter).
+	confirmedAt time.Time
+	lostBefore  uint64 // what closed sources lost (driver.LossCounter)
 
 	// acks holds the items the sink confirmed, for the ackers (guarded by
 	// mu); ackWake wakes one acker.
@@ -194,6 +197,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 func (p *Pipeline) setRunning(v bool) {
 	p.mu.Lock()
 	p.running = v
+	if v {
+		p.confirmedAt = time.Now()
+	}
 	p.mu.Unlock()
 }
 
@@ -559,6 +565,7 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 		a    any
 	}{{"source", p.source}, {"sink", p.sink}, {"dead-letter sink", p.dlq}}
 	lastErr := p.lastErr
+	stall := p.stallLocked(time.Now())
 	p.mu.Unlock()
 	if !running {
 		if lastErr != nil {
@@ -573,5 +580,30 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 			}
 		}
 	}
+	if stall != nil {
+		return fmt.Errorf("pipeline %q: %w", p.name, stall)
+	}
 	return nil
+}
+
+// stallLocked reports a sink that confirmed nothing for StallAfter while
+// messages wait for it, the oldest longer than that: a broker stalled with
+// its connection open (a process stopped, packets dropped) looks connected
+// to its client until its heartbeats time out, minutes later. p.mu is held.
+func (p *Pipeline) stallLocked(now time.Time) error {
+	after := p.opt.StallAfter
+	if !p.running || p.live.len() == 0 || now.Sub(p.confirmedAt) < after {
+		return nil
+	}
+	oldest := now
+	for _, it := range p.live.items {
+		if it.recvAt.Before(oldest) {
+			oldest = it.recvAt
+		}
+	}
+	if now.Sub(oldest) < after {
+		return nil // a message that arrived after a quiet spell
+	}
+	return fmt.Errorf("the sink has confirmed nothing for %s while %d messages wait (the oldest for %s): is its broker stalled or refusing? (stall_after %s)",
+		now.Sub(p.confirmedAt).Round(time.Second), p.live.len(), now.Sub(oldest).Round(time.Second), after)
 }

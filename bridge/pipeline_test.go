@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -1005,4 +1006,47 @@ func TestSinkGetsTheTTLLeft(t *testing.T) {
 	if waited.TTL != time.Minute {
 		t.Errorf("the source's message was modified: TTL %v", waited.TTL)
 	}
+}
+
+// A sink that confirms nothing while messages wait for it makes the
+// pipeline not ready after StallAfter, with the figures; the broker of a
+// stalled sink (a process stopped, its connection open) looks connected to
+// its client for minutes, so /readyz said ok throughout. It is ready again
+// once the sink confirms.
+func TestStalledSinkMakesThePipelineNotReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t)
+		sink := newSink(t)
+		gate := make(chan struct{})
+		sink.gate = gate
+		opt := fastOptions()
+		opt.StallAfter = time.Minute
+		h := start(t, Config{Options: opt}, q, sink)
+		ctx := context.Background()
+		synctest.Wait()
+		q.push(msg("", 0), msg("", 1))
+		synctest.Wait()
+		if err := h.p.Ready(ctx); err != nil {
+			t.Fatalf("before StallAfter: %v", err)
+		}
+		time.Sleep(30 * time.Second)
+		if err := h.p.Ready(ctx); err != nil {
+			t.Fatalf("half way: %v", err)
+		}
+		time.Sleep(31 * time.Second)
+		err := h.p.Ready(ctx)
+		if err == nil || !strings.Contains(err.Error(), "the sink has confirmed nothing for 1m1s while 2 messages wait (the oldest for 1m1s)") {
+			t.Fatalf("after StallAfter: %v", err)
+		}
+		close(gate)
+		synctest.Wait()
+		if err := h.p.Ready(ctx); err != nil {
+			t.Fatalf("after the sink confirmed: %v", err)
+		}
+		// Quiet afterwards (nothing waits) is not a stall.
+		time.Sleep(2 * time.Minute)
+		if err := h.p.Ready(ctx); err != nil {
+			t.Fatalf("quiet: %v", err)
+		}
+	})
 }

@@ -178,6 +178,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		}
 		switch {
 		case err == nil:
+			p.confirmedAt = done
 			it.state = stSettling
 			// Order at the sink needs only the confirmation: the group's
 			// next message may go while this one is acked.

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -225,119 +224,6 @@ func rawReceive(t *testing.T, rawURL, addr string, d time.Duration) *amqp.Messag
 		t.Fatal(err)
 	}
 	return m
-}
-
-// proxy is a TCP forwarder on 127.0.0.1 whose connections the test can cut
-// (a network fault seen by both ends).
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	frozen []chan struct{} // per connection pair: closed = frozen
-	down   bool
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target}
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	return p
-}
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			c.Close()
-			continue
-		}
-		u, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		freeze := make(chan struct{})
-		p.mu.Lock()
-		p.conns = append(p.conns, c, u)
-		p.frozen = append(p.frozen, freeze)
-		p.mu.Unlock()
-		go func() { pump(u, c, freeze); u.Close() }()
-		go func() { pump(c, u, freeze); c.Close() }()
-	}
-}
-
-// pump copies src to dst until an error, swallowing everything once freeze
-// is closed (a black hole: the connection stays open, nothing gets through).
-func pump(dst, src net.Conn, freeze chan struct{}) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		select {
-		case <-freeze:
-			n = 0
-		default:
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// freeze black-holes every current connection (new ones work).
-func (p *proxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, f := range p.frozen {
-		select {
-		case <-f:
-		default:
-			close(f)
-		}
-	}
-}
-
-// cut closes every proxied connection.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	p.frozen = nil
-}
-
-// setDown refuses (true) or accepts (false) new connections.
-func (p *proxy) setDown(down bool) {
-	p.mu.Lock()
-	p.down = down
-	p.mu.Unlock()
-}
-
-// url returns rawURL with its host replaced by the proxy's.
-func (p *proxy) url(t *testing.T, rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.ln.Addr().String()
-	return u.String()
 }
 
 // rabbitctl runs rabbitmqctl against the test broker's node (from

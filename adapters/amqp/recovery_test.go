@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qbridge/qbridge/internal/faultproxy"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -134,21 +135,21 @@ func TestBrokerRestartMidStream(t *testing.T) {
 func TestNetworkFaultsAndFailover(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	p := newProxy(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
+	p := faultproxy.New(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
 	dead := "amqp://guest:guest@127.0.0.1:1"
-	urls := []string{dead, p.url(t, url)}
+	urls := []string{dead, p.URL(t, url)}
 	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URLs: urls, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"}, Address: q})
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URLs: urls, ReconnectBackoff: "50ms", ReconnectBackoffM: "500ms"}, Address: q})
 	t0 := time.Now()
 	dups := stream(t, snk, src, 500, 150, func() {
 		// The fault's shape is the scenario: a cut, 100 ms of service, a
 		// second cut and 400 ms of refused connections.
-		p.cut()
+		p.Cut()
 		time.Sleep(100 * time.Millisecond)
-		p.setDown(true)
-		p.cut()
+		p.SetDown(true)
+		p.Cut()
 		time.Sleep(400 * time.Millisecond)
-		p.setDown(false)
+		p.SetDown(false)
 	})
 	t.Logf("500 messages across network faults in %v, %d duplicates, %d source reconnects, %d sink connections",
 		time.Since(t0).Round(time.Millisecond), dups, src.reconnects.Load(), snk.connects.Load())
@@ -199,12 +200,12 @@ func TestCloseIsPromptAndReturnsUnsettled(t *testing.T) {
 func TestSilentConnectionIdleTimeout(t *testing.T) {
 	url := brokerURL(t)
 	q := queue(t)
-	p := newProxy(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
-	purl := p.url(t, url)
+	p := faultproxy.New(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
+	purl := p.URL(t, url)
 	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: purl, IdleTimeout: "1s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"}, Address: q})
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: purl, IdleTimeout: "1s", ReconnectBackoff: "50ms", ReconnectBackoffM: "200ms"}, Address: q, SendTimeout: "10s"})
 	t0 := time.Now()
-	dups := stream(t, snk, src, 400, 100, p.freeze)
+	dups := stream(t, snk, src, 400, 100, p.Freeze)
 	t.Logf("400 messages across a silent connection in %v, %d duplicates, %d source reconnects, %d sink connections",
 		time.Since(t0).Round(time.Millisecond), dups, src.reconnects.Load(), snk.connects.Load())
 	if src.reconnects.Load() == 0 || snk.connects.Load() < 2 {

@@ -84,6 +84,8 @@ func (c *conn) options(cc connConfig) ([]nats.Option, error) {
 		nats.Timeout(cc.ConnectTimeout),
 		nats.MaxReconnects(-1), // a daemon never gives up; Ready reports the outage
 		nats.ReconnectWait(cc.ReconnectWait),
+		nats.PingInterval(cc.PingInterval), // two unanswered pings: a stale connection, reconnected
+		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if nc.IsClosed() {
 				return // our own Close

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/faultproxy"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -375,5 +376,28 @@ func TestCorePing(t *testing.T) {
 	srv.Shutdown()
 	if err := p.Ping(ctxT(t, 500*time.Millisecond)); err == nil {
 		t.Fatal("Ping answered with the server gone")
+	}
+}
+
+// A server that stalls with the connection open (frozen here by a proxy:
+// nothing gets through, nothing is closed) is found by the client's pings
+// (ping_interval) and reported by Ready; with nats.go's default of 2
+// minutes it looked connected for 4 to 6.
+func TestStalledServerIsFoundByPings(t *testing.T) {
+	srv := startServer(t)
+	px := faultproxy.New(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: "nats://" + px.Addr(), PingInterval: "100ms", ReconnectWait: "50ms"}, Subject: "demo.>"})
+	rc := src.(driver.ReadyChecker)
+	if err := rc.Ready(ctxT(t, time.Second)); err != nil {
+		t.Fatalf("Ready before the stall: %v", err)
+	}
+	px.SetDown(true) // reconnects fail too
+	px.Freeze()
+	deadline := time.Now().Add(20 * time.Second)
+	for rc.Ready(ctxT(t, time.Second)) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Ready still says connected 20 s into the stall")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

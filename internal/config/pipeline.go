@@ -30,6 +30,7 @@ type pipelineBlock struct {
 	DeadLetter *deadLetterBlock `hcl:"dead_letter,block"`
 
 	ShutdownTimeout *hcl.Attribute `hcl:"shutdown_timeout,optional"`
+	StallAfter      *hcl.Attribute `hcl:"stall_after,optional"`
 	Readiness       *hcl.Attribute `hcl:"readiness,optional"`
 }
 
@@ -454,5 +455,6 @@ func decodeEngine(e *eval, b *pipelineBlock) bridge.Options {
 		}
 	}
 	e.duration(b.ShutdownTimeout, false, &o.ShutdownTimeout)
+	e.duration(b.StallAfter, false, &o.StallAfter)
 	return o
 }
