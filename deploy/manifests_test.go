@@ -245,6 +245,7 @@ func TestKubernetesManifests(t *testing.T) {
 				for _, c := range checkPod(t, f+": Deployment "+d.Name, &d.Spec.Template.Spec, configs) {
 					qbridges++
 					checkDaemon(t, c)
+					checkScrape(t, c, d.Spec.Template.Annotations)
 				}
 			}
 			for _, j := range ms.jobs {
@@ -344,6 +345,27 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, configs map[strin
 	return out
 }
 
+// checkScrape checks that a pod that asks Prometheus to scrape it
+// (prometheus.io/scrape) has qbridge listen beyond the loopback, on the
+// port it names: the sidecar asked for scrapes of a loopback-only port.
+func checkScrape(t *testing.T, q qbridgeContainer, annotations map[string]string) {
+	t.Helper()
+	if annotations["prometheus.io/scrape"] != "true" {
+		return
+	}
+	listen := q.cfg.HTTP.Listen
+	if listen == "" {
+		listen = monitor.DefaultListen
+	}
+	host, port, _ := strings.Cut(listen, ":")
+	if host == "" || strings.HasPrefix(host, "127.") || host == "localhost" {
+		t.Errorf("%s: the pod asks Prometheus to scrape it, and the configuration listens on %s, which only the pod reaches: set http { listen = \"0.0.0.0:%s\" }", q.where, listen, port)
+	}
+	if p := annotations["prometheus.io/port"]; p != "" && p != port {
+		t.Errorf("%s: prometheus.io/port %s, the configuration listens on %s", q.where, p, listen)
+	}
+}
+
 // checkDaemon checks a container of a Deployment: it runs the daemon, and
 // its ports and probes reach the monitoring endpoint its configuration
 // listens on.
@@ -354,7 +376,8 @@ func checkDaemon(t *testing.T, q qbridgeContainer) {
 		t.Errorf("%s: args %v do not run the daemon", w, c.Args)
 		return
 	}
-	port := monitor.DefaultListen[strings.LastIndexByte(monitor.DefaultListen, ':')+1:]
+	defaultPort := monitor.DefaultListen[strings.LastIndexByte(monitor.DefaultListen, ':')+1:]
+	port := defaultPort
 	if cfg.HTTP.Listen != "" {
 		port = cfg.HTTP.Listen[strings.LastIndexByte(cfg.HTTP.Listen, ':')+1:]
 	}
@@ -380,7 +403,7 @@ func checkDaemon(t *testing.T, q qbridgeContainer) {
 			if ready := slices.Contains(cmd, "-ready"); ready != (kind == "readiness") {
 				t.Errorf("%s: %v asks the wrong endpoint", pw, cmd)
 			}
-			if cfg.HTTP.Listen != "" && cfg.HTTP.Listen != monitor.DefaultListen && !slices.Contains(cmd, "-addr") {
+			if port != defaultPort && !slices.Contains(cmd, "-addr") {
 				t.Errorf("%s: the configuration listens on %s; the probe needs -addr", pw, cfg.HTTP.Listen)
 			}
 		case pr.HTTPGet != nil:

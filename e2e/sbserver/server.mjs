@@ -3,11 +3,12 @@
 // official emulator) on 127.0.0.1, with CBS/SAS, queues, topics,
 // subscriptions, sessions, locks and $management. See docs/sbserver.md.
 //
-//   node e2e/sbserver/server.mjs --config FILE [--port 0] [--http-port 0|-1] [--verbose]
+//   node e2e/sbserver/server.mjs --config FILE [--port 0] [--http-port=0|--http-port=-1] [--verbose]
 //
 // Prints one line when ready:
 //   READY {"port":N,"pid":P,"amqp":"amqp://127.0.0.1:N","httpPort":H,"http":"http://127.0.0.1:H",...}
-// --http-port -1 turns the REST data plane off.
+// --http-port=-1 turns the REST data plane off (with "=": node:util parseArgs
+// takes a separate "-1" for an option).
 import { parseArgs } from 'node:util';
 import { loadConfigFile, normalizeConfig } from './lib/config.mjs';
 import { Namespace } from './lib/store.mjs';
