@@ -251,9 +251,13 @@ func (d *daemon) traced(cfg *config.Config, defs []bridge.Definition) []bridge.D
 	}
 	for i, def := range defs {
 		if p := byName[def.Config.Name]; p != nil {
+			var dlq telemetry.Endpoint
+			if a := p.Spec.DeadLetter.Sink; a != nil {
+				dlq = telemetry.EndpointOf(a.Kind, a.Config)
+			}
 			defs[i].Config = d.tel.Wrap(def.Config,
 				telemetry.EndpointOf(p.Spec.Source.Kind, p.Spec.Source.Config),
-				telemetry.EndpointOf(p.Spec.Sink.Kind, p.Spec.Sink.Config))
+				telemetry.EndpointOf(p.Spec.Sink.Kind, p.Spec.Sink.Config), dlq)
 		}
 	}
 	return defs

@@ -21,6 +21,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -172,19 +173,41 @@ func system(kind string) attribute.KeyValue {
 	return semconv.MessagingSystemKey.String(kind)
 }
 
-// Wrap returns cfg with its source and sink traced. A nil t returns cfg
-// unchanged.
-func (t *Tracing) Wrap(cfg bridge.Config, src, sink Endpoint) bridge.Config {
+// Wrap returns cfg with its source, sink and dead-letter sink traced (dlq
+// is the dead-letter sink's endpoint, unused without one). A nil t returns
+// cfg unchanged.
+func (t *Tracing) Wrap(cfg bridge.Config, src, dst, dlq Endpoint) bridge.Config {
 	if t == nil {
 		return cfg
 	}
-	open := cfg.Source
+	// With a dead-letter sink, the process span of a message sent there
+	// must say so: the engine then acks the message at the source, which
+	// alone would read as delivered.
+	var open map[trace.SpanID]*delivery
+	var openMu *sync.Mutex
+	if cfg.DeadLetter.Sink != nil {
+		open, openMu = map[trace.SpanID]*delivery{}, &sync.Mutex{}
+		openDL := cfg.DeadLetter.Sink
+		cfg.DeadLetter.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
+			s, err := openDL(ctx, onDrop)
+			if err != nil {
+				return nil, err
+			}
+			return &deadLetterSink{sink: wrapSink(t, s, dlq).(*sink), open: open, mu: openMu}, nil
+		}
+	}
+	openSrc := cfg.Source
 	cfg.Source = func(ctx context.Context) (driver.Source, error) {
-		s, err := open(ctx)
+		s, err := openSrc(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return wrapSource(t, s, src), nil
+		w := wrapSource(t, s, src)
+		if open != nil {
+			ws := sourceOf(w)
+			ws.open, ws.openMu = open, openMu
+		}
+		return w, nil
 	}
 	openSink := cfg.Sink
 	cfg.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
@@ -192,7 +215,7 @@ func (t *Tracing) Wrap(cfg bridge.Config, src, sink Endpoint) bridge.Config {
 		if err != nil {
 			return nil, err
 		}
-		return wrapSink(t, s, sink), nil
+		return wrapSink(t, s, dst), nil
 	}
 	return cfg
 }
@@ -229,6 +252,18 @@ type source struct {
 	driver.PassSource
 	t  *Tracing
 	ep Endpoint
+	// open, with a dead-letter sink: the deliveries whose process span
+	// is open, by span, for deadLetterSink.
+	open   map[trace.SpanID]*delivery
+	openMu *sync.Mutex
+}
+
+// sourceOf is the *source inside wrapSource's result.
+func sourceOf(s driver.Source) *source {
+	if b, ok := s.(*batchSource); ok {
+		return b.source
+	}
+	return s.(*source)
 }
 
 func wrapSource(t *Tracing, s driver.Source, ep Endpoint) driver.Source {
@@ -269,6 +304,11 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 	now := time.Now()
 	for i, d := range ds {
 		ds[i] = s.t.process(d, s.ep, now)
+		if s.open != nil {
+			if td, ok := ds[i].(tracedDelivery); ok {
+				td.traced().track(s.open, s.openMu)
+			}
+		}
 	}
 	return ds, err
 }
@@ -318,6 +358,18 @@ func spanName(op string, ep Endpoint) string {
 type delivery struct {
 	driver.PassDelivery
 	span trace.Span
+	// With a dead-letter sink: where the delivery is listed while its
+	// span is open, and the reason once the dead-letter sink took it.
+	open     map[trace.SpanID]*delivery
+	openMu   *sync.Mutex
+	dlReason string
+}
+
+func (d *delivery) track(open map[trace.SpanID]*delivery, mu *sync.Mutex) {
+	d.open, d.openMu = open, mu
+	mu.Lock()
+	open[d.span.SpanContext().SpanID()] = d
+	mu.Unlock()
 }
 
 // tracedDelivery finds the delivery inside process's combinations.
@@ -345,6 +397,17 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 }
 
 func (d *delivery) end(settlement string, err error) {
+	if d.open != nil {
+		d.openMu.Lock()
+		delete(d.open, d.span.SpanContext().SpanID())
+		reason := d.dlReason
+		d.openMu.Unlock()
+		if reason != "" && settlement == "ack" {
+			// Acked at the source after the dead-letter sink took it.
+			settlement = "dead_letter"
+			d.span.SetAttributes(attribute.String("qbridge.dead_letter_reason", reason))
+		}
+	}
 	d.span.SetAttributes(attribute.String("qbridge.settlement", settlement))
 	if err != nil {
 		d.span.RecordError(err)
@@ -420,6 +483,31 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			}
 		}
 		sp.End()
+	}
+	return errs
+}
+
+// deadLetterSink traces the dead-letter sink's sends (a send span, child of
+// the message's process span) and marks the process span of each message
+// it took, by the span the message names as its parent.
+type deadLetterSink struct {
+	*sink
+	open map[trace.SpanID]*delivery
+	mu   *sync.Mutex
+}
+
+func (s *deadLetterSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
+	errs := s.sink.Send(ctx, msgs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range msgs {
+		if i >= len(errs) || errs[i] != nil {
+			continue
+		}
+		if d := s.open[trace.SpanID(m.Trace.SpanID)]; d != nil {
+			reason, _ := m.Attr(bridge.AttrDeadLetterReason)
+			d.dlReason = reason.Str()
+		}
 	}
 	return errs
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -113,7 +114,7 @@ func TestSQSXRayToServiceBus(t *testing.T) {
 				Options:    bridge.DefaultOptions(),
 				Logger:     slog.New(slog.DiscardHandler),
 			}
-			cfg = New(tp).Wrap(cfg, Endpoint{Kind: "sqs", Destination: "orders"}, Endpoint{Kind: "servicebus", Destination: "orders-sb"})
+			cfg = New(tp).Wrap(cfg, Endpoint{Kind: "sqs", Destination: "orders"}, Endpoint{Kind: "servicebus", Destination: "orders-sb"}, Endpoint{})
 			p, err := bridge.New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -376,4 +377,81 @@ func TestTracedAdaptersKeepWhatTheyCanDo(t *testing.T) {
 	if _, ok := pd.(driver.DeadLetterer); ok {
 		t.Error("a delivery without DeadLetterer got one")
 	}
+}
+
+// refusingSink refuses every message for good (too large, say).
+type refusingSink struct{}
+
+func (refusingSink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = driver.Permanent(errors.New("too large for the target"))
+	}
+	return errs
+}
+func (refusingSink) Close(context.Context) error { return nil }
+
+// A message the sink refuses and a dead-letter sink takes: its process
+// span said settlement "ack", status ok, no reason, and the dead-letter
+// send had no span, so in a trace UI the message looked delivered. Now
+// the process span says dead_letter with the reason and an error status,
+// and the dead-letter send is its child span.
+func TestDeadLetterSinkInTheTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	d := &fakeDelivery{m: &mapping.Message{ID: "m1", Body: []byte("x")}, acked: make(chan struct{})}
+	dlq := &sbSink{}
+	cfg := bridge.Config{
+		Name: "orders", SourceKind: "nats", SinkKind: "sqs",
+		Source: func(context.Context) (driver.Source, error) { return &fakeSource{ds: []driver.Delivery{d}}, nil },
+		Sink:   func(context.Context, func(string, string)) (driver.Sink, error) { return refusingSink{}, nil },
+		DeadLetter: bridge.DeadLetter{SinkKind: "servicebus",
+			Sink: func(context.Context, func(string, string)) (driver.Sink, error) { return dlq, nil }},
+		Options: bridge.DefaultOptions(),
+		Logger:  slog.New(slog.DiscardHandler),
+	}
+	cfg = New(tp).Wrap(cfg, Endpoint{Kind: "nats", Destination: "in"}, Endpoint{Kind: "sqs", Destination: "q1"}, Endpoint{Kind: "servicebus", Destination: "dlq"})
+	p, err := bridge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-d.acked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dead-lettered message was not acked")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		byName[s.Name] = s
+	}
+	process, send, dl := byName["process in"], byName["send q1"], byName["send dlq"]
+	if process.Name == "" || send.Name == "" || dl.Name == "" {
+		t.Fatalf("spans: %v; want process in, send q1, send dlq", keys(byName))
+	}
+	attrs := map[attribute.Key]string{}
+	for _, a := range process.Attributes {
+		attrs[a.Key] = a.Value.Emit()
+	}
+	if attrs["qbridge.settlement"] != "dead_letter" || attrs["qbridge.dead_letter_reason"] == "" || process.Status.Code != codes.Error {
+		t.Errorf("process span: settlement %q, reason %q, status %v", attrs["qbridge.settlement"], attrs["qbridge.dead_letter_reason"], process.Status)
+	}
+	if dl.Parent.SpanID() != process.SpanContext.SpanID() {
+		t.Errorf("the dead-letter send's parent is %s, want the process span %s", dl.Parent.SpanID(), process.SpanContext.SpanID())
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
