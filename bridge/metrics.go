@@ -218,6 +218,12 @@ func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
 		errAck: e("ack"), errNack: e("nack"), errExtend: e("extend"), errDeadLetter: e("dead_letter"),
 		errReceive: e("receive"), errOpen: e("open"), errClose: e("close"),
 	}
+	// Every reason's series exists from the start at 0, so rate() and
+	// increase() alerts see the first dead letter (a series that appears
+	// at 1 has no increase).
+	for _, r := range reasons {
+		m.deadLettered.WithLabelValues(name, r)
+	}
 	return pm
 }
 

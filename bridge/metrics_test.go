@@ -48,6 +48,14 @@ func TestMetricsExported(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
 		}
 	}
+	// Every dead-letter reason has its series from the start, at 0, so
+	// that rate() and increase() alerts see the first one.
+	for _, r := range reasons {
+		name := `qbridge_messages_dead_lettered_total{pipeline="test",reason="` + r + `"}`
+		if v, ok := got[name]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
+		}
+	}
 	const oldest = `qbridge_oldest_unsettled_age_seconds{pipeline="test"}`
 	if got[oldest] <= 0 {
 		t.Errorf("%s = %v while three messages wait, want > 0", oldest, got[oldest])

@@ -49,6 +49,7 @@ type Pipeline struct {
 	ready    []*item
 	live     liveSet
 	draining bool // retries stop: transient failures are nacked
+	stopping bool // Run's context ended: the pipeline finishes and stops
 	running  bool // adapters open, receiving
 	source   driver.Source
 	sink     driver.Sink
@@ -161,6 +162,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		err := p.receive(ctx, src)
 		p.setRunning(false)
 		if err == nil { // ctx ended: graceful stop
+			p.mu.Lock()
+			p.stopping = true
+			p.mu.Unlock()
 			p.drain(cancelWork, true)
 			closeErr = p.closeSource(src)
 			break
@@ -566,7 +570,11 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 	}{{"source", p.source}, {"sink", p.sink}, {"dead-letter sink", p.dlq}}
 	lastErr := p.lastErr
 	stall := p.stallLocked(time.Now())
+	stopping, inFlight := p.stopping, p.live.len()
 	p.mu.Unlock()
+	if stopping {
+		return fmt.Errorf("pipeline %q is stopping (%d messages in flight to finish or hand back)", p.name, inFlight)
+	}
 	if !running {
 		if lastErr != nil {
 			return fmt.Errorf("pipeline %q is not running (opening adapters or restarting its source): last error: %w", p.name, lastErr)

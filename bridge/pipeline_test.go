@@ -506,6 +506,11 @@ func TestShutdownHandsBackUnsent(t *testing.T) {
 	eventually(t, 5*time.Second, "hand-back", func() bool {
 		return q.count(func(d *memDelivery) int64 { return d.releases.Load() }) == 4
 	})
+	// /readyz says what happens: it said "opening adapters or restarting
+	// its source" while the pipeline drained.
+	if err := h.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), `pipeline "test" is stopping (`) {
+		t.Errorf("Ready while stopping: %v", err)
+	}
 	close(gate)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)

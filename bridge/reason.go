@@ -25,6 +25,9 @@ const (
 	ReasonRetriesExhausted = "retries-exhausted" // transient failures outlasted the retry policy
 )
 
+// reasons are the reason codes, for the metric's series.
+var reasons = []string{ReasonCorrupt, ReasonMapping, ReasonRejected, ReasonTooLarge, ReasonPermanent, ReasonRetriesExhausted}
+
 // maxDescription bounds DeadLetterErrorDescription; brokers limit property
 // sizes and the reason is in the first bytes anyway.
 const maxDescription = 1024

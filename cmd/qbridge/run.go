@@ -104,6 +104,10 @@ type daemon struct {
 	tel   *telemetry.Tracing // nil: tracing off
 	cfgMu sync.Mutex         // guards cfg: /readyz reads it during a reload
 	cfg   *config.Config     // the configuration running
+
+	// What the last reload did, as Prometheus itself reports its own:
+	// a failed SIGHUP was only an ERROR log line.
+	reloadOK, reloadOKAt prometheus.Gauge
 }
 
 // run returns the exit code: 0 after a graceful stop, 1 if the daemon
@@ -128,7 +132,17 @@ func (d *daemon) run(ctx context.Context) int {
 	}, []string{"version", "go_version"})
 	buildInfo.WithLabelValues(buildVersion(), runtime.Version()).Set(1)
 	backlog := monitor.NewBacklog(d.log)
-	reg.MustRegister(buildInfo, backlog)
+	d.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "qbridge_config_last_reload_successful",
+		Help: "1 if the last configuration reload (SIGHUP) succeeded or none was tried, 0 if it failed and the previous configuration still runs.",
+	})
+	d.reloadOK.Set(1)
+	d.reloadOKAt = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "qbridge_config_last_reload_success_timestamp_seconds",
+		Help: "When the running configuration was loaded: at the start or by the last successful reload.",
+	})
+	d.reloadOKAt.SetToCurrentTime()
+	reg.MustRegister(buildInfo, backlog, d.reloadOK, d.reloadOKAt)
 	sup := bridge.NewSupervisor(d.log, bridge.NewMetrics(reg))
 
 	// Not ready until the pipelines are set up: an empty supervisor would
@@ -306,6 +320,7 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 		d.log.Log(context.Background(), level, "configuration problem", "diagnostic", config.DiagnosticString(dg))
 	}
 	if diags.HasErrors() {
+		d.reloadOK.Set(0)
 		d.log.Error("configuration reload failed; the running configuration stays", "errors", len(diags.Errs()))
 		return
 	}
@@ -314,9 +329,12 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 		err = sup.Apply(d.traced(cfg, defs))
 	}
 	if err != nil {
+		d.reloadOK.Set(0)
 		d.log.Error("configuration reload failed; the running configuration stays", "error", err)
 		return
 	}
+	d.reloadOK.Set(1)
+	d.reloadOKAt.SetToCurrentTime()
 	d.logOverride.apply(&cfg.Log)
 	if cfg.Log.Format != d.cfg.Log.Format || cfg.HTTP != d.cfg.HTTP {
 		d.log.Warn("log.format and http.listen take effect at the next start, not on reload")
@@ -332,9 +350,20 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
+		opts.ReplaceAttr = durationText
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationText writes a duration in JSON logs as the text logs do
+// ("1.077s"): slog's JSON handler writes bare nanoseconds, which whatever
+// reads the logs cannot tell from any other number.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // logFlags are -log-format and -log-level, defaulting to

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -233,6 +234,9 @@ func TestDaemonRunReloadStop(t *testing.T) {
 		t.Errorf("unchanged pipeline a opened %d times", n)
 	}
 	eventually(t, "ready after reload", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	if _, body := get(t, base+"/metrics"); !strings.Contains(body, "qbridge_config_last_reload_successful 1") {
+		t.Errorf("after a good reload, the metrics lack qbridge_config_last_reload_successful 1")
+	}
 
 	// An invalid configuration keeps the running one.
 	writeFile(t, dir, "q.hcl", header+memPipeline("a", ra)+"pipeline \"d\" { shutdown_timeout = \"soon\" }\n")
@@ -245,6 +249,10 @@ func TestDaemonRunReloadStop(t *testing.T) {
 	}
 	if memCount(memStats.closes, rb2) != 0 || memCount(memStats.closes, rc) != 0 {
 		t.Error("an invalid reload stopped pipelines")
+	}
+	// Alerting sees it too: it was only an ERROR line.
+	if _, body := get(t, base+"/metrics"); !strings.Contains(body, "qbridge_config_last_reload_successful 0") || !strings.Contains(body, "qbridge_config_last_reload_success_timestamp_seconds ") {
+		t.Errorf("after a failed reload, the metrics lack qbridge_config_last_reload_successful 0 or the timestamp")
 	}
 
 	d.sig <- syscall.SIGTERM
@@ -372,5 +380,15 @@ func TestDaemonReadinessPerPipeline(t *testing.T) {
 	d.sig <- syscall.SIGTERM
 	if code := d.wait(t); code != 0 {
 		t.Fatalf("exit %d after SIGTERM; log:\n%s", code, d.log)
+	}
+}
+
+// JSON logs write durations as text logs do, with their unit: slog's JSON
+// handler wrote bare nanoseconds ("retry_in":1077075711).
+func TestJSONLogDurationsHaveUnits(t *testing.T) {
+	var buf bytes.Buffer
+	newLogger(&buf, "json", slog.LevelInfo).Info("x", "retry_in", 1077*time.Millisecond)
+	if !strings.Contains(buf.String(), `"retry_in":"1.077s"`) {
+		t.Fatalf("got %s", buf.String())
 	}
 }
