@@ -126,6 +126,15 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if err != nil {
 		return fail(err)
 	}
+	if !browsing {
+		// The job consumes (a move, or a dry run's held sample): one
+		// reader of the queue at a time on this machine.
+		unlock, err := lockSource(j.pipe.SourceIdentity() + " " + j.queue)
+		if err != nil {
+			return fail(err)
+		}
+		defer unlock()
+	}
 	if tr.hold {
 		tr.sample = opt.Sample
 		tr.releaseHeld = func() { j.release(tr) }
