@@ -115,22 +115,7 @@ func TestSQSXRayToServiceBus(t *testing.T) {
 				Logger:     slog.New(slog.DiscardHandler),
 			}
 			cfg = New(tp).Wrap(cfg, Endpoint{Kind: "sqs", Destination: "orders"}, Endpoint{Kind: "servicebus", Destination: "orders-sb"}, Endpoint{})
-			p, err := bridge.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- p.Run(ctx) }()
-			select {
-			case <-d.acked:
-			case <-time.After(20 * time.Second):
-				t.Fatal("the message was not acked")
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			runUntilAcked(t, cfg, d)
 
 			sink.mu.Lock()
 			sent := sink.sent
@@ -412,22 +397,7 @@ func TestDeadLetterSinkInTheTrace(t *testing.T) {
 		Logger:  slog.New(slog.DiscardHandler),
 	}
 	cfg = New(tp).Wrap(cfg, Endpoint{Kind: "nats", Destination: "in"}, Endpoint{Kind: "sqs", Destination: "q1"}, Endpoint{Kind: "servicebus", Destination: "dlq"})
-	p, err := bridge.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	select {
-	case <-d.acked:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the dead-lettered message was not acked")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntilAcked(t, cfg, d)
 	byName := map[string]tracetest.SpanStub{}
 	for _, s := range exp.GetSpans() {
 		byName[s.Name] = s
@@ -454,4 +424,25 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// runUntilAcked runs the pipeline of cfg until d is acked, then stops it.
+func runUntilAcked(t *testing.T, cfg bridge.Config, d *fakeDelivery) {
+	t.Helper()
+	p, err := bridge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-d.acked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the message was not acked")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
