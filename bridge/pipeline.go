@@ -612,6 +612,10 @@ func (p *Pipeline) stallLocked(now time.Time) error {
 	if now.Sub(oldest) < after {
 		return nil // a message that arrived after a quiet spell
 	}
-	return fmt.Errorf("the sink has confirmed nothing for %s while %d messages wait (the oldest for %s): is its broker stalled or refusing? (stall_after %s)",
-		now.Sub(p.confirmedAt).Round(time.Second), p.live.len(), now.Sub(oldest).Round(time.Second), after)
+	return fmt.Errorf("%w: the sink has confirmed nothing for %s while %d messages wait (the oldest for %s): is its broker stalled or refusing? (stall_after %s)",
+		ErrStalled, now.Sub(p.confirmedAt).Round(time.Second), p.live.len(), now.Sub(oldest).Round(time.Second), after)
 }
+
+// ErrStalled is wrapped by Ready's error for a pipeline whose sink confirms
+// nothing (Options.StallAfter).
+var ErrStalled = errors.New("stalled")

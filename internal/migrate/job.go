@@ -720,6 +720,11 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 				if notReady != nil {
 					cause = notReady.Error()
 				}
+				if errors.Is(notReady, bridge.ErrStalled) {
+					// Connected, and the sink refuses every send: the
+					// cause says for how long.
+					return OutcomeFailed, "", cause + " (the log has each attempt's error)"
+				}
 				what := "not connected after"
 				if w.everRan && w.tr.snapshot().taken > 0 {
 					// It had received: the connection was lost. A source

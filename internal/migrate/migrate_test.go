@@ -936,3 +936,27 @@ func TestStalledBrokerThatCountsFailsAfterTheConnectTimeout(t *testing.T) {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
 }
+
+// A sink that fails every send while reconnecting in between (RabbitMQ
+// 3.10's AMQP session crashed on every publish into a full queue) kept a
+// move going until -timeout or an interrupt, its adapters ready between
+// failures: nothing confirmed for stall_after now makes the pipeline not
+// ready, and -connect-timeout ends the job naming the sink.
+func TestSinkThatRefusesEverySendEndsTheJob(t *testing.T) {
+	b, pipes := setup(t, strings.Replace(moveHCL, `pipeline "p" {`, `pipeline "p" {
+  stall_after = "200ms"`, 1))
+	b.put("in", msgs(20, 0)...)
+	b.mu.Lock()
+	b.sinkLimit = 5 // then every send fails, for good
+	b.mu.Unlock()
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 300 * time.Millisecond
+	opt.Timeout = time.Minute // the guard: it used to end only here
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "the sink has confirmed nothing for") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	if j := rep.Jobs[0]; j.Written != 5 {
+		t.Errorf("written %d, want the 5 the sink took", j.Written)
+	}
+}
