@@ -493,7 +493,7 @@ pipeline "js-to-fifo" {
 // open retries are untouched); only migrate gives up.
 func TestMigrateRefusedCredentialsFailAtOnce(t *testing.T) {
 	e := sqsSetup(t)
-	srv := sbStartServer(t, `{"queues":[{"name":"orders"}]}`)
+	srv := sbStartServer(t, `{"queues":[{"name":"orders"},{"name":"sess","requiresSession":true}]}`)
 	sbSend(t, sbClient(t, srv), "orders", &azservicebus.Message{Body: []byte("kept")})
 	out := e.createQueue(t, "out", false, nil)
 	sbSetAWSEnv(t)
@@ -517,6 +517,29 @@ pipeline "p" {
 %s  }
 }
 `, wrongKey, e.conn(out)), "nauthorized"},
+		{"servicebus https source", fmt.Sprintf(`
+pipeline "p" {
+  source "servicebus" {
+    connection_string = %q
+    transport = "https"
+    endpoint  = %q
+    queue = "orders"
+  }
+  sink "sqs" {
+%s  }
+}
+`, wrongKey, srv.HTTP, e.conn(out)), "401"},
+		// Not credentials, but refused for good as well: a session queue
+		// read without a sessions block waited out -connect-timeout.
+		{"servicebus session queue without sessions", fmt.Sprintf(`
+pipeline "p" {
+  source "servicebus" {
+%s    queue = "sess"
+  }
+  sink "sqs" {
+%s  }
+}
+`, sbConn(srv), e.conn(out)), "add a sessions { } block to the source"},
 		{"amqp sink", fmt.Sprintf(`
 pipeline "p" {
   source "servicebus" {

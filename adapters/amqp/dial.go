@@ -158,11 +158,16 @@ func remoteErr(err error) *amqp.Error {
 	return nil
 }
 
-// errCredentialsRefused marks a dial the broker refused for its
-// credentials. Only an open makes it permanent (atOpen): a reconnect while
-// sending must not turn it into a message's permanent failure, which
-// would dead-letter the message.
-var errCredentialsRefused = errors.New("the broker refused the credentials (check the user and password in url or sasl)")
+// refusedError is a dial the broker refused for its credentials. Only an
+// open makes it permanent (atOpen): a reconnect while sending must not turn
+// it into a message's permanent failure, which would dead-letter the
+// message.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string {
+	return "the broker refused the credentials (check the user and password in url or sasl): " + e.err.Error()
+}
+func (e refusedError) Unwrap() error { return e.err }
 
 // credentialsRefused marks the broker's refusal of the credentials.
 // go-amqp gives the SASL outcome only as text ("SASL PLAIN auth failed
@@ -175,15 +180,37 @@ func credentialsRefused(err error) error {
 	if !refused && !strings.Contains(err.Error(), "auth failed with code 0x1") {
 		return err
 	}
-	return fmt.Errorf("%w: %w", errCredentialsRefused, err)
+	return refusedError{err}
 }
 
-// atOpen is the error of a source's or sink's open: refused credentials
-// are permanent there (driver.Permanent), so a migration fails at once
-// instead of retrying for -connect-timeout; the engine retries anyway.
+// atOpen is the error of a source's or sink's open: credentials that every
+// endpoint refused are permanent there (driver.Permanent), so a migration
+// fails at once instead of retrying for -connect-timeout; the engine
+// retries anyway. One endpoint that refused while another was unreachable
+// is not: the other may take them.
 func atOpen(err error) error {
-	if errors.Is(err, errCredentialsRefused) {
+	if allRefused(err) {
 		return driver.Permanent(err)
 	}
 	return err
+}
+
+// allRefused reports whether err, through its wrappings and joins, is a
+// refusal of the credentials everywhere.
+func allRefused(err error) bool {
+	switch x := err.(type) {
+	case refusedError:
+		return true
+	case interface{ Unwrap() []error }:
+		es := x.Unwrap()
+		for _, e := range es {
+			if !allRefused(e) {
+				return false
+			}
+		}
+		return len(es) > 0
+	case interface{ Unwrap() error }:
+		return allRefused(x.Unwrap())
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"errors"
+	"fmt"
 	neturl "net/url"
 	"strings"
 	"testing"
@@ -204,5 +205,27 @@ func TestSourcePing(t *testing.T) {
 	}
 	if err := s.Ping(ctxT(t, 2*time.Second)); err == nil {
 		t.Fatal("Ping answered on a closed source")
+	}
+}
+
+// Credentials are refused for good only where every endpoint refused them:
+// one endpoint refusing while another was unreachable may be a broker
+// about to take them.
+func TestAllRefused(t *testing.T) {
+	refused := credentialsRefused(errors.New("SASL PLAIN auth failed with code 0x1: "))
+	down := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"one endpoint, refused", fmt.Errorf("amqp source: connect: %w", errors.Join(fmt.Errorf("a: %w", refused))), true},
+		{"two endpoints, both refused", fmt.Errorf("amqp sink: connect: %w", errors.Join(fmt.Errorf("a: %w", refused), fmt.Errorf("b: %w", refused))), true},
+		{"one refused, one down", fmt.Errorf("amqp sink: connect: %w", errors.Join(fmt.Errorf("a: %w", refused), fmt.Errorf("b: %w", down))), false},
+		{"down", fmt.Errorf("amqp source: connect: %w", errors.Join(down)), false},
+	} {
+		if got := driver.IsPermanent(atOpen(tc.err)); got != tc.want {
+			t.Errorf("%s: permanent %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -212,3 +212,41 @@ func TestSilentConnectionIdleTimeout(t *testing.T) {
 		t.Fatal("the silent connection was not replaced")
 	}
 }
+
+// Ready never waits for the broker (it is /readyz's and /metrics' answer):
+// during an outage it says so at once, and an idle sink reconnects in the
+// background once the broker is back, without a send. It waited out the
+// reconnect backoff and a dial, seconds per probe and scrape.
+func TestSinkReadyNeverWaitsForTheBroker(t *testing.T) {
+	url := brokerURL(t)
+	p := faultproxy.New(t, strings.TrimPrefix(strings.SplitN(url, "@", 2)[1], "/"))
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: p.URL(t, url), ReconnectBackoff: "2s", ReconnectBackoffM: "2s"}, Address: queue(t)})
+	if err := snk.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.SetDown(true)
+	p.Cut()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		start := time.Now()
+		err := snk.Ready(context.Background())
+		if took := time.Since(start); took > time.Second { // the backoff alone is 2 s
+			t.Fatalf("Ready took %s during the outage", took)
+		}
+		if err != nil {
+			break // the connection's loss is seen
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Ready still says connected 20 s into the outage")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.SetDown(false)
+	deadline = time.Now().Add(30 * time.Second)
+	for snk.Ready(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle sink did not reconnect within 30 s of the broker's return")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

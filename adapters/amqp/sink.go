@@ -51,6 +51,8 @@ type sink struct {
 	retryAt time.Time
 
 	connects atomic.Int64 // connections made (for logs and tests)
+	// redialing: a reconnect that Ready started runs (one at a time).
+	redialing atomic.Bool
 }
 
 func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, error) {
@@ -373,10 +375,35 @@ func (c *sconn) closeLink(snd *amqp.Sender, timeout time.Duration) {
 	_ = snd.Close(ctx)
 }
 
-// Ready reports whether the sink is connected, dialing if it is not.
-func (s *sink) Ready(ctx context.Context) error {
-	_, err := s.connection(ctx)
-	return err
+// Ready reports whether the sink is connected. It never waits for the
+// broker: /readyz and /metrics call it, and waiting out the reconnect
+// backoff and a dial there left both without an answer for seconds during
+// an outage. A sink that is not connected reconnects in the background
+// (an idle sink would otherwise wait for its next send).
+func (s *sink) Ready(context.Context) error {
+	s.mu.Lock()
+	c, lastErr, closed := s.conn, s.lastErr, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return errClosed
+	case c != nil && alive(c.conn):
+		return nil
+	}
+	if s.redialing.CompareAndSwap(false, true) {
+		go func() {
+			defer s.redialing.Store(false)
+			// Bounded by the backoff and the dial's own timeout; Close
+			// (s.stop) ends the wait for the backoff.
+			ctx, cancel := context.WithTimeout(context.Background(), s.bo.Max+2*s.set.conn.connectTimeout)
+			defer cancel()
+			_, _ = s.connection(ctx)
+		}()
+	}
+	if lastErr != nil {
+		return fmt.Errorf("amqp sink: not connected: %w", lastErr)
+	}
+	return errors.New("amqp sink: not connected; reconnecting")
 }
 
 // Close detaches the senders with a short deadline and closes the

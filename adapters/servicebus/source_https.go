@@ -76,7 +76,9 @@ func (s *httpsSource) worker() {
 		if err != nil {
 			s.lastErr.Store(&errBox{err})
 			if restFatal(err) {
-				s.fail(fmt.Errorf("servicebus source: %s: %w", s.set.restPath, err))
+				// Permanent, as over AMQP: a migration fails at once
+				// (a key that does not sign, a missing claim).
+				s.fail(driver.Permanent(fmt.Errorf("servicebus source: %s: %w", s.set.restPath, err)))
 				return
 			}
 			wait := bo.Next()

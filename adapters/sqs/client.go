@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
@@ -155,6 +156,17 @@ type queueInfo struct {
 	visibility        time.Duration // the queue's VisibilityTimeout
 }
 
+// refusedAtOpen marks credentials the service refuses as permanent at a
+// source's or sink's open (resolveQueue runs there only): a migration
+// fails at once, also for a dead-letter sink, which it does not count;
+// the engine retries anyway.
+func refusedAtOpen(err error) error {
+	if credentialsRefused(err) {
+		return driver.Permanent(fmt.Errorf("%w (the credentials are refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, the profile or role)", err))
+	}
+	return err
+}
+
 // resolveQueue finds the queue URL (GetQueueUrl for a name) and reads the
 // FIFO, content-based deduplication and visibility attributes. A queue whose
 // attributes may not be read (no sqs:GetQueueAttributes permission, a
@@ -169,7 +181,7 @@ func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, e
 		}
 		out, err := client.GetQueueUrl(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("sqs: get URL of queue %q: %w", c.QueueName, err)
+			return nil, refusedAtOpen(fmt.Errorf("sqs: get URL of queue %q: %w", c.QueueName, err))
 		}
 		q.url = aws.ToString(out.QueueUrl)
 	}
@@ -182,7 +194,7 @@ func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, e
 	})
 	if err != nil {
 		if !attributesRefused(err) {
-			return nil, fmt.Errorf("sqs: queue %s: %w", q.url, err)
+			return nil, refusedAtOpen(fmt.Errorf("sqs: queue %s: %w", q.url, err))
 		}
 		return q, err // the caller logs it and goes on with the name's suffix
 	}

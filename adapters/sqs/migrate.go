@@ -98,18 +98,23 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 // countError marks a queue that does not exist, or credentials the
 // service refuses, as permanent: the engine retries them (a daemon may
 // wait for the queue to be created or the keys to be mended), but a
-// migration counts its queues first and fails at once on them.
+// migration counts its queues first and fails at once on them. A count the
+// queue's policy refuses is errors.ErrUnsupported: the queue cannot be
+// counted, and is moved without counts.
 func countError(err error) error {
 	switch {
+	case attributesRefused(err):
+		// A queue policy that refuses GetQueueAttributes (or a compatible
+		// service without the call) leaves the queue usable: the move
+		// runs as for a broker that cannot count (ErrUnsupported), and
+		// does not wait for a count that will never come.
+		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
 	case isQueueMissing(err):
 		return driver.Permanent(fmt.Errorf("%w (the queue does not exist: check queue_url or queue_name, the region and the account)", err))
-	case credentialsRefused(err):
-		// Likewise keys that AWS does not know or a signature it does
-		// not match. Access denied is not among them: a policy may
-		// refuse GetQueueAttributes and allow the move.
-		return driver.Permanent(fmt.Errorf("%w (the credentials are refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, the profile or role)", err))
 	}
-	return err
+	// Likewise keys that AWS does not know or a signature it does not
+	// match.
+	return refusedAtOpen(err)
 }
 
 // queueURL is the configured URL, or GetQueueUrl's for a name.

@@ -263,7 +263,9 @@ func TestCountMissingQueueFauxqs(t *testing.T) {
 
 // Credentials the service refuses are a permanent count error too (a
 // migration fails at once), where access denied by a policy is not: a
-// policy may refuse GetQueueAttributes and allow the move. The answers are
+// policy may refuse GetQueueAttributes and allow the move, which then runs
+// as for a broker that cannot count (it never finished, waiting for a
+// count). The answers are
 // AWS's for the JSON protocol, with the query-compatible code SQS sends.
 func TestCountRefusedCredentials(t *testing.T) {
 	t.Parallel()
@@ -296,6 +298,20 @@ func TestCountRefusedCredentials(t *testing.T) {
 			}
 			if tc.permanent && !strings.Contains(err.Error(), "the credentials are refused") {
 				t.Fatalf("error does not say why: %v", err)
+			}
+			// Access denied to the count leaves the queue usable: it
+			// cannot be counted, and the move goes on without counts.
+			if !tc.permanent && !errors.Is(err, errors.ErrUnsupported) {
+				t.Fatalf("a count the policy refuses: %v; want errors.ErrUnsupported", err)
+			}
+			// The open of a sink (a dead-letter sink, which migrate does
+			// not count) says so too.
+			snk, err := NewSink(ctx, SinkConfig{ConnConfig: cfg}, nil, testLogger(t))
+			if err == nil {
+				_ = snk.Close(ctx)
+			}
+			if got := driver.IsPermanent(err); got != tc.permanent {
+				t.Fatalf("NewSink: IsPermanent = %v, want %v: %v", got, tc.permanent, err)
 			}
 		})
 	}

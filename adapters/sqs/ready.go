@@ -31,20 +31,29 @@ type readyCache struct {
 	at      time.Time     // when err was found; zero before the first answer
 	err     error         // the last answer
 	running chan struct{} // closed when the running check ends; nil when none runs
+	closed  bool
+	stop    context.CancelFunc // ends the running check (close)
 }
 
 func (r *readyCache) get(ctx context.Context) error {
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return errClosed
+	}
 	if !r.at.IsZero() && time.Since(r.at) < readyTTL {
 		defer r.mu.Unlock()
 		return r.err
 	}
 	done := r.running
 	if done == nil {
-		// One check at a time; it ends within readyCheckTimeout.
+		// One check at a time; it ends within readyCheckTimeout, or
+		// when the adapter closes.
 		done = make(chan struct{})
 		r.running = done
-		go r.refresh(done)
+		cctx, cancel := context.WithTimeout(context.Background(), readyCheckTimeout)
+		r.stop = cancel
+		go r.refresh(cctx, done)
 	}
 	known, err := !r.at.IsZero(), r.err
 	r.mu.Unlock()
@@ -61,14 +70,23 @@ func (r *readyCache) get(ctx context.Context) error {
 	}
 }
 
-func (r *readyCache) refresh(done chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), readyCheckTimeout)
+func (r *readyCache) refresh(ctx context.Context, done chan struct{}) {
 	err := r.check(ctx)
-	cancel()
 	r.mu.Lock()
-	r.at, r.err, r.running = time.Now(), err, nil
+	r.stop() // releases the context's timer
+	r.at, r.err, r.running, r.stop = time.Now(), err, nil, nil
 	r.mu.Unlock()
 	close(done)
+}
+
+// close ends a running check; later calls answer errClosed.
+func (r *readyCache) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.stop != nil {
+		r.stop()
+	}
 }
 
 // queueReady is the cheap call behind Ready.

@@ -59,5 +59,14 @@ func TestReadyCacheNeverBlocksOnAHungCheck(t *testing.T) {
 		if err := r2.get(ctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("after the check's deadline: %v", err)
 		}
+
+		// Close ends a running check and starts no other.
+		time.Sleep(readyTTL)
+		_ = r2.get(ctx) // starts a check that waits for its deadline
+		r2.close()
+		synctest.Wait() // the check has ended: the bubble has no goroutine left but ours
+		if err := r2.get(ctx); !errors.Is(err, errClosed) {
+			t.Fatalf("after close: %v", err)
+		}
 	})
 }

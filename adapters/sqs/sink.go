@@ -404,6 +404,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.ready.close()
 	s.signal()
 	done := make(chan struct{})
 	go func() {

@@ -405,6 +405,7 @@ func (s *Source) Close(ctx context.Context) error {
 	s.once.Do(func() {
 		close(s.closed)
 		s.cancel()
+		s.ready.close()
 	})
 	done := make(chan struct{})
 	go func() { s.pollers.Wait(); close(done) }()
