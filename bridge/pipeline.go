@@ -603,12 +603,7 @@ func (p *Pipeline) stallLocked(now time.Time) error {
 	if !p.running || p.live.len() == 0 || now.Sub(p.confirmedAt) < after {
 		return nil
 	}
-	oldest := now
-	for _, it := range p.live.items {
-		if it.recvAt.Before(oldest) {
-			oldest = it.recvAt
-		}
-	}
+	oldest := p.oldestLocked()
 	if now.Sub(oldest) < after {
 		return nil // a message that arrived after a quiet spell
 	}

@@ -217,12 +217,7 @@ func (p *Pipeline) finish(it *item) {
 func (p *Pipeline) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Running: p.running, InFlight: p.live.len(), SourceLost: p.lostLocked()}
-	for _, it := range p.live.items {
-		if s.OldestUnsettled.IsZero() || it.recvAt.Before(s.OldestUnsettled) {
-			s.OldestUnsettled = it.recvAt
-		}
-	}
+	s := Stats{Running: p.running, InFlight: p.live.len(), SourceLost: p.lostLocked(), OldestUnsettled: p.oldestLocked()}
 	for _, g := range p.groups {
 		if n := len(g.queue); n > 0 {
 			s.GroupsBacklogged++
@@ -230,6 +225,18 @@ func (p *Pipeline) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// oldestLocked is when the oldest unsettled item was received; zero when
+// none is. p.mu is held.
+func (p *Pipeline) oldestLocked() time.Time {
+	var oldest time.Time
+	for _, it := range p.live.items {
+		if oldest.IsZero() || it.recvAt.Before(oldest) {
+			oldest = it.recvAt
+		}
+	}
+	return oldest
 }
 
 // lostLocked is what the sources lost so far (Stats.SourceLost).

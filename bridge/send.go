@@ -178,7 +178,6 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		}
 		switch {
 		case err == nil:
-			p.confirmedAt = done
 			it.state = stSettling
 			// Order at the sink needs only the confirmation: the group's
 			// next message may go while this one is acked.
@@ -203,6 +202,9 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 	}
 	for _, again := range broken {
 		p.requeue(again)
+	}
+	if len(acks) > 0 {
+		p.confirmedAt = done // the sink answers (Ready's stall check)
 	}
 	p.mu.Unlock()
 

@@ -515,13 +515,14 @@ func TestExampleName(t *testing.T) {
 
 // A JetStream source terminates a stuck message at max_deliver: the reason
 // must not send the user to a re-run that cannot see it (the audit's
-// "complete" after following that advice).
+// "complete" after following that advice), nor say a re-run cannot move
+// what a consumer without max_deliver delivers again (a later audit).
 func TestStuckReasonForJetStream(t *testing.T) {
 	for _, tc := range []struct {
 		kind       string
 		want, lack string
 	}{
-		{"nats", "running the same command again does not move them", "stay at the source, redelivered"},
+		{"nats", "running the same command again tries them again, unless the consumer has a max_deliver", "stay at the source, redelivered"},
 		{"sqs", "stay at the source, redelivered until its redrive limit", "max_deliver"},
 	} {
 		j := &job{opt: &Options{Mode: ModeMove}, pipe: &config.Pipeline{Name: "p", Spec: config.Spec{Source: config.Adapter{Kind: tc.kind}}}}

@@ -419,9 +419,9 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 		return fmt.Sprintf("%d messages are stuck: %s (%s); they were not copied, and the checkpoint stays before the first of them", n, why, strings.Join(parts, "; "))
 	}
 	if j.pipe.Spec.Source.Kind == "nats" {
-		// The nats source terminates a message on its last delivery: a
-		// re-run does not see it.
-		return fmt.Sprintf("%d messages are stuck: %s (%s); they stay in the stream, but at max_deliver the durable terminates them and never delivers them again, so running the same command again does not move them: give the pipeline a dead-letter destination that takes them before they reach max_deliver (a dry run finds them), or move them otherwise", n, why, strings.Join(parts, "; "))
+		// The nats source terminates a message on its last delivery
+		// where max_deliver is set: a re-run does not see it then.
+		return fmt.Sprintf("%d messages are stuck: %s (%s); they stay in the stream and running the same command again tries them again, unless the consumer has a max_deliver: at it the durable terminates them and never delivers them again. Give the pipeline a dead-letter destination that takes them (a dry run finds them), or move them otherwise", n, why, strings.Join(parts, "; "))
 	}
 	return fmt.Sprintf("%d messages are stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount): give the pipeline a dead-letter destination that takes them, or move them otherwise", n, why, strings.Join(parts, "; "))
 }
@@ -469,6 +469,9 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 	}
 	if snkErr != nil {
 		rep.CountErrors["sink"] = oneLine(snkErr.Error())
+	}
+	if !errors.Is(snkErr, errors.ErrUnsupported) {
+		rep.sinkCountable = true
 	}
 	return src, snk, srcErr, snkErr
 }
@@ -691,7 +694,7 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			return OutcomeNotDrained, "", fmt.Sprintf("-timeout %s passed before the source was drained", opt.Timeout)
 		case now := <-t.C:
 			if err := w.tr.refused(); err != nil {
-				return OutcomeFailed, "", err.Error()
+				return OutcomeFailed, "", oneLine(err.Error()) // a hint may follow on a line of its own
 			}
 			st := w.p.Stats()
 			// Running is not enough: a source whose broker went away
@@ -709,11 +712,18 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			if notReady == nil && w.countErr != nil {
 				notReady = fmt.Errorf("the source's count fails: %w", w.countErr)
 			}
-			healthy := st.Running && (notReady == nil || now.Sub(w.lastDoneAt) < opt.ConnectTimeout)
-			if healthy || w.lastRunning.IsZero() {
+			if (st.Running && notReady == nil) || w.lastRunning.IsZero() {
 				w.lastRunning = now
 			}
-			if !healthy && now.Sub(w.lastRunning) > opt.ConnectTimeout {
+			// Unhealthy since the later of the last healthy look and the
+			// last progress (messages that still move count as health):
+			// the job fails -connect-timeout after that, not twice that as
+			// when the two were waited for one after the other.
+			since := w.lastRunning
+			if w.lastDoneAt.After(since) {
+				since = w.lastDoneAt
+			}
+			if now.Sub(since) > opt.ConnectTimeout {
 				// The engine retries for ever, as a daemon should; a job
 				// gives up and says why.
 				cause := "the adapters did not open"
@@ -743,6 +753,7 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			counts := readCounts(w.reg)
 			if d := w.done(counts, snap); d > w.lastDone {
 				w.lastDone, w.lastDoneAt = d, now
+				w.countErr = nil // moving again: not what a later stall is about
 			}
 			if now.Sub(lastProgress) >= 250*time.Millisecond {
 				prog.Update(w.j.key(), w.figures(counts, snap))
@@ -753,6 +764,16 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			}
 		}
 	}
+}
+
+// sayUnanswered logs once that an idle source's broker does not answer
+// its pings, so a job that waits for it says why.
+func (w *watch) sayUnanswered() {
+	if w.saidUnanswered {
+		return
+	}
+	w.saidUnanswered = true
+	w.j.log.Warn("the source yields nothing, and its broker does not answer every ping: waiting for it to answer before taking the queue for drained", "error", w.live.failure())
 }
 
 // drained decides whether the source has nothing more for this job.
@@ -770,7 +791,11 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		if snap.sampleDone {
 			return "sample", true
 		}
-		return "idle", idle >= opt.Idle && w.live.answeredFor(now, opt.Idle)
+		if idle >= opt.Idle && !w.live.answeredFor(now, opt.Idle) {
+			w.sayUnanswered()
+			return "", false
+		}
+		return "idle", idle >= opt.Idle
 	case w.browsing:
 		// The browser read to the end; a short quiet spell lets a last
 		// receive come back.
@@ -790,10 +815,7 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		// A broker that cannot count: idle is all there is, while the
 		// broker answered throughout (a stalled one is idle too).
 		if !w.live.answeredFor(now, opt.Idle) {
-			if !w.saidUnanswered {
-				w.saidUnanswered = true
-				w.j.log.Warn("the source yields nothing, and its broker does not answer every ping: waiting for it to answer before taking the queue for drained", "error", w.live.failure())
-			}
+			w.sayUnanswered()
 			return "", false
 		}
 		return "idle", true

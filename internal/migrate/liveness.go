@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -44,6 +45,9 @@ func (l *liveness) use(src driver.Source) {
 
 // run pings until ctx ends.
 func (l *liveness) run(ctx context.Context) {
+	if l.off {
+		return
+	}
 	t := time.NewTicker(l.every)
 	defer t.Stop()
 	for {
@@ -54,6 +58,9 @@ func (l *liveness) run(ctx context.Context) {
 			pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 			err := p.Ping(pctx)
 			cancel()
+			if err != nil {
+				err = fmt.Errorf("the source's broker did not answer a ping within %s: %w", pingTimeout, err)
+			}
 			if ctx.Err() != nil {
 				return
 			}

@@ -59,6 +59,8 @@ type memBroker struct {
 	// stalled: the broker neither delivers nor answers pings, with the
 	// connection open (a process stopped, a network that drops packets).
 	stalled bool
+	// sinkCountErr, if set, is what the sink counts answer.
+	sinkCountErr error
 }
 
 type memQueue struct {
@@ -229,7 +231,14 @@ func init() {
 			return c
 		},
 		CountSink: func(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Backlog, error) {
-			b := brokerOf(c.Broker).backlog(c.Queue)
+			br := brokerOf(c.Broker)
+			br.mu.Lock()
+			err := br.sinkCountErr
+			br.mu.Unlock()
+			if err != nil {
+				return driver.Backlog{}, err
+			}
+			b := br.backlog(c.Queue)
 			b.Deduplicates = c.Dedup
 			return b, nil
 		},

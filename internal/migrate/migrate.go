@@ -79,7 +79,9 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				// A sink short of what was written is said on the first
 				// line too: "complete" alone would hide it.
 				for _, j := range rep.Jobs {
-					if v := j.Verification; v.Short() {
+					// Short, or a sink that counts and could not be
+					// counted now: "complete" alone was the first line.
+					if v := j.Verification; v.Short() || (v != nil && !v.Checked && j.sinkCountable) {
 						note := fmt.Sprintf("pipeline %s: not verified: %s", j.Pipeline, v.Note)
 						if rep.Reason == "" {
 							rep.Reason = note

@@ -960,3 +960,26 @@ func TestSinkThatRefusesEverySendEndsTheJob(t *testing.T) {
 		t.Errorf("written %d, want the 5 the sink took", j.Written)
 	}
 }
+
+// A sink that counts and could not be counted leaves the move unverified,
+// and the first line says so: it said a plain "complete" (the summary's
+// body and the report had it). A sink that cannot count at all stays
+// quiet there.
+func TestUnverifiedMoveSaysSoOnTheFirstLine(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(5, 0)...)
+	b.mu.Lock()
+	b.sinkCountErr = errors.New("memq: count: timed out")
+	b.mu.Unlock()
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeComplete || !strings.Contains(rep.Reason, "not verified") || !strings.Contains(rep.Reason, "memq: count: timed out") {
+		t.Fatalf("outcome %s, reason %q", rep.Outcome, rep.Reason)
+	}
+
+	b2, pipes2 := setup(t, strings.ReplaceAll(moveHCL, `sink "memq"`, `sink "memqplain"`))
+	b2.put("in", msgs(5, 0)...)
+	rep = Run(context.Background(), pipes2, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeComplete || rep.Reason != "" {
+		t.Fatalf("a sink that cannot count: outcome %s, reason %q", rep.Outcome, rep.Reason)
+	}
+}

@@ -223,7 +223,11 @@ type JobReport struct {
 	// with the refusal's error.
 	StuckExamples map[string]Example `json:"stuck_examples,omitempty"`
 
-	browseRefused bool      // the broker refused to browse: a dry run samples instead
+	browseRefused bool // the broker refused to browse: a dry run samples instead
+	// sinkCountable: a count of the sink was tried that its broker could
+	// answer (not errors.ErrUnsupported): a verification missing it is
+	// news for the first line, not the sink's kind.
+	sinkCountable bool
 	stuckWhy      string    // why stuck messages stay (job.stuckWhy), for the summary
 	started       time.Time // when the job began: its active time is [started, +ActiveSeconds]
 	notApplicable bool      // skipped because there is nothing to run (a dead-letter queue the source lacks)
