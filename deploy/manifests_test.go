@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -357,8 +358,12 @@ func checkScrape(t *testing.T, q qbridgeContainer, annotations map[string]string
 	if listen == "" {
 		listen = monitor.DefaultListen
 	}
-	host, port, _ := strings.Cut(listen, ":")
-	if host == "" || strings.HasPrefix(host, "127.") || host == "localhost" {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		t.Errorf("%s: http.listen %q: %v", q.where, listen, err)
+		return
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		t.Errorf("%s: the pod asks Prometheus to scrape it, and the configuration listens on %s, which only the pod reaches: set http { listen = \"0.0.0.0:%s\" }", q.where, listen, port)
 	}
 	if p := annotations["prometheus.io/port"]; p != "" && p != port {

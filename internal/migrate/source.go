@@ -454,7 +454,7 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	for _, d := range ds {
 		m := d.Message()
 		pos, hasPos := position(m)
-		td := &trackedDelivery{Delivery: d, t: t, pos: pos, hasPos: hasPos}
+		td := &trackedDelivery{PassDelivery: driver.PassDelivery{Delivery: d}, t: t, pos: pos, hasPos: hasPos}
 		if m != nil && t.keep != nil && !decodeFailed(d) && !t.keep(m) {
 			skipped++
 			fresh = true
@@ -558,7 +558,9 @@ func (s *batchTrackedSource) AckBatch(ctx context.Context, ds []driver.Delivery)
 // trackedDelivery records how the engine settles a delivery. In hold mode
 // it settles nothing: the job hands every held delivery back at the end.
 type trackedDelivery struct {
-	driver.Delivery
+	// PassDelivery passes DecodeError on; Release is trackedDelivery's own
+	// (a held sample is never released to the broker before the end).
+	driver.PassDelivery
 	t      *tracker
 	pos    uint64
 	hasPos bool
@@ -669,14 +671,6 @@ func (d *trackedDelivery) DeadLetter(ctx context.Context, reason, description st
 		d.t.done(d.pos, d.hasPos)
 	}
 	return err
-}
-
-// DecodeError passes the adapter's decode verdict on to the engine.
-func (d *trackedDelivery) DecodeError() error {
-	if de, ok := d.Delivery.(driver.DecodeErrorer); ok {
-		return de.DecodeError()
-	}
-	return nil
 }
 
 var errNoNativeDeadLetter = errors.New("the source has no native dead-letter queue (a dead-letter sub-queue cannot dead-letter again): give the pipeline a dead_letter { sink ... }")
