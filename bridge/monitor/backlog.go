@@ -20,6 +20,11 @@ const BacklogInterval = 30 * time.Second
 // backlogTimeout bounds one count.
 const backlogTimeout = 10 * time.Second
 
+// backlogRetry is the next poll's delay after a count failed: the first
+// poll runs as the pipelines start (a stream the source creates may not
+// exist yet), and the gauge was absent for the first 30 s.
+const backlogRetry = 5 * time.Second
+
 // Counter counts one pipeline's source entity (config.Pipeline.CountSource).
 // An error wrapping errors.ErrUnsupported means the broker cannot tell (a
 // core NATS subject, an AMQP queue): the pipeline is not asked again.
@@ -41,6 +46,8 @@ type Backlog struct {
 	counts      map[string]driver.Backlog
 	unsupported map[string]bool
 	failing     map[string]int // failed polls in a row, to warn once and not for a start-up race
+
+	refresh chan struct{} // Refresh: poll now
 }
 
 // NewBacklog returns the collector; register it and call Run.
@@ -53,6 +60,16 @@ func NewBacklog(log *slog.Logger) *Backlog {
 		counts:      map[string]driver.Backlog{},
 		unsupported: map[string]bool{},
 		failing:     map[string]int{},
+		refresh:     make(chan struct{}, 1),
+	}
+}
+
+// Refresh makes Run poll now (after a reload: new pipelines get their
+// series, removed ones lose theirs, without waiting for the interval).
+func (b *Backlog) Refresh() {
+	select {
+	case b.refresh <- struct{}{}:
+	default: // a poll is already due
 	}
 }
 
@@ -85,19 +102,25 @@ func (b *Backlog) Collect(ch chan<- prometheus.Metric) {
 // Run polls every interval until ctx ends; counters is asked for the
 // current pipelines at each poll (a reload changes them).
 func (b *Backlog) Run(ctx context.Context, interval time.Duration, counters func() []Counter) {
-	t := time.NewTicker(interval)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
-		b.poll(ctx, counters())
+		wait := interval
+		if failed := b.poll(ctx, counters()); failed {
+			wait = min(interval, backlogRetry)
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-b.refresh:
 		}
 	}
 }
 
-func (b *Backlog) poll(ctx context.Context, counters []Counter) {
+// poll counts each pipeline's source once; failed says some count failed.
+func (b *Backlog) poll(ctx context.Context, counters []Counter) (failed bool) {
 	live := map[string]bool{}
 	for _, c := range counters {
 		live[c.Pipeline] = true
@@ -111,7 +134,7 @@ func (b *Backlog) poll(ctx context.Context, counters []Counter) {
 		n, err := c.Count(cctx)
 		cancel()
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		b.mu.Lock()
 		switch {
@@ -119,6 +142,7 @@ func (b *Backlog) poll(ctx context.Context, counters []Counter) {
 			b.unsupported[c.Pipeline] = true
 			delete(b.counts, c.Pipeline)
 		case err != nil:
+			failed = true
 			// The first poll runs as the pipelines start: a JetStream
 			// stream or a queue the source creates may not exist yet. A
 			// count that fails twice in a row is worth a warning.
@@ -154,4 +178,5 @@ func (b *Backlog) poll(ctx context.Context, counters []Counter) {
 		}
 	}
 	b.mu.Unlock()
+	return failed
 }

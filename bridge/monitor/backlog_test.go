@@ -141,11 +141,58 @@ func TestBacklogWarnsOnSecondFailure(t *testing.T) {
 		}
 		for i, want := range []int{0, 1, 1, 1, 1, 2} {
 			if i > 0 {
-				time.Sleep(BacklogInterval)
+				// After a failed count the next poll comes sooner: the
+				// gauge was absent for the first 30 s of every start.
+				delay := BacklogInterval
+				if fails[i-1] {
+					delay = backlogRetry
+				}
+				time.Sleep(delay)
 			}
 			if got := warnings(); got != want {
 				t.Fatalf("after poll %d (failing %v): %d warnings, want %d\n%s", i+1, fails[i], got, want, logs.String())
 			}
+		}
+		cancel()
+		<-done
+	})
+}
+
+// Refresh polls at once (a reload: a new pipeline's series appears, a
+// removed one's goes, without waiting up to 30 s).
+func TestBacklogRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBacklog(slog.New(slog.DiscardHandler))
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(b)
+		var mu sync.Mutex
+		pipelines := []string{"a"}
+		counters := func() []Counter {
+			mu.Lock()
+			defer mu.Unlock()
+			var cs []Counter
+			for _, p := range pipelines {
+				cs = append(cs, Counter{Pipeline: p, Count: func(context.Context) (driver.Backlog, error) {
+					return driver.Backlog{Ready: 1}, nil
+				}})
+			}
+			return cs
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { b.Run(ctx, BacklogInterval, counters); close(done) }()
+		synctest.Wait()
+		mu.Lock()
+		pipelines = []string{"b"}
+		mu.Unlock()
+		b.Refresh()
+		synctest.Wait() // no time passes
+		const help = "# HELP qbridge_source_backlog_messages Messages the source broker reports for the pipeline's entity, by state (ready, in_flight, scheduled, dead_letter; sessions: the Service Bus sessions with messages), polled every 30s; absent where the broker cannot count.\n# TYPE qbridge_source_backlog_messages gauge\n"
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(help+`qbridge_source_backlog_messages{pipeline="b",state="in_flight"} 0
+qbridge_source_backlog_messages{pipeline="b",state="ready"} 1
+qbridge_source_backlog_messages{pipeline="b",state="scheduled"} 0
+`), "qbridge_source_backlog_messages"); err != nil {
+			t.Fatalf("after the refresh: %v", err)
 		}
 		cancel()
 		<-done

@@ -223,6 +223,7 @@ func (d *daemon) run(ctx context.Context) int {
 		case s := <-d.signals:
 			if s == syscall.SIGHUP {
 				d.reload(sup)
+				backlog.Refresh() // the reload's pipelines get (or lose) their series now
 				continue
 			}
 			d.log.Info("stop requested; draining pipelines", "signal", s.String())
