@@ -53,6 +53,10 @@ func jsMeta(meta *jetstream.MsgMetadata) *natsmap.JetStreamMeta {
 	}
 }
 
+// RefusedEnvelopeAttr carries, on the dead-letter copy of a message whose
+// carry envelope could not be read, that envelope's text as it came.
+const RefusedEnvelopeAttr = "qbridge-refused-envelope"
+
 // decodeRaw is what a message natsmap refused still yields, for the
 // dead-letter copy (driver.DecodeErrorer): decoded without the carry
 // envelope (the usual culprit), or else just its body and source facts.
@@ -66,6 +70,14 @@ func (c *codec) decodeRaw(msg *nats.Msg, meta *jetstream.MsgMetadata) *mapping.M
 	opt := c.dec
 	opt.JetStream = jsMeta(meta)
 	if m, err := natsmap.Decode(bare, opt); err == nil {
+		// The refused envelope travels on as a plain attribute, for
+		// whoever inspects the dead letter: the dead-letter sink writes a
+		// carry envelope of its own.
+		for k, v := range msg.Header {
+			if strings.EqualFold(k, mapping.EnvelopeName) && len(v) > 0 {
+				m.SetAttr(RefusedEnvelopeAttr, mapping.String(v[0]))
+			}
+		}
 		return m
 	}
 	m := &mapping.Message{Body: msg.Data, Source: mapping.Source{

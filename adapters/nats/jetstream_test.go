@@ -611,6 +611,12 @@ func TestUndecodableMessage(t *testing.T) {
 			if _, ok := m.Attr(mapping.EnvelopeName); ok {
 				t.Error("the malformed envelope is exposed as an attribute")
 			}
+			// Its text travels on under another name, for whoever reads
+			// the dead letter (the dead-letter sink writes an envelope of
+			// its own, which replaced it).
+			if v, ok := m.Attr(RefusedEnvelopeAttr); !ok || v.Str() != "{not json" {
+				t.Errorf("%s = %v %v, want the refused text", RefusedEnvelopeAttr, v, ok)
+			}
 			if name == "jetstream" {
 				if m.Source.SequenceNumber != "1" {
 					t.Errorf("sequence %q", m.Source.SequenceNumber)
