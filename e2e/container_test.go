@@ -126,7 +126,7 @@ func TestContainerImage(t *testing.T) {
 	tail = exec.CommandContext(ctx, qbridgeBin, "tail", "-url", url, "-subject", "demo.dlq", "-jetstream", "-from", "all", "-n", "1")
 	got, err = tail.Output()
 	if err != nil || !strings.Contains(string(got), "bad") || !strings.Contains(string(got), `DeadLetterReason (String) = "corrupt"`) ||
-		!strings.Contains(string(got), "not an envelope's JSON") {
+		!strings.Contains(string(got), "not an envelope's JSON") || !strings.Contains(string(got), `qbridge-refused-envelope (String) = "oops"`) {
 		t.Fatalf("tail demo.dlq: %v\n%s\ncontainer log:\n%s", err, got, qs.logs.String())
 	}
 
