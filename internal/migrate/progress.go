@@ -151,11 +151,7 @@ func (a aboveBars) Write(p []byte) (int, error) {
 
 func (b *BarProgress) Start(job string, total int64) {
 	st := &barState{f: Figures{Total: total}}
-	barTotal := total
-	if barTotal < 0 {
-		barTotal = 0 // unknown: the bar grows with what is read
-	}
-	st.bar = b.p.AddBar(barTotal,
+	opts := []mpb.BarOption{
 		mpb.PrependDecorators(
 			decor.Name(job, decor.WCSyncSpaceR),
 			decor.Any(func(decor.Statistics) string {
@@ -191,7 +187,14 @@ func (b *BarProgress) Start(job string, total int64) {
 				return s
 			}, decor.WCSyncSpace),
 		),
-	)
+	}
+	if total < 0 {
+		// Unknown: a spinner. A bar whose total followed what was read
+		// stood near full all the time.
+		st.bar = b.p.New(0, mpb.SpinnerStyle(), opts...)
+	} else {
+		st.bar = b.p.AddBar(total, opts...)
+	}
 	b.mu.Lock()
 	b.bars[job] = st
 	b.mu.Unlock()
