@@ -290,6 +290,21 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 
 	rep.stuckWhy = j.stuckWhy("it")
 	brokerDLQ := brokerDeadLettered(rep, tr)
+	if v := rep.Verification; v != nil && opt.Mode == ModeMove {
+		// The sink's growth says nothing of messages that never reached
+		// the job: an old consumer still running at a cut-over took
+		// them, or they expired.
+		if n := leftTheSource(rep, nativeDeadLettered(tr), brokerDLQ, j.pipe.Spec.Source.Kind == "sqs"); n > 0 {
+			v.LeftTheSource, v.Verified = n, false
+			note := fmt.Sprintf("%d messages left the source other than through this migration (its count fell from %d to %d while %d were acknowledged: another consumer, expiry without dead-lettering, a purge); they are not at the sink",
+				n, rep.SourceBefore.Pending(), rep.SourceAfter.Pending(), rep.Acknowledged)
+			if v.Note != "" {
+				note += "; " + v.Note
+			}
+			v.Note = note
+			j.log.Warn("migrate: " + note)
+		}
+	}
 	switch {
 	case outcome != "":
 		// Interrupted, failed, timed out: decided by the loop.
@@ -345,13 +360,18 @@ func brokerDeadLettered(rep *JobReport, tr *tracker) int64 {
 	if rep.SourceBefore == nil || rep.SourceAfter == nil {
 		return 0
 	}
+	return max(0, rep.SourceAfter.DeadLetter-rep.SourceBefore.DeadLetter-nativeDeadLettered(tr))
+}
+
+// nativeDeadLettered is what the job dead-lettered at the source.
+func nativeDeadLettered(tr *tracker) int64 {
 	tr.mu.Lock()
-	var own int64
-	for _, n := range tr.dlqNative {
-		own += n
+	defer tr.mu.Unlock()
+	var n int64
+	for _, c := range tr.dlqNative {
+		n += c
 	}
-	tr.mu.Unlock()
-	return max(0, rep.SourceAfter.DeadLetter-rep.SourceBefore.DeadLetter-own)
+	return n
 }
 
 // verifyWait is how long a sink that holds fewer messages than were

@@ -61,6 +61,9 @@ type memBroker struct {
 	stalled bool
 	// sinkCountErr, if set, is what the sink counts answer.
 	sinkCountErr error
+	// vanish > 0: the next receive first removes that many messages, as
+	// another consumer (or expiry) would.
+	vanish int
 }
 
 type memQueue struct {
@@ -333,6 +336,9 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+		}
+		for ; s.b.vanish > 0 && len(q.msgs) > 0 && !s.cfg.browse; s.b.vanish-- {
+			q.msgs = q.msgs[1:]
 		}
 		for ; s.b.brokerDeadLetters > 0 && len(q.msgs) > 0 && !s.cfg.browse && !s.cfg.deadLetter; s.b.brokerDeadLetters-- {
 			q.dlq = append(q.dlq, q.msgs[0])

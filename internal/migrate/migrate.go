@@ -79,10 +79,16 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				// A sink short of what was written is said on the first
 				// line too: "complete" alone would hide it.
 				for _, j := range rep.Jobs {
-					// Short, or a sink that counts and could not be
-					// counted now: "complete" alone was the first line.
-					if v := j.Verification; v.Short() || (v != nil && !v.Checked && j.sinkCountable) {
-						note := fmt.Sprintf("pipeline %s: not verified: %s", j.Pipeline, v.Note)
+					// Short, forgiven by the resume allowance, a source
+					// that lost messages another way, or a sink that
+					// counts and could not be counted now: "complete"
+					// alone was the first line.
+					if v := j.Verification; v.Warn() || (v != nil && !v.Checked && j.sinkCountable) {
+						what := "not verified"
+						if v.Verified {
+							what = "verified only by the resume allowance"
+						}
+						note := fmt.Sprintf("pipeline %s: %s: %s", j.Pipeline, what, v.Note)
 						if rep.Reason == "" {
 							rep.Reason = note
 						} else {
