@@ -174,6 +174,9 @@ func (b *memBroker) backlog(queue string) driver.Backlog {
 type memSourceConfig struct {
 	Broker string `hcl:"broker"`
 	Queue  string `hcl:"queue"`
+	// Spelling changes the identity (memqpar) and not the queue: one
+	// queue named two ways, as an SQS queue_url and queue_name are.
+	Spelling string `hcl:"spelling,optional"`
 
 	browse     bool
 	after      uint64
@@ -189,8 +192,9 @@ func (c *memSourceConfig) Validate() error {
 }
 
 type memSinkConfig struct {
-	Broker string `hcl:"broker"`
-	Queue  string `hcl:"queue"`
+	Broker   string `hcl:"broker"`
+	Queue    string `hcl:"queue"`
+	Spelling string `hcl:"spelling,optional"` // as memSourceConfig's
 	// RejectAttr makes the sink refuse messages with this attribute.
 	RejectAttr string `hcl:"reject_attr,optional"`
 	// EncodeAttr makes the sink report this attribute as encoded (the

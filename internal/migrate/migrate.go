@@ -175,6 +175,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 	}
 	lanes := [][]*unit{units} // one after the other, in the order given
 	if opt.Parallel > 1 {
+		brokerEntities(ctx, units, &opt)
 		lanes = laneUnits(units)
 	}
 	work := make(chan []*unit)
@@ -238,6 +239,7 @@ type unit struct {
 	// SourceIdentity and SinkIdentity): units that share one run one after
 	// the other.
 	touches []string
+	mu      sync.Mutex // guards touches while brokerEntities adds to them
 }
 
 // prepare makes p's unit; a dead-letter queue that cannot be found fails
@@ -273,6 +275,32 @@ func prepare(ctx context.Context, p *config.Pipeline, opt *Options) *unit {
 	u.jobs = append(u.jobs, &job{opt: opt, pipe: dp, queue: "dead-letter"})
 	u.touches = append(u.touches, dp.SourceIdentity(), dp.SinkIdentity())
 	return u
+}
+
+// brokerEntities adds to each unit what the brokers call the entities it
+// reads and writes (driver.Backlog.Entity: the SQS QueueArn), asked by a
+// count: one queue named by queue_url in one pipeline and by queue_name in
+// another has two identities in the configuration's words, and such
+// pipelines ran at once, a chain's second before its first had written.
+// A count that fails adds nothing (the job counts again and says why).
+func brokerEntities(ctx context.Context, units []*unit, opt *Options) {
+	var wg sync.WaitGroup
+	for _, u := range units {
+		for _, j := range u.jobs {
+			for _, count := range []func(context.Context, *slog.Logger) (driver.Backlog, error){j.pipe.CountSource, j.pipe.CountSink} {
+				wg.Go(func() {
+					cctx, cancel := context.WithTimeout(ctx, min(opt.CountTimeout, quickCount*5))
+					defer cancel()
+					if b, err := count(cctx, opt.Log); err == nil && b.Entity != "" {
+						u.mu.Lock()
+						u.touches = append(u.touches, "entity "+b.Entity)
+						u.mu.Unlock()
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
 }
 
 // laneUnits groups units into lanes that may run at the same time: units

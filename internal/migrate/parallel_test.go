@@ -37,10 +37,10 @@ func init() {
 		CountSink:   countMemSink,
 		NewDrySink:  newMemSink(true),
 		SourceIdentity: func(c memSourceConfig) string {
-			return fmt.Sprintf("broker %s queue %s", c.Broker, c.Queue)
+			return fmt.Sprintf("broker %s queue %s%s", c.Broker, c.Queue, c.Spelling)
 		},
 		SinkIdentity: func(c memSinkConfig) string {
-			return fmt.Sprintf("broker %s queue %s", c.Broker, c.Queue)
+			return fmt.Sprintf("broker %s queue %s%s", c.Broker, c.Queue, c.Spelling)
 		},
 	})
 }
@@ -368,10 +368,62 @@ func TestWrapperKeepsWhatTheSourceCanDo(t *testing.T) {
 
 // countMemSource and countMemSink count a memq queue, as the test kinds of
 // this file need (memq's own hooks do more).
+// The counts name the entity as a broker does (the SQS QueueArn),
+// whatever the configuration's spelling.
 func countMemSource(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Backlog, error) {
-	return brokerOf(c.Broker).backlog(c.Queue), nil
+	b := brokerOf(c.Broker).backlog(c.Queue)
+	b.Entity = c.Broker + "/" + c.Queue
+	return b, nil
 }
 
 func countMemSink(_ context.Context, c memSinkConfig, _ *slog.Logger) (driver.Backlog, error) {
-	return brokerOf(c.Broker).backlog(c.Queue), nil
+	b := brokerOf(c.Broker).backlog(c.Queue)
+	b.Entity = c.Broker + "/" + c.Queue
+	return b, nil
+}
+
+// A chain a → b, b → c whose b is named two ways in the configuration (an
+// SQS queue_url in one block, queue_name in the other) has two identities
+// there, and the pipelines ran at once: the second found b drained before
+// the first wrote to it (an audit: messages stranded in b, exit 0). The
+// brokers' names for the entities (asked by a count) put them in one lane.
+func TestLanesSeeOneEntityNamedTwoWays(t *testing.T) {
+	_, pipes := setup(t, `
+pipeline "a-to-b" {
+  source "memqpar" {
+    broker = "%[1]s"
+    queue  = "a"
+  }
+  sink "memqpar" {
+    broker   = "%[1]s"
+    queue    = "b"
+    spelling = " by name"
+  }
+}
+pipeline "b-to-c" {
+  source "memqpar" {
+    broker   = "%[1]s"
+    queue    = "b"
+    spelling = " by URL"
+  }
+  sink "memqpar" {
+    broker = "%[1]s"
+    queue  = "c"
+  }
+}
+`)
+	opt := fastOptions(ModeMove)
+	opt.Parallel = 2
+	opt.withDefaults()
+	units := make([]*unit, len(pipes))
+	for i, p := range pipes {
+		units[i] = prepare(context.Background(), p, &opt)
+	}
+	if lanes := laneUnits(units); len(lanes) != 2 {
+		t.Fatalf("the configuration's words alone: %d lanes, want 2 (the test's premise)", len(lanes))
+	}
+	brokerEntities(context.Background(), units, &opt)
+	if lanes := laneUnits(units); len(lanes) != 1 {
+		t.Fatalf("%d lanes after the brokers' names, want 1: b is one queue", len(lanes))
+	}
 }
