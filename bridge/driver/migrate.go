@@ -22,6 +22,10 @@ type Backlog struct {
 	// DeadLetter is in the entity's own dead-letter sub-queue, where the
 	// broker has one (Service Bus DeadLetterMessageCount).
 	DeadLetter int64 `json:"dead_letter"`
+	// Deferred is set aside by an application (Service Bus Defer): such a
+	// message is receivable only by its sequence number, so a receiver
+	// never gets it. Not part of Pending.
+	Deferred int64 `json:"deferred,omitempty"`
 	// Sessions is the number of sessions with messages (or session
 	// state), for Service Bus session entities; HasSessions says it was
 	// counted.

@@ -329,6 +329,12 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		rep.LeftBehind = map[string]int64{"source-dead-letter-queue": brokerDLQ}
 		reason = fmt.Sprintf("%d messages were dead-lettered by the source's broker during the move (its dead-letter count grew from %d to %d): they are in the source's dead-letter queue, not at the sink; move them with -include-dead-letters",
 			brokerDLQ, rep.SourceBefore.DeadLetter, rep.SourceAfter.DeadLetter)
+	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Deferred > 0:
+		// An application set them aside (Defer): a receiver never gets
+		// them, so the queue looked empty. A copy, which peeks, has them.
+		outcome = OutcomeNotDrained
+		rep.LeftBehind = map[string]int64{"deferred": rep.SourceAfter.Deferred}
+		reason = fmt.Sprintf("%d deferred messages stay at the source: an application set them aside (Defer), and only a receive by sequence number gets them, which a move does not do; have that application receive them, or copy them (-copy peeks them)", rep.SourceAfter.Deferred)
 	case opt.Mode == ModeMove && rep.SourceAfter != nil && rep.SourceAfter.Scheduled > 0:
 		outcome = OutcomeNotDrained
 		rep.LeftBehind = map[string]int64{"scheduled": rep.SourceAfter.Scheduled}

@@ -471,6 +471,9 @@ func backlogText(b *driver.Backlog) string {
 	if b.DeadLetter > 0 {
 		extra = append(extra, fmt.Sprintf("%d dead-lettered", b.DeadLetter))
 	}
+	if b.Deferred > 0 {
+		extra = append(extra, fmt.Sprintf("%d deferred", b.Deferred))
+	}
 	if len(extra) > 0 {
 		s += " (" + strings.Join(extra, ", ") + ")"
 	}
