@@ -29,8 +29,11 @@ type job struct {
 	pipe  *config.Pipeline
 	queue string // "main" or "dead-letter"
 	from  uint64 // copy mode: resume after this position
-	log   *slog.Logger
-	state *stateFile
+	// rewritable: positions past from that the last copy may have written
+	// (copy mode): the verification's allowance for a resume.
+	rewritable uint64
+	log        *slog.Logger
+	state      *stateFile
 	// noBrowse: a dry run whose broker refused to browse when the source
 	// opened; it samples instead.
 	noBrowse bool
@@ -50,7 +53,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	rep := &JobReport{
 		Pipeline: j.pipe.Name, Queue: j.queue,
 		SourceKind: j.pipe.Spec.Source.Kind, SinkKind: j.pipe.Spec.Sink.Kind,
-		ResumedFrom: j.from, CountErrors: map[string]string{},
+		ResumedFrom: j.from, CountErrors: map[string]string{}, rewritable: int64(j.rewritable),
 	}
 	start := time.Now()
 	rep.started = start
@@ -252,7 +255,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if browsing && opt.Mode == ModeCopy {
 		rep.Checkpoint = snap.checkpoint
 		if j.state != nil {
-			if err := j.state.save(j.key(), snap.checkpoint); err != nil {
+			if err := j.state.save(j.key(), snap.checkpoint, snap.highest); err != nil {
 				j.log.Error("cannot save the copy checkpoint", "error", err)
 			}
 		}
@@ -579,6 +582,7 @@ func (j *job) definition(tr *tracker) (bridge.Definition, bool, error) {
 // transform adds the migration's own adjustments after the mapping rules.
 func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*mapping.Message) error {
 	rerun := j.opt.RunID
+	source := j.pipe.SourceIdentity()
 	deadLetterQueue := j.queue == "dead-letter"
 	if rules == nil && rerun == "" && !deadLetterQueue {
 		return nil
@@ -615,14 +619,28 @@ func (j *job) transform(rules func(*mapping.Message) error, tr *tracker) func(*m
 			// JetStream Nats-Msg-Id reused outside its window), else its
 			// own id; without either the sink makes up a unique one anyway
 			// (one key for all of them would let the sink keep just one).
-			if k := m.SourceKey(); k != "" {
-				m.DedupID = rerunDedupID(k, rerun)
-			} else if k := m.DedupKey(); k != "" {
+			if k := rerunKey(source, m); k != "" {
 				m.DedupID = rerunDedupID(k, rerun)
 			}
 		}
 		return nil
 	}
+}
+
+// rerunKey is what -new-dedup-ids makes a message's id from: its name at
+// the source (or its own id), with the source's identity (its server and
+// entity), so that two pipelines whose sources number alike on different
+// servers (a subject or queue of one name) do not get the same ids and
+// merge at a sink. "" where the message has neither name nor id.
+func rerunKey(source string, m *mapping.Message) string {
+	k := m.SourceKey()
+	if k == "" {
+		k = m.DedupKey()
+	}
+	if k == "" {
+		return ""
+	}
+	return source + "\x00" + k
 }
 
 // ReasonSourceDeadLetterQueue is the DeadLetterReason of a message moved
@@ -885,7 +903,7 @@ func (w *watch) saveCheckpoint(now time.Time, snap snapshot) {
 		return
 	}
 	w.lastSave = now
-	if err := w.j.state.save(w.j.key(), snap.checkpoint); err != nil {
+	if err := w.j.state.save(w.j.key(), snap.checkpoint, snap.highest); err != nil {
 		w.j.log.Error("cannot save the copy checkpoint", "error", err)
 	}
 }

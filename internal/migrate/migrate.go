@@ -155,6 +155,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			if state != nil {
 				j.state = state
 				j.from = state.after(j.key())
+				j.rewritable = state.rewritable(j.key())
 			}
 			jr := j.run(ctx, prog)
 			if jr.Outcome == OutcomeFailed && jr.browseRefused && opt.Mode == ModeDryRun {
@@ -173,10 +174,13 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			}
 		}
 	}
-	lanes := [][]*unit{units} // one after the other, in the order given
 	if opt.Parallel > 1 {
 		brokerEntities(ctx, units, &opt)
-		lanes = laneUnits(units)
+	}
+	ordered := runOrder(units)
+	lanes := [][]*unit{ordered} // one after the other
+	if opt.Parallel > 1 {
+		lanes = laneUnits(ordered)
 	}
 	work := make(chan []*unit)
 	var wg sync.WaitGroup
@@ -239,7 +243,10 @@ type unit struct {
 	// SourceIdentity and SinkIdentity): units that share one run one after
 	// the other.
 	touches []string
-	mu      sync.Mutex // guards touches while brokerEntities adds to them
+	// reads and writes split touches: a unit that writes what another
+	// reads runs first (runOrder).
+	reads, writes []string
+	mu            sync.Mutex // guards the three while brokerEntities adds to them
 }
 
 // prepare makes p's unit; a dead-letter queue that cannot be found fails
@@ -248,7 +255,8 @@ func prepare(ctx context.Context, p *config.Pipeline, opt *Options) *unit {
 	// A migration reads what is there: its sources must not create the
 	// entity they read (a mistyped name would "complete" empty).
 	p = p.ForMigration()
-	u := &unit{jobs: []*job{{opt: opt, pipe: p, queue: "main"}}, touches: []string{p.SourceIdentity(), p.SinkIdentity()}}
+	u := &unit{jobs: []*job{{opt: opt, pipe: p, queue: "main"}}, touches: []string{p.SourceIdentity(), p.SinkIdentity()},
+		reads: []string{p.SourceIdentity()}, writes: []string{p.SinkIdentity()}}
 	if !opt.IncludeDeadLetters {
 		return u
 	}
@@ -274,6 +282,7 @@ func prepare(ctx context.Context, p *config.Pipeline, opt *Options) *unit {
 	}
 	u.jobs = append(u.jobs, &job{opt: opt, pipe: dp, queue: "dead-letter"})
 	u.touches = append(u.touches, dp.SourceIdentity(), dp.SinkIdentity())
+	u.reads, u.writes = append(u.reads, dp.SourceIdentity()), append(u.writes, dp.SinkIdentity())
 	return u
 }
 
@@ -287,13 +296,17 @@ func brokerEntities(ctx context.Context, units []*unit, opt *Options) {
 	var wg sync.WaitGroup
 	for _, u := range units {
 		for _, j := range u.jobs {
-			for _, count := range []func(context.Context, *slog.Logger) (driver.Backlog, error){j.pipe.CountSource, j.pipe.CountSink} {
+			for _, c := range []struct {
+				count func(context.Context, *slog.Logger) (driver.Backlog, error)
+				list  *[]string
+			}{{j.pipe.CountSource, &u.reads}, {j.pipe.CountSink, &u.writes}} {
 				wg.Go(func() {
 					cctx, cancel := context.WithTimeout(ctx, min(opt.CountTimeout, quickCount*5))
 					defer cancel()
-					if b, err := count(cctx, opt.Log); err == nil && b.Entity != "" {
+					if b, err := c.count(cctx, opt.Log); err == nil && b.Entity != "" {
 						u.mu.Lock()
 						u.touches = append(u.touches, "entity "+b.Entity)
+						*c.list = append(*c.list, "entity "+b.Entity)
 						u.mu.Unlock()
 					}
 				})
@@ -301,6 +314,47 @@ func brokerEntities(ctx context.Context, units []*unit, opt *Options) {
 		}
 	}
 	wg.Wait()
+}
+
+// runOrder orders units so that one that writes what another reads runs
+// first: a chain a → b, b → c given as b → c, a → b drained b, then a → b
+// filled it again, and both said complete. Otherwise the given order
+// stands, and so it does among units that write what each other reads (a
+// cycle).
+func runOrder(units []*unit) []*unit {
+	n := len(units)
+	before := make([][]int, n) // before[i]: the units that run before i
+	for i := range units {
+		for k := range units {
+			if i != k && touchesCommon(units[k].writes, units[i].reads) && !touchesCommon(units[i].writes, units[k].reads) {
+				before[i] = append(before[i], k)
+			}
+		}
+	}
+	done := make([]bool, n)
+	out := make([]*unit, 0, n)
+	for len(out) < n {
+		next := -1
+		for i := range units {
+			if done[i] {
+				continue
+			}
+			if next < 0 {
+				next = i // the first left: taken if none is ready (a longer cycle)
+			}
+			ready := true
+			for _, k := range before[i] {
+				ready = ready && done[k]
+			}
+			if ready {
+				next = i
+				break
+			}
+		}
+		done[next] = true
+		out = append(out, units[next])
+	}
+	return out
 }
 
 // laneUnits groups units into lanes that may run at the same time: units

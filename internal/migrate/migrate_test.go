@@ -471,9 +471,10 @@ func TestNewDedupIDsAreStablePerRun(t *testing.T) {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
 	out := b.messages("out")
+	src := pipes[0].SourceIdentity() + "\x00"
 	want := map[string]string{
-		"m0000": rerunDedupID("keep-me", "rerun-1"),
-		"m0001": rerunDedupID("m0001", "rerun-1"),
+		"m0000": rerunDedupID(src+"keep-me", "rerun-1"),
+		"m0001": rerunDedupID(src+"m0001", "rerun-1"),
 	}
 	for _, m := range out {
 		if w, ok := want[m.ID]; ok && m.DedupID != w {
@@ -486,8 +487,9 @@ func TestNewDedupIDsAreStablePerRun(t *testing.T) {
 }
 
 // rerunDedupIDs moves three messages, prepared by prep, with
-// -new-dedup-ids rerun-1, and returns how often each dedup id arrived.
-func rerunDedupIDs(t *testing.T, prep func(i int, m *mapping.Message)) map[string]int {
+// -new-dedup-ids rerun-1, and returns how often each dedup id arrived and
+// the id -new-dedup-ids makes of a key there.
+func rerunDedupIDs(t *testing.T, prep func(i int, m *mapping.Message)) (map[string]int, func(key string) string) {
 	t.Helper()
 	b, pipes := setup(t, moveHCL)
 	ms := msgs(3, 0)
@@ -504,7 +506,8 @@ func rerunDedupIDs(t *testing.T, prep func(i int, m *mapping.Message)) map[strin
 	for _, m := range b.messages("out") {
 		seen[m.DedupID]++
 	}
-	return seen
+	src := pipes[0].SourceIdentity()
+	return seen, func(key string) string { return rerunDedupID(src+"\x00"+key, "rerun-1") }
 }
 
 func natsSeq(i int) mapping.Source {
@@ -516,13 +519,13 @@ func natsSeq(i int) mapping.Source {
 // one): never one id for all of them, which a FIFO sink would keep once
 // (an audit saw 20 such messages arrive as 1).
 func TestNewDedupIDsWithoutIDs(t *testing.T) {
-	seen := rerunDedupIDs(t, func(i int, m *mapping.Message) {
+	seen, id := rerunDedupIDs(t, func(i int, m *mapping.Message) {
 		m.ID = ""
 		if i < 2 {
 			m.Source = natsSeq(i)
 		}
 	})
-	if seen[rerunDedupID("nats\x00in\x001", "rerun-1")] != 1 || seen[rerunDedupID("nats\x00in\x002", "rerun-1")] != 1 || seen[""] != 1 {
+	if seen[id("nats\x00in\x001")] != 1 || seen[id("nats\x00in\x002")] != 1 || seen[""] != 1 {
 		t.Errorf("dedup ids %v: want the two from the source's sequence numbers and none for the third", seen)
 	}
 }
@@ -533,11 +536,11 @@ func TestNewDedupIDsWithoutIDs(t *testing.T) {
 // a FIFO sink keeps all of them (the audit: 3 moved, 1 arrived, with and
 // without the flag).
 func TestNewDedupIDsSplitSharedIDs(t *testing.T) {
-	seen := rerunDedupIDs(t, func(i int, m *mapping.Message) {
+	seen, id := rerunDedupIDs(t, func(i int, m *mapping.Message) {
 		m.ID, m.DedupID, m.Source = "", "order-42", natsSeq(i)
 	})
 	for i := range 3 {
-		if seen[rerunDedupID(fmt.Sprintf("nats\x00in\x00%d", i+1), "rerun-1")] != 1 {
+		if seen[id(fmt.Sprintf("nats\x00in\x00%d", i+1))] != 1 {
 			t.Errorf("dedup ids %v: want one per source sequence", seen)
 		}
 	}
@@ -726,11 +729,18 @@ func TestStateFileRefusesOtherJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.save("p", 7); err != nil {
+	if err := s.save("p", 7, 12); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = openState(path); err != nil || s.after("p") != 7 {
+	if s, err = openState(path); err != nil || s.after("p") != 7 || s.rewritable("p") != 5 {
 		t.Fatalf("a saved state file reads back: %v", err)
+	}
+	// Neither figure moves back.
+	if err := s.save("p", 6, 9); err != nil {
+		t.Fatal(err)
+	}
+	if s.after("p") != 7 || s.rewritable("p") != 5 {
+		t.Fatalf("moved back: after %d, rewritable %d", s.after("p"), s.rewritable("p"))
 	}
 }
 
@@ -981,5 +991,19 @@ func TestUnverifiedMoveSaysSoOnTheFirstLine(t *testing.T) {
 	rep = Run(context.Background(), pipes2, fastOptions(ModeMove), nil)
 	if rep.Outcome != OutcomeComplete || rep.Reason != "" {
 		t.Fatalf("a sink that cannot count: outcome %s, reason %q", rep.Outcome, rep.Reason)
+	}
+}
+
+// -new-dedup-ids makes distinct ids for messages of two sources that name
+// them alike (one subject name on two servers): an audit saw a whole
+// pipeline merged away at the sink by the remedy for merging.
+func TestNewDedupIDsDifferBySource(t *testing.T) {
+	m := &mapping.Message{Source: natsSeq(7)}
+	a, b := rerunKey("nats nats://eu:4222 stream ORDERS", m), rerunKey("nats nats://us:4222 stream ORDERS", m)
+	if a == "" || a == b || rerunDedupID(a, "r1") == rerunDedupID(b, "r1") {
+		t.Fatalf("keys %q and %q", a, b)
+	}
+	if rerunKey("x", m) != rerunKey("x", m.Clone()) {
+		t.Fatal("not stable for one source")
 	}
 }

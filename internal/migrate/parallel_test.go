@@ -427,3 +427,30 @@ pipeline "b-to-c" {
 		t.Fatalf("%d lanes after the brokers' names, want 1: b is one queue", len(lanes))
 	}
 }
+
+// A chain given reader first (b → c, then a → b) runs writer first: b → c
+// drained b, a → b filled it again after, and both said complete (an
+// audit). One after the other (no -parallel) and in a lane alike.
+func TestChainRunsWriterFirst(t *testing.T) {
+	for _, parallel := range []int{1, 2} {
+		b, _, pipes := setupPar(t, 1, "b-to-c: b -> c", "a-to-b: a -> b") // the gate opens at the first sink
+		b.put("a", msgs(5, 0)...)
+		b.put("b", msgs(3, 0)...)
+		opt := fastOptions(ModeMove)
+		opt.Parallel = parallel
+		rep := Run(context.Background(), pipes, opt, nil)
+		if rep.Outcome != OutcomeComplete {
+			t.Fatalf("-parallel %d: %s: %s", parallel, rep.Outcome, rep.Reason)
+		}
+		if got := b.backlog("b").Pending(); got != 0 {
+			t.Errorf("-parallel %d: b holds %d after the chain, want 0", parallel, got)
+		}
+		if got := len(b.messages("c")); got != 8 {
+			t.Errorf("-parallel %d: c holds %d, want all 8", parallel, got)
+		}
+		// The report keeps the order given; a-to-b started first.
+		if rep.Jobs[0].Pipeline != "b-to-c" || !rep.Jobs[1].started.Before(rep.Jobs[0].started) {
+			t.Errorf("-parallel %d: %s started %s, %s started %s", parallel, rep.Jobs[0].Pipeline, rep.Jobs[0].started, rep.Jobs[1].Pipeline, rep.Jobs[1].started)
+		}
+	}
+}

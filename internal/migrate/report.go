@@ -228,6 +228,9 @@ type JobReport struct {
 	// answer (not errors.ErrUnsupported): a verification missing it is
 	// news for the first line, not the sink's kind.
 	sinkCountable bool
+	// rewritable: a resumed copy's positions past its checkpoint that the
+	// last run may have written (Verification's allowance for a copy).
+	rewritable    int64
 	stuckWhy      string    // why stuck messages stay (job.stuckWhy), for the summary
 	started       time.Time // when the job began: its active time is [started, +ActiveSeconds]
 	notApplicable bool      // skipped because there is nothing to run (a dead-letter queue the source lacks)

@@ -120,8 +120,9 @@ type snapshot struct {
 	browsed    bool // the browser read to the end
 	canBrowse  bool
 	checkpoint uint64
-	notCopied  int64 // copy mode: nacked without a position, or still pending
-	stuck      int64 // messages nothing takes (distinct)
+	highest    uint64 // the highest position done (a copy's, for the state file)
+	notCopied  int64  // copy mode: nacked without a position, or still pending
+	stuck      int64  // messages nothing takes (distinct)
 	// stuckInFlight: redeliveries of those the engine holds now.
 	stuckInFlight int64
 	ackedAgain    int64
@@ -134,6 +135,7 @@ func (t *tracker) snapshot() snapshot {
 		sampleDone: t.sample > 0 && t.taken >= t.sample,
 		canBrowse:  t.browser != nil,
 		checkpoint: t.checkpointLocked(),
+		highest:    t.maxDone,
 		notCopied:  t.notCopied,
 
 		stuck: int64(len(t.stuck)), stuckInFlight: t.stuckInFlight,

@@ -28,8 +28,13 @@ type stateData struct {
 }
 
 type checkpoint struct {
-	After   uint64    `json:"after"`
-	Updated time.Time `json:"updated_at"`
+	After uint64 `json:"after"`
+	// WrittenUpTo is the highest position written when the checkpoint was
+	// kept: messages between After and it may be at the sink already, and
+	// a resume writes them again (a deduplicating sink keeps one copy; the
+	// verification allows for them).
+	WrittenUpTo uint64    `json:"written_up_to,omitempty"`
+	Updated     time.Time `json:"updated_at"`
 	// Source names what the position is in (config.Pipeline.SourceIdentity):
 	// a position in one stream or queue means nothing in another. Empty in
 	// files written before it was kept.
@@ -79,6 +84,18 @@ func (s *stateFile) after(job string) uint64 {
 	return s.data.Jobs[job].After
 }
 
+// rewritable is how many positions past the checkpoint the last copy may
+// have written: a resume writes them again.
+func (s *stateFile) rewritable(job string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp := s.data.Jobs[job]
+	if cp.WrittenUpTo <= cp.After {
+		return 0
+	}
+	return cp.WrittenUpTo - cp.After
+}
+
 // check refuses a job's checkpoint that was kept for another source (the
 // same pipeline name pointed elsewhere): resuming from it would skip that
 // many messages of this one, and report the copy complete. It remembers
@@ -107,14 +124,17 @@ func filterWords(f string) string {
 	return "only " + f
 }
 
-// save records a checkpoint; it never moves one back.
-func (s *stateFile) save(job string, after uint64) error {
+// save records a checkpoint and the highest position written; it never
+// moves either back.
+func (s *stateFile) save(job string, after, writtenUpTo uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if after <= s.data.Jobs[job].After {
+	old := s.data.Jobs[job]
+	if after <= old.After && writtenUpTo <= old.WrittenUpTo {
 		return nil
 	}
-	s.data.Jobs[job] = checkpoint{After: after, Updated: time.Now().UTC(), Source: s.sources[job], Filters: s.filters[job]}
+	s.data.Jobs[job] = checkpoint{After: max(after, old.After), WrittenUpTo: max(writtenUpTo, old.WrittenUpTo),
+		Updated: time.Now().UTC(), Source: s.sources[job], Filters: s.filters[job]}
 	b, err := json.MarshalIndent(s.data, "", "  ")
 	if err != nil {
 		return err
