@@ -193,7 +193,13 @@ func (r *Rules) Apply(m *mapping.Message) error {
 		}
 	}
 	for i, f := range r.fields {
-		f.set(m, vals[i])
+		// Empty sets nothing, as for set: "{attr.tenant?}" on a message
+		// without tenant kept no group, the source's included (an SQS
+		// FIFO group lost its order), and "{id}" on a message with only a
+		// dedup id wiped that id.
+		if vals[i] != "" {
+			f.set(m, vals[i])
+		}
 	}
 	return nil
 }

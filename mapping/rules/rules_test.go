@@ -53,6 +53,18 @@ func TestApply(t *testing.T) {
 			},
 		},
 		{
+			// An audit: "{attr.region?}" on a message without region
+			// removed the source's group (an SQS FIFO group lost its
+			// order), and "{reply_to}" empty wiped the dedup id.
+			name: "a field template that renders empty sets nothing",
+			spec: Spec{GroupKey: "{attr.region?}", DedupID: "{reply_to}"},
+			check: func(t *testing.T, m *mapping.Message) {
+				if m.GroupKey != "g-1" || m.DedupID != "d-1" {
+					t.Errorf("group %q, dedup id %q; want the source's g-1 and d-1", m.GroupKey, m.DedupID)
+				}
+			},
+		},
+		{
 			name: "drop",
 			spec: Spec{Drop: []string{"blob", "absent"}},
 			check: func(t *testing.T, m *mapping.Message) {
