@@ -202,7 +202,9 @@ func (s *sink) sendErr(ctx context.Context, c *sconn, sl *sendLink, err error) e
 	case ctx.Err() != nil:
 		return fmt.Errorf("amqp sink: %s: no outcome within send_timeout %s (the message may have arrived): %w", sl.addr, s.set.sendTimeout, err)
 	case errors.As(err, &ae) && ae.Condition == amqp.ErrCondMessageSizeExceeded:
-		return driver.Permanent(fmt.Errorf("amqp sink: %s: %w", sl.addr, err))
+		// Reason too-large, as the encoder's own limit says.
+		return driver.Permanent(fmt.Errorf("amqp sink: %s: %w: %w", sl.addr,
+			mapping.TooLargef("amqp", "message", "the broker refused the message as too large (the sink's max_message_size is %d, 0: the link's limit; set it to the broker's limit to refuse such messages before sending)", s.set.maxMsgSize), err))
 	case errors.As(err, &ae) && ae.Condition == amqp.ErrCondTransferLimitExceeded:
 		return fmt.Errorf("amqp sink: %s: no link credit: %w", sl.addr, err)
 	}

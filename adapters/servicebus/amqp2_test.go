@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 
+	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -379,8 +380,10 @@ func TestSinkTooLarge(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil {
 		t.Fatalf("small messages: %v, %v", errs[0], errs[2])
 	}
-	if !driver.IsPermanent(errs[1]) || !strings.Contains(errs[1].Error(), "larger") {
-		t.Fatalf("big: %v, want a permanent size error", errs[1])
+	// Dead-lettered as too-large, as over the encoder's own limit (an
+	// audit saw reason "permanent", citing a limit the message was under).
+	if !driver.IsPermanent(errs[1]) || bridge.SinkReason(errs[1]) != bridge.ReasonTooLarge || !strings.Contains(errs[1].Error(), "the entity takes less than this message") {
+		t.Fatalf("big: %v (reason %s), want a permanent too-large error", errs[1], bridge.SinkReason(errs[1]))
 	}
 	if got := ids(receiveN(t, src, 2, 15*time.Second)); got[0] != "small-1" || got[1] != "small-2" {
 		t.Fatalf("got %v", got)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
@@ -192,8 +193,11 @@ func (s *sinkCommon) sendErr(entity string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, azservicebus.ErrMessageTooLarge):
-		return driver.Permanent(fmt.Errorf("servicebus: %s: the message is larger than the entity takes (max_message_size %d): %w", entity, s.set.maxMessageSize, err))
+	case errors.Is(err, azservicebus.ErrMessageTooLarge) || condition(err) == amqp.ErrCondMessageSizeExceeded:
+		// Too large, as the encoder's own limit says (reason too-large):
+		// the entity takes less than the sink's max_message_size.
+		return driver.Permanent(fmt.Errorf("servicebus: %s: %w: %w", entity,
+			mapping.TooLargef(sbmap.Wire, "message", "the entity takes less than this message and refused it (the sink's max_message_size is %d: set it to the entity's maximum message size to refuse such messages before sending)", s.set.maxMessageSize), err))
 	case fatal(err):
 		return driver.Permanent(fmt.Errorf("servicebus: %s: %w", entity, sessionHint(err)))
 	case condition(err) == serverBusy:
