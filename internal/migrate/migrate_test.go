@@ -845,25 +845,6 @@ func TestBrokerDeadLettersDuringAMove(t *testing.T) {
 	}
 }
 
-// A source whose broker is gone while the source stays open (a client that
-// reconnects for ever): the pipeline runs, but its adapters say they are
-// not ready and nothing moves, so -connect-timeout ends the job with their
-// reason. It waited until interrupted.
-func TestConnectTimeoutWhileTheSourceIsOpenButGone(t *testing.T) {
-	b, pipes := setup(t, moveHCL)
-	b.mu.Lock()
-	b.queue("in").heldByOther = 1 // never drained
-	b.notReady = errors.New("memq: connection lost; reconnecting")
-	b.mu.Unlock()
-	opt := fastOptions(ModeMove)
-	opt.ConnectTimeout = 200 * time.Millisecond
-	opt.Timeout = time.Minute // the guard: it used to end only here
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "memq: connection lost; reconnecting") {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-}
-
 // A broker that cannot count and stalls mid-move (the connection open,
 // nothing delivered, no answer) is idle too: the move "completed" with the
 // queue left behind. The job now takes idle for drained only while the
@@ -894,22 +875,6 @@ func TestStalledBrokerThatCannotCountIsNotDrained(t *testing.T) {
 	}
 }
 
-// A stall that outlasts -connect-timeout fails the job with the reason.
-func TestStalledBrokerFailsAfterTheConnectTimeout(t *testing.T) {
-	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
-	b.put("in", msgs(3, 0)...)
-	b.mu.Lock()
-	b.stalled = true
-	b.mu.Unlock()
-	opt := fastOptions(ModeMove)
-	opt.ConnectTimeout = 200 * time.Millisecond
-	opt.Timeout = time.Minute // the guard
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "memq: ping: no answer") {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-}
-
 // signalHandler closes signal at the first record whose message contains
 // match.
 type signalHandler struct {
@@ -927,49 +892,6 @@ func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
-
-// A broker that counts and stalls (its connection open, no answer) kept the
-// job counting, a warning a second, until -timeout or an interrupt; its
-// failing count now makes it not ready, so -connect-timeout ends the job
-// with the reason.
-func TestStalledBrokerThatCountsFailsAfterTheConnectTimeout(t *testing.T) {
-	b, pipes := setup(t, moveHCL)
-	b.put("in", msgs(3, 0)...)
-	b.mu.Lock()
-	b.stalled = true
-	b.mu.Unlock()
-	opt := fastOptions(ModeMove)
-	opt.ConnectTimeout = 200 * time.Millisecond
-	opt.Timeout = 30 * time.Second // the guard: it used to end only here
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "the source's count fails: memq: count: no answer") {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-}
-
-// A sink that fails every send while reconnecting in between (RabbitMQ
-// 3.10's AMQP session crashed on every publish into a full queue) kept a
-// move going until -timeout or an interrupt, its adapters ready between
-// failures: nothing confirmed for stall_after now makes the pipeline not
-// ready, and -connect-timeout ends the job naming the sink.
-func TestSinkThatRefusesEverySendEndsTheJob(t *testing.T) {
-	b, pipes := setup(t, strings.Replace(moveHCL, `pipeline "p" {`, `pipeline "p" {
-  stall_after = "200ms"`, 1))
-	b.put("in", msgs(20, 0)...)
-	b.mu.Lock()
-	b.sinkLimit = 5 // then every send fails, for good
-	b.mu.Unlock()
-	opt := fastOptions(ModeMove)
-	opt.ConnectTimeout = 300 * time.Millisecond
-	opt.Timeout = time.Minute // the guard: it used to end only here
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "the sink has confirmed nothing for") {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-	if j := rep.Jobs[0]; j.Written != 5 {
-		t.Errorf("written %d, want the 5 the sink took", j.Written)
-	}
-}
 
 // A sink that counts and could not be counted leaves the move unverified,
 // and the first line says so: it said a plain "complete" (the summary's
@@ -1005,5 +927,52 @@ func TestNewDedupIDsDifferBySource(t *testing.T) {
 	}
 	if rerunKey("x", m) != rerunKey("x", m.Clone()) {
 		t.Fatal("not stable for one source")
+	}
+}
+
+// Jobs whose brokers stop answering, or refuse everything, end after
+// -connect-timeout with the reason, where each used to run until -timeout
+// (the guard here) or an interrupt:
+//   - a source whose broker went away mid-move (open while its client
+//     reconnects): the adapters say they are not ready;
+//   - a broker that cannot count and stalls (the connection open, no
+//     answer): its pings fail;
+//   - a broker that counts and stalls: its counts fail;
+//   - a sink that refuses every send, reconnecting in between (RabbitMQ
+//     3.10's AMQP session crashed on every publish into a full queue):
+//     nothing confirmed for stall_after.
+func TestJobsFailAfterTheConnectTimeout(t *testing.T) {
+	stalled := func(b *memBroker) { b.stalled = true }
+	for _, tc := range []struct {
+		name, hcl, want string
+		prepare         func(b *memBroker)
+		msgs, written   int
+	}{
+		{"source gone, reconnecting", moveHCL, "memq: connection lost; reconnecting", func(b *memBroker) {
+			b.queue("in").heldByOther = 1 // never drained
+			b.notReady = errors.New("memq: connection lost; reconnecting")
+		}, 0, 0},
+		{"broker that cannot count stalls", strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`), "memq: ping: no answer", stalled, 20, 0},
+		{"broker that counts stalls", moveHCL, "the source's count fails: memq: count: no answer", stalled, 20, 0},
+		{"sink refuses every send", strings.Replace(moveHCL, `pipeline "p" {`, "pipeline \"p\" {\n  stall_after = \"200ms\"", 1),
+			"the sink has confirmed nothing for", func(b *memBroker) { b.sinkLimit = 5 }, 20, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, pipes := setup(t, tc.hcl)
+			b.put("in", msgs(tc.msgs, 0)...)
+			b.mu.Lock()
+			tc.prepare(b)
+			b.mu.Unlock()
+			opt := fastOptions(ModeMove)
+			opt.ConnectTimeout = 300 * time.Millisecond
+			opt.Timeout = time.Minute // the guard: it used to end only here
+			rep := Run(context.Background(), pipes, opt, nil)
+			if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, tc.want) {
+				t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+			}
+			if j := rep.Jobs[0]; j.Written != int64(tc.written) {
+				t.Errorf("written %d, want %d", j.Written, tc.written)
+			}
+		})
 	}
 }
