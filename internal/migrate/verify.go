@@ -105,10 +105,10 @@ func verification(j *JobReport, mode Mode) *Verification {
 	case j.SinkAfter.Deduplicates:
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote: its broker dropped them as duplicates "+
 			"(its duplicate detection: a re-run within the window, or messages sharing a "+
-			"deduplication id; see -new-dedup-ids), or another consumer received and deleted them meanwhile", -d)
+			"deduplication id; see -new-dedup-ids), or another consumer received and deleted them meanwhile, or they expired there (a time to live)", -d)
 	default:
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, and it does not drop duplicates: "+
-			"another consumer received and deleted them meanwhile, or the sink lost them", -d)
+			"another consumer received and deleted them meanwhile, they expired there (a time to live), or the sink lost them", -d)
 	}
 	return v
 }
