@@ -34,7 +34,7 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 	nf.register(fs)
 	subject := fs.String("subject", "", "subject to follow; wildcards allowed (required)")
 	n := fs.Int("n", 0, "exit after this many messages (0: follow until interrupted)")
-	asJSON := fs.Bool("json", false, "print each message as natsmap's JSON rendering, one per line")
+	asJSON := fs.Bool("json", false, "print each message as it is on the wire (subject, headers, data), one JSON object per line")
 	useJS := fs.Bool("jetstream", false, "read the stream that stores the subject (an ephemeral ordered consumer) instead of a core subscription")
 	from := fs.String("from", "last", "with -jetstream: where to start: all (replay the stream), last (the last stored message) or new")
 	fs.Usage = func() {
@@ -109,21 +109,27 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 			return 0
 		}
 		raw := tm.raw
-		m, err := natsmap.Decode(raw, dec)
-		if err != nil {
-			fmt.Fprintf(std.Err, "qbridge tail: %s: cannot decode: %v\n", raw.Subject, err)
-			continue
-		}
-		m.Source.Protocol, m.Source.Address = "nats", raw.Subject
 		if *asJSON {
-			b, err := natsmap.RenderJSON(m, mapping.Options{})
+			// As it is on the wire: a re-rendering left out what the
+			// writer carried (the source facts of carry_source, a dead
+			// letter's reason in them).
+			b, err := wireJSON(raw)
 			if err != nil {
 				fmt.Fprintf(std.Err, "qbridge tail: %s: cannot render: %v\n", raw.Subject, err)
 				continue
 			}
-			if _, err := std.Out.Write(append(withSubject(b, raw.Subject), '\n')); err != nil {
+			if _, err := std.Out.Write(append(b, '\n')); err != nil {
 				return 1
 			}
+			continue
+		}
+		// Decoded without its reply subject: tail's own JetStream delivery
+		// (printed apart) must not pass for facts the writer carried.
+		bare := *raw
+		bare.Reply = ""
+		m, err := natsmap.Decode(&bare, dec)
+		if err != nil {
+			fmt.Fprintf(std.Err, "qbridge tail: %s: cannot decode: %v\n", raw.Subject, err)
 			continue
 		}
 		if err := printMessage(std.Out, tm, m); err != nil {
@@ -133,7 +139,8 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 	return 0
 }
 
-// renderedMsg mirrors natsmap's JSON rendering (same fields, same order).
+// renderedMsg is tail's JSON line: natsmap's JSON rendering's fields, in
+// its order, filled with the message as it came.
 type renderedMsg struct {
 	Subject      string              `json:"subject"`
 	Headers      map[string][]string `json:"headers,omitempty"`
@@ -141,24 +148,25 @@ type renderedMsg struct {
 	DataEncoding string              `json:"dataEncoding,omitempty"`
 }
 
-// withSubject puts the subject the message arrived on into natsmap's
-// rendering, whose subject is the model's To (empty for most messages).
-// Anything unexpected is printed as natsmap rendered it.
-func withSubject(b []byte, subject string) []byte {
-	var r renderedMsg
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if dec.Decode(&r) != nil || r.Subject != "" {
-		return b
+// wireJSON is a NATS message as it came: subject, headers, data (base64
+// where it is not UTF-8).
+func wireJSON(raw *nats.Msg) ([]byte, error) {
+	r := renderedMsg{Subject: raw.Subject, Headers: raw.Header}
+	if len(r.Headers) == 0 {
+		r.Headers = nil
 	}
-	r.Subject = subject
+	if utf8.Valid(raw.Data) {
+		r.Data = string(raw.Data)
+	} else {
+		r.Data, r.DataEncoding = base64.StdEncoding.EncodeToString(raw.Data), "base64"
+	}
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
-	if enc.Encode(r) != nil {
-		return b
+	if err := enc.Encode(r); err != nil {
+		return nil, err
 	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n"))
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
 // followStream feeds deliver from an ephemeral ordered consumer on the stream
@@ -229,6 +237,29 @@ func printMessage(w io.Writer, tm tailMsg, m *mapping.Message) error {
 	}
 	if !m.Trace.IsZero() {
 		prop("traceparent", m.Trace.Traceparent())
+	}
+	if src := m.Source; src.Protocol != "" && src.Protocol != "nats" || src.DeadLetterReason != "" {
+		// Facts the writer carried from the original source (carry_source,
+		// a dead letter's reason among them).
+		fmt.Fprintln(&b, "  carried from the source:")
+		sub := func(name, v string) {
+			if v != "" {
+				fmt.Fprintf(&b, "    %-24s %s\n", name+":", v)
+			}
+		}
+		sub("protocol", src.Protocol)
+		sub("address", src.Address)
+		sub("message-id", src.MessageID)
+		sub("sequence", src.SequenceNumber)
+		if !src.EnqueuedTime.IsZero() {
+			sub("enqueued", src.EnqueuedTime.Format(time.RFC3339Nano))
+		}
+		if src.DeliveryCount > 1 { // 1 is every decoded message's
+			sub("delivery-count", strconv.Itoa(src.DeliveryCount))
+		}
+		sub("dead-letter-source", src.DeadLetterSource)
+		sub("dead-letter-reason", src.DeadLetterReason)
+		sub("dead-letter-description", src.DeadLetterDesc)
 	}
 	if len(m.Attributes) > 0 {
 		fmt.Fprintln(&b, "  attributes:")

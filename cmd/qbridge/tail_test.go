@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/testlog"
+	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/natsmap"
 )
 
 func TestTailCore(t *testing.T) {
@@ -87,5 +89,37 @@ func TestTailJetStreamJSON(t *testing.T) {
 	}
 	if code, _, _ := run(t, runTail, "", "-subject", "x", "-from", "bogus"); code != 2 {
 		t.Errorf("bad -from = %d", code)
+	}
+}
+
+// tail shows what the writer carried: the source facts of carry_source (a
+// dead letter's reason among them) in the text form, and the message as it
+// is on the wire with -json. Both re-rendered the message and left them
+// out (an audit took carry_source for broken).
+func TestTailShowsCarriedSourceFacts(t *testing.T) {
+	srv := startNATS(t)
+	nc, _ := nats.Connect(srv.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"demo.dlq"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := &mapping.Message{Body: []byte("bad"), Source: mapping.Source{Protocol: "servicebus", Address: "orders/$DeadLetterQueue",
+		SequenceNumber: "42", DeadLetterReason: "mapping", DeadLetterDesc: "five is not a number", PartitionID: -1}}
+	msg, err := natsmap.Encode(m, "demo.dlq", natsmap.EncodeOptions{Options: mapping.Options{CarrySource: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, runTail, "", "-url", srv.ClientURL(), "-subject", "demo.dlq", "-jetstream", "-from", "all", "-n", "1")
+	if code != 0 || !strings.Contains(out, "carried from the source:") || !strings.Contains(out, "dead-letter-reason:      mapping") || strings.Contains(out, "delivery-count") ||
+		!strings.Contains(out, "orders/$DeadLetterQueue") {
+		t.Errorf("tail = %d:\n%s%s", code, out, errs)
+	}
+	code, out, errs = run(t, runTail, "", "-url", srv.ClientURL(), "-subject", "demo.dlq", "-jetstream", "-from", "all", "-n", "1", "-json")
+	if code != 0 || !strings.Contains(out, `deadLetterReason`) || !strings.Contains(out, `"subject":"demo.dlq"`) {
+		t.Errorf("tail -json = %d:\n%s%s", code, out, errs)
 	}
 }
