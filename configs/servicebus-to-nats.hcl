@@ -12,7 +12,9 @@
 # Environment:
 #   QBRIDGE_SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
 #                                         (Listen rights)
-#   QBRIDGE_SERVICEBUS_TO_NATS_QUEUE      the queue to drain; default "orders"
+#   QBRIDGE_SERVICEBUS_TO_NATS_QUEUE      the queue to drain; default "events" (not
+#                                         "orders": sqs-fifo-to-servicebus-sessions.hcl
+#                                         fills that one, and it is session-enabled)
 #   QBRIDGE_NATS_URL                      NATS server(s); default nats://127.0.0.1:4222
 #   QBRIDGE_SERVICEBUS_TO_NATS_SUBJECT    subject prefix; default "from-servicebus":
 #                                         messages go to PREFIX.<session id>
@@ -20,13 +22,14 @@
 #                                         PREFIX.* when missing
 #
 # A session-enabled queue needs a sessions block in the source (see
-# docs/adapter-servicebus.md, "Sessions"); see docs/adapter-nats.md for the
-# sink.
+# docs/adapter-servicebus.md, "Sessions"): without it the pipeline says so
+# and retries; see docs/adapter-nats.md for the sink.
 
 pipeline "servicebus-to-nats" {
   source "servicebus" {
     connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
-    queue             = env("QBRIDGE_SERVICEBUS_TO_NATS_QUEUE", "orders")
+    queue             = env("QBRIDGE_SERVICEBUS_TO_NATS_QUEUE", "events")
+    # On a session-enabled queue, add: sessions {}
   }
 
   sink "nats" {
