@@ -33,6 +33,13 @@ func readCounts(reg *prometheus.Registry) Counts {
 			dst = &c.Dropped
 		case "qbridge_mapping_encoded_total":
 			dst = &c.Encoded
+		case "qbridge_errors_total":
+			for _, m := range mf.GetMetric() {
+				if label(m, "op") == "ack" {
+					c.AckFailed += int64(m.GetCounter().GetValue())
+				}
+			}
+			continue
 		case "qbridge_messages_dead_lettered_total":
 			for _, m := range mf.GetMetric() {
 				n := int64(m.GetCounter().GetValue())

@@ -707,8 +707,10 @@ type watch struct {
 	// countErr is why the last count of the quiet source failed, nil once
 	// one answers: a broker that stalls keeps its connection open, and
 	// only its counts tell.
-	countErr  error
-	waitedFor int64 // the source's in-flight count last said to be waited for
+	countErr error
+	// lastCountOK is when a count of the source last answered.
+	lastCountOK time.Time
+	waitedFor   int64 // the source's in-flight count last said to be waited for
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
 	lastRunning time.Time
@@ -753,7 +755,8 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 				// whether the source is drained.
 				notReady = w.live.failure()
 			}
-			if notReady == nil && w.countErr != nil {
+			countFails := notReady == nil && w.countErr != nil
+			if countFails {
 				notReady = fmt.Errorf("the source's count fails: %w", w.countErr)
 			}
 			if (st.Running && notReady == nil) || w.lastRunning.IsZero() {
@@ -762,8 +765,18 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			// Unhealthy since the later of the last healthy look and the
 			// last progress (messages that still move count as health):
 			// the job fails -connect-timeout after that, not twice that as
-			// when the two were waited for one after the other.
+			// when the two were waited for one after the other. A count
+			// is asked only once the source is quiet: a broker whose count
+			// fails answered last at its last delivery or count, and the
+			// looks in between only did not know yet.
 			since := w.lastRunning
+			if countFails {
+				since = w.lastCountOK
+				if r := w.tr.snapshot().lastRecv; r.After(since) {
+					since = r
+				}
+				since = later(since, w.start)
+			}
 			if w.lastDoneAt.After(since) {
 				since = w.lastDoneAt
 			}
@@ -786,7 +799,7 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 					// on its first receive) and then fails never connected.
 					what = "connection lost for"
 				}
-				return OutcomeFailed, "", fmt.Sprintf("%s %s: %s (the log has each attempt's error)", what, opt.ConnectTimeout, cause)
+				return OutcomeFailed, "", fmt.Sprintf("%s %s: %s (the log has each attempt's error)", what, now.Sub(since).Round(time.Second), cause)
 			}
 			if st.Running {
 				w.everRan = true
@@ -871,7 +884,7 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		w.countErr = err
 		return "", false
 	}
-	w.countErr = nil
+	w.countErr, w.lastCountOK = nil, now
 	// Something arrived while counting: look again later.
 	if w.tr.snapshot().lastRecv != snap.lastRecv {
 		return "", false
@@ -1017,4 +1030,12 @@ func (h expectedRefusals) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h expectedRefusals) WithGroup(name string) slog.Handler {
 	return expectedRefusals{h.Handler.WithGroup(name)}
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

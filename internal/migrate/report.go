@@ -125,6 +125,10 @@ type Counts struct {
 	// which may have written them; a deduplicating sink then drops the
 	// copy): the verification's allowance for a resumed move.
 	Redelivered int64 `json:"redelivered,omitempty"`
+	// AckFailed counts acknowledgements that failed: the sink has those
+	// messages, and the source delivers them again (a duplicate a
+	// deduplicating sink drops; RabbitMQ's redelivery carries no count).
+	AckFailed int64 `json:"ack_failed,omitempty"`
 	// DuplicatesDropped counts messages the sink's broker said it dropped
 	// as duplicates (JetStream); other brokers do not say.
 	DuplicatesDropped int64 `json:"duplicates_dropped_by_sink"`
@@ -152,6 +156,7 @@ func (c *Counts) add(o Counts) {
 	c.Throttled += o.Throttled
 	c.DuplicatesDropped += o.DuplicatesDropped
 	c.Redelivered += o.Redelivered
+	c.AckFailed += o.AckFailed
 	c.Skipped += o.Skipped
 	c.Dropped += o.Dropped
 	c.Encoded += o.Encoded

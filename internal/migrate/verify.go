@@ -50,10 +50,11 @@ func verification(j *JobReport, mode Mode) *Verification {
 	}
 	// A duplicate the sink reported is a rewrite of something it holds
 	// when this run retried the send (the first attempt was stored, its
-	// answer lost) or the source had delivered the message before (a
+	// answer lost), an acknowledgement failed (the source delivers the
+	// message again), or the source had delivered the message before (a
 	// resume). Beyond those, the sink merged distinct messages that share
 	// a deduplication id, and the later ones are not there.
-	forgiven := min(j.DuplicatesDropped, j.Retried+j.Redelivered)
+	forgiven := min(j.DuplicatesDropped, j.Retried+j.AckFailed+j.Redelivered)
 	if mode == ModeCopy && j.ResumedFrom > 0 {
 		// A resumed copy writes again what the last run wrote after its
 		// checkpoint; browsing raises no delivery count to tell which.

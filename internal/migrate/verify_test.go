@@ -30,6 +30,11 @@ func TestVerification(t *testing.T) {
 		// An audit: two sources numbering their ids alike, merged into one
 		// JetStream stream: the sink dropped the second source's messages
 		// as duplicates, and the move said verified.
+		// An AMQP link lost mid-move: the accept of one message failed,
+		// RabbitMQ delivered it again (with no delivery count), and the
+		// sink dropped the second copy. A clean move said "merged".
+		{name: "a duplicate explained by a failed acknowledgement", j: JobReport{Counts: Counts{Written: 3001, DuplicatesDropped: 1, AckFailed: 1}, SinkBefore: bl(0, 0), SinkAfter: bl(3000, 0)},
+			mode: ModeMove, verified: true, checked: true},
 		{name: "duplicates nothing explains: distinct messages merged", j: JobReport{Counts: Counts{Written: 4, DuplicatesDropped: 3}, SinkBefore: bl(5, 0), SinkAfter: bl(6, 0)},
 			mode: ModeMove, checked: true, note: "the sink dropped 3 messages as duplicates of others it holds"},
 		{name: "fewer: merged or taken", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: bl(0, 0), SinkAfter: bl(1, 0)},
