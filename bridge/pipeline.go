@@ -62,8 +62,10 @@ type Pipeline struct {
 
 	lastErr error // the last failure to open or receive, for /readyz; nil once open
 	// confirmedAt is when the sink last confirmed a message, or the source
-	// opened: Ready reports a stall from it (Options.StallAfter).
+	// opened: Ready reports a stall from it (Options.StallAfter), with
+	// sendErr, the sink's last failure since.
 	confirmedAt time.Time
+	sendErr     error
 	lostBefore  uint64 // what closed sources lost (driver.LossCounter)
 
 	// acks holds the items the sink confirmed, for the ackers (guarded by
@@ -607,8 +609,12 @@ func (p *Pipeline) stallLocked(now time.Time) error {
 	if now.Sub(oldest) < after {
 		return nil // a message that arrived after a quiet spell
 	}
-	return fmt.Errorf("%w: the sink has confirmed nothing for %s while %d messages wait (the oldest for %s): is its broker stalled or refusing? (stall_after %s)",
-		ErrStalled, now.Sub(p.confirmedAt).Round(time.Second), p.live.len(), now.Sub(oldest).Round(time.Second), after)
+	why := "is its broker stalled or refusing?"
+	if p.sendErr != nil {
+		why = fmt.Sprintf("its last send failed: %v", p.sendErr)
+	}
+	return fmt.Errorf("%w: the sink has confirmed nothing for %s while %d messages wait (the oldest for %s): %s (stall_after %s)",
+		ErrStalled, now.Sub(p.confirmedAt).Round(time.Second), p.live.len(), now.Sub(oldest).Round(time.Second), why, after)
 }
 
 // ErrStalled is wrapped by Ready's error for a pipeline whose sink confirms

@@ -204,7 +204,10 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		p.requeue(again)
 	}
 	if len(acks) > 0 {
-		p.confirmedAt = done // the sink answers (Ready's stall check)
+		p.confirmedAt, p.sendErr = done, nil // the sink answers (Ready's stall check)
+	}
+	if len(retries) > 0 {
+		p.sendErr = retries[len(retries)-1].err
 	}
 	p.mu.Unlock()
 

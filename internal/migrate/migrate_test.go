@@ -955,7 +955,7 @@ func TestJobsFailAfterTheConnectTimeout(t *testing.T) {
 		{"broker that cannot count stalls", strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`), "memq: ping: no answer", stalled, 20, 0},
 		{"broker that counts stalls", moveHCL, "the source's count fails: memq: count: no answer", stalled, 20, 0},
 		{"sink refuses every send", strings.Replace(moveHCL, `pipeline "p" {`, "pipeline \"p\" {\n  stall_after = \"200ms\"", 1),
-			"the sink has confirmed nothing for", func(b *memBroker) { b.sinkLimit = 5 }, 20, 5},
+			"messages wait (the oldest for ", func(b *memBroker) { b.sinkLimit = 5 }, 20, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, pipes := setup(t, tc.hcl)
@@ -969,6 +969,9 @@ func TestJobsFailAfterTheConnectTimeout(t *testing.T) {
 			rep := Run(context.Background(), pipes, opt, nil)
 			if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, tc.want) {
 				t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+			}
+			if tc.written > 0 && !strings.Contains(rep.Reason, "its last send failed: memq: sink unavailable") {
+				t.Errorf("the stall's reason lacks the sink's error: %s", rep.Reason)
 			}
 			if j := rep.Jobs[0]; j.Written != int64(tc.written) {
 				t.Errorf("written %d, want %d", j.Written, tc.written)
