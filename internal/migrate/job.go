@@ -142,6 +142,13 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		tr.sample = opt.Sample
 		tr.releaseHeld = func() { j.release(tr) }
 	}
+	if browsing && opt.Mode == ModeCopy && j.state != nil {
+		tr.lease = func(upTo uint64) {
+			if err := j.state.save(j.key(), 0, upTo); err != nil {
+				j.log.Error("cannot save the copy checkpoint", "error", err)
+			}
+		}
+	}
 	cfg := def.Config
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = bridge.NewMetrics(reg)
@@ -255,7 +262,15 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if browsing && opt.Mode == ModeCopy {
 		rep.Checkpoint = snap.checkpoint
 		if j.state != nil {
-			if err := j.state.save(j.key(), snap.checkpoint, snap.highest); err != nil {
+			save := j.state.save
+			if snap.notCopied == 0 {
+				// Nothing is pending or handed back: what was written is
+				// known to the position, and the lease that ran ahead of
+				// it (leaseUpTo) must not let the next copy forgive
+				// duplicates of messages this one never wrote.
+				save = j.state.settle
+			}
+			if err := save(j.key(), snap.checkpoint, snap.highest); err != nil {
 				j.log.Error("cannot save the copy checkpoint", "error", err)
 			}
 		}

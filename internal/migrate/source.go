@@ -24,8 +24,13 @@ const maxGroupNames = 1000
 // settled, without changing the engine: the job wraps the source it opens.
 type tracker struct {
 	dryRun bool
-	hold   bool  // dry run on a source that cannot browse: keep deliveries until the end
-	sample int64 // hold mode: take at most this many
+	// lease, when set (a copy with -state), records in the state file that
+	// positions up to its argument may be written (leaseUpTo); leasedTo
+	// is the last one recorded. Touched by the source's Receive only.
+	lease    func(upTo uint64)
+	leasedTo uint64
+	hold     bool  // dry run on a source that cannot browse: keep deliveries until the end
+	sample   int64 // hold mode: take at most this many
 	// releaseHeld hands the held deliveries back (hold mode); the tracked
 	// source calls it before it closes the source they came from.
 	releaseHeld func()
@@ -181,6 +186,24 @@ func (t *tracker) received(n int, fresh bool) {
 	close(t.changed)
 	t.changed = make(chan struct{})
 	t.mu.Unlock()
+}
+
+// leaseUpTo makes sure the state file says that positions up to pos may be
+// written before the engine gets them: a copy killed mid-run writes again,
+// on its resume, what it wrote past its checkpoint, and the verification
+// allows for those only as far as the state file says (written_up_to).
+// The checkpoint itself is saved once a second, behind the writes; so the
+// lease runs ahead of them, by a tenth of what was taken (at least 1,000
+// positions), and costs a save only when it runs out.
+func (t *tracker) leaseUpTo(pos uint64) {
+	if t.lease == nil || pos <= t.leasedTo {
+		return
+	}
+	t.mu.Lock()
+	ahead := uint64(max(1000, t.taken/10))
+	t.mu.Unlock()
+	t.leasedTo = pos + ahead
+	t.lease(t.leasedTo)
 }
 
 // seen records a delivery the engine gets, and says whether it is a
@@ -452,10 +475,14 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	}
 	out := make([]driver.Delivery, 0, len(ds))
 	var skipped int64
+	var highest uint64
 	fresh := false
 	for _, d := range ds {
 		m := d.Message()
 		pos, hasPos := position(m)
+		if pos > highest {
+			highest = pos
+		}
 		td := &trackedDelivery{PassDelivery: driver.PassDelivery{Delivery: d}, t: t, pos: pos, hasPos: hasPos}
 		if m != nil && t.keep != nil && !decodeFailed(d) && !t.keep(m) {
 			skipped++
@@ -474,6 +501,7 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 		out = append(out, td)
 	}
 	t.received(len(ds), fresh)
+	t.leaseUpTo(highest)
 	if skipped > 0 {
 		t.mu.Lock()
 		t.skipped += skipped

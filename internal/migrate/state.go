@@ -124,8 +124,8 @@ func filterWords(f string) string {
 	return "only " + f
 }
 
-// save records a checkpoint and the highest position written; it never
-// moves either back.
+// save records a checkpoint and the highest position that may be written;
+// it never moves either back.
 func (s *stateFile) save(job string, after, writtenUpTo uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -133,7 +133,21 @@ func (s *stateFile) save(job string, after, writtenUpTo uint64) error {
 	if after <= old.After && writtenUpTo <= old.WrittenUpTo {
 		return nil
 	}
-	s.data.Jobs[job] = checkpoint{After: max(after, old.After), WrittenUpTo: max(writtenUpTo, old.WrittenUpTo),
+	return s.writeLocked(job, max(after, old.After), max(writtenUpTo, old.WrittenUpTo))
+}
+
+// settle records the checkpoint and the highest position written at the
+// end of a copy that left nothing pending: that position is known, so it
+// replaces the lease that ran ahead (which only grows in save).
+func (s *stateFile) settle(job string, after, writtenUpTo uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.data.Jobs[job]
+	return s.writeLocked(job, max(after, old.After), max(writtenUpTo, after, old.After))
+}
+
+func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
+	s.data.Jobs[job] = checkpoint{After: after, WrittenUpTo: writtenUpTo,
 		Updated: time.Now().UTC(), Source: s.sources[job], Filters: s.filters[job]}
 	b, err := json.MarshalIndent(s.data, "", "  ")
 	if err != nil {

@@ -62,9 +62,12 @@ func verification(j *JobReport, mode Mode) *Verification {
 	byDelivery := min(j.DuplicatesDropped-byRun, j.Redelivered)
 	forgiven := byRun + byDelivery
 	if mode == ModeCopy && j.ResumedFrom > 0 {
-		// A resumed copy writes again what the last run wrote after its
-		// checkpoint; browsing raises no delivery count to tell which.
-		forgiven, byDelivery = j.DuplicatesDropped, 0
+		// A resumed copy writes again what the last run wrote past its
+		// checkpoint, as far as its state file says it may have written
+		// (rewritable); browsing raises no delivery count to tell which.
+		// An incremental copy whose new messages reuse ids must not pass.
+		byRun = min(j.DuplicatesDropped, j.Retried+j.AckFailed+j.rewritable)
+		forgiven, byDelivery = byRun, 0
 	}
 	merged := j.DuplicatesDropped - forgiven
 	v := &Verification{Expected: j.Written - forgiven}

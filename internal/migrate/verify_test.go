@@ -3,6 +3,8 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +25,12 @@ func TestVerification(t *testing.T) {
 	}{
 		{name: "as written", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: bl(0, 0), SinkAfter: bl(3, 1)},
 			mode: ModeMove, verified: true, checked: true},
-		{name: "duplicates the sink reported, a resumed copy", j: JobReport{Counts: Counts{Written: 4, DuplicatesDropped: 3}, ResumedFrom: 10, SinkBefore: bl(5, 0), SinkAfter: bl(6, 0)},
+		{name: "duplicates the sink reported, a resumed copy, within what the last run may have written", j: JobReport{Counts: Counts{Written: 4, DuplicatesDropped: 3}, ResumedFrom: 10, rewritable: 3, SinkBefore: bl(5, 0), SinkAfter: bl(6, 0)},
 			mode: ModeCopy, verified: true, checked: true},
+		// An incremental copy (-state, run again later) whose new messages
+		// reuse ids: they were merged away, and it said verified.
+		{name: "duplicates the sink reported, a resumed copy, beyond what the last run may have written", j: JobReport{Counts: Counts{Written: 50, DuplicatesDropped: 50}, ResumedFrom: 50, SinkBefore: bl(50, 0), SinkAfter: bl(50, 0)},
+			mode: ModeCopy, checked: true, note: "the sink dropped 50 messages as duplicates of others it holds"},
 		{name: "duplicates the sink reported, explained by retries", j: JobReport{Counts: Counts{Written: 4, DuplicatesDropped: 3, Retried: 1, AckFailed: 2}, SinkBefore: bl(5, 0), SinkAfter: bl(6, 0)},
 			mode: ModeMove, verified: true, checked: true},
 		// A delivery before this run is no proof of a write: an audit
@@ -245,5 +251,40 @@ func TestMessagesThatLeftTheSourceAnotherWay(t *testing.T) {
 	}
 	if !strings.Contains(rep.Reason, "not verified: 3 messages left the source other than through this migration") {
 		t.Errorf("first line: %q", rep.Reason)
+	}
+}
+
+// An incremental copy (-state, run again later) whose new messages reuse
+// the dedup ids of ones copied before: the deduplicating sink drops them,
+// and the copy must say NOT verified. Its state file ran a lease ahead of
+// the writes while copying (so that a killed copy's rewrites are allowed
+// for); a copy that ended with nothing pending settles it to what was
+// written, or the lease would have forgiven these.
+func TestIncrementalCopyWithReusedIDsIsNotVerified(t *testing.T) {
+	defer func(w time.Duration) { verifyWait = w }(verifyWait)
+	verifyWait = 0
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
+	first := msgs(5, 0)
+	for i, m := range first {
+		m.DedupID = fmt.Sprintf("d%d", i)
+	}
+	b.put("in", first...)
+	opt := fastOptions(ModeCopy)
+	opt.StateFile = filepath.Join(t.TempDir(), "state.json")
+	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete || !rep.Jobs[0].Verification.Verified {
+		t.Fatalf("first copy: %s: %s", rep.Outcome, rep.Reason)
+	}
+	raw, err := os.ReadFile(opt.StateFile)
+	if err != nil || !strings.Contains(string(raw), `"written_up_to": 5`) {
+		t.Fatalf("state after a complete copy: %v\n%s", err, raw)
+	}
+	again := msgs(5, 0)
+	for i, m := range again {
+		m.ID, m.DedupID = fmt.Sprintf("n%d", i), fmt.Sprintf("d%d", i) // new messages, old ids
+	}
+	b.put("in", again...)
+	rep := Run(context.Background(), pipes, opt, nil)
+	if v := rep.Jobs[0].Verification; v == nil || v.Verified || !strings.Contains(rep.Reason, "not verified") {
+		t.Fatalf("incremental copy: verification %+v, reason %q", v, rep.Reason)
 	}
 }
