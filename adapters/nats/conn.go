@@ -25,6 +25,11 @@ type conn struct {
 
 	mu      sync.Mutex
 	lastErr error // the last disconnect or async error, for Ready
+	// down and closed follow the connection's handlers, for Ready:
+	// nc.Status() takes the connection's lock, which nats.go holds while
+	// it dials during a reconnect (seconds against a frozen server), and
+	// /readyz and /metrics must not wait for that.
+	down, closed bool
 
 	// reconnects counts reconnections; the JetStream source checks its
 	// consumer again after one (see jsSource.recover).
@@ -90,15 +95,20 @@ func (c *conn) options(cc connConfig) ([]nats.Option, error) {
 			if nc.IsClosed() {
 				return // our own Close
 			}
+			c.setDown(true)
 			c.setErr(err)
 			c.log.Warn("nats disconnected; reconnecting", "error", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			c.reconnects.Add(1)
+			c.setDown(false)
 			c.setErr(nil)
 			c.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
+			c.mu.Lock()
+			c.closed = true
+			c.mu.Unlock()
 			if err := nc.LastError(); err != nil {
 				c.log.Warn("nats connection closed", "error", err)
 			}
@@ -157,19 +167,28 @@ func (c *conn) setErr(err error) {
 	c.mu.Unlock()
 }
 
-// ready reports whether the connection is up.
-func (c *conn) ready() error {
-	st := c.nc.Status()
-	if st == nats.CONNECTED {
-		return nil
-	}
+// setDown records a disconnect (true) or a reconnect (false).
+func (c *conn) setDown(down bool) {
 	c.mu.Lock()
-	err := c.lastErr
+	c.down = down
 	c.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("nats: connection %s: %w", st, err)
+}
+
+// ready reports whether the connection is up, from what its handlers said
+// (see conn.down): it never waits for the connection.
+func (c *conn) ready() error {
+	c.mu.Lock()
+	down, closed, err := c.down, c.closed, c.lastErr
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return errors.New("nats: connection CLOSED")
+	case !down:
+		return nil
+	case err != nil:
+		return fmt.Errorf("nats: connection RECONNECTING: %w", err)
 	}
-	return fmt.Errorf("nats: connection %s", st)
+	return errors.New("nats: connection RECONNECTING")
 }
 
 // close closes the connection, then releases the embedded server.

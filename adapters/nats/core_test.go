@@ -386,18 +386,39 @@ func TestCorePing(t *testing.T) {
 func TestStalledServerIsFoundByPings(t *testing.T) {
 	srv := startServer(t)
 	px := faultproxy.New(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
-	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: "nats://" + px.Addr(), PingInterval: "100ms", ReconnectWait: "50ms"}, Subject: "demo.>"})
+	src, _ := mustSource(t, SourceConfig{ConnConfig: ConnConfig{URL: "nats://" + px.Addr(), PingInterval: "100ms", ReconnectWait: "50ms", ConnectTimeout: "2s"}, Subject: "demo.>"})
 	rc := src.(driver.ReadyChecker)
 	if err := rc.Ready(ctxT(t, time.Second)); err != nil {
 		t.Fatalf("Ready before the stall: %v", err)
 	}
-	px.SetDown(true) // reconnects fail too
+	// Reconnects reach a server that takes the connection and never
+	// answers: nats.go holds its connection lock while it waits for the
+	// INFO, and Ready (what /readyz and /metrics ask) must not wait on it.
+	px.FreezeNew(true)
 	px.Freeze()
 	deadline := time.Now().Add(20 * time.Second)
-	for rc.Ready(ctxT(t, time.Second)) == nil {
+	for {
+		start := time.Now()
+		err := rc.Ready(ctxT(t, time.Second))
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Fatalf("Ready took %s during the stall", took)
+		}
+		if err != nil {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("Ready still says connected 20 s into the stall")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	for range 20 { // through the reconnect attempts
+		start := time.Now()
+		if err := rc.Ready(ctxT(t, time.Second)); err == nil {
+			t.Fatal("Ready says connected while every connection is frozen")
+		}
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Fatalf("Ready took %s while the client reconnects", took)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -18,6 +18,9 @@ type Proxy struct {
 	conns  []net.Conn
 	frozen []chan struct{} // per connection pair: closed = frozen
 	down   bool
+	// freezeNew: new connections are accepted and frozen at once (a
+	// server that takes the connection and never answers).
+	freezeNew bool
 }
 
 // New starts a proxy to target (host:port), closed at the test's end.
@@ -69,6 +72,9 @@ func (p *Proxy) serve() {
 		p.mu.Lock()
 		p.conns = append(p.conns, c, u)
 		p.frozen = append(p.frozen, freeze)
+		if p.freezeNew {
+			close(freeze)
+		}
 		p.mu.Unlock()
 		go func() { pump(u, c, freeze); u.Close() }()
 		go func() { pump(c, u, freeze); c.Close() }()
@@ -119,6 +125,14 @@ func (p *Proxy) Cut() {
 	}
 	p.conns = nil
 	p.frozen = nil
+}
+
+// FreezeNew makes new connections frozen from the start (true), or
+// forwarded again (false).
+func (p *Proxy) FreezeNew(on bool) {
+	p.mu.Lock()
+	p.freezeNew = on
+	p.mu.Unlock()
 }
 
 // SetDown refuses (true) or accepts (false) new connections.
