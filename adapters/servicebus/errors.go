@@ -79,6 +79,13 @@ func fatal(err error) bool {
 	return fatalConditions[condition(err)]
 }
 
+// unauthorized reports a refusal of the credentials (a key that does not
+// sign, a missing claim).
+func unauthorized(err error) bool {
+	c := condition(err)
+	return sdkCode(err) == azservicebus.CodeUnauthorizedAccess || c == amqp.ErrCondUnauthorizedAccess || c == "com.microsoft:auth-failed"
+}
+
 // explain adds what a user can do about a well-known refusal.
 func explain(err error, sessions bool) error {
 	s := strings.ToLower(err.Error())

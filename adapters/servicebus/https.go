@@ -92,16 +92,19 @@ func restFatal(err error) bool {
 }
 
 // restPermanent says a send cannot succeed by retrying: a message the
-// service refuses (400), too large (413, or 403 naming the size),
-// unauthorized (401), no such entity (404, 410). A 403 without a size
-// reason is a quota and worth retrying.
+// service refuses (400), too large (413, or 403 naming the size), no such
+// entity (404, 410: a template that named one). A 403 without a size
+// reason is a quota and worth retrying. 401 is not the message's: a key
+// that does not sign refuses every message, and dead-lettering each one
+// (an audit's whole queue) is no answer; the send is retried, and the
+// pipeline stalls (stall_after) and says why.
 func restPermanent(err error) bool {
 	var re *restError
 	if !errors.As(err, &re) {
 		return false
 	}
 	switch re.status {
-	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusGone, http.StatusRequestEntityTooLarge:
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusGone, http.StatusRequestEntityTooLarge:
 		return true
 	case http.StatusForbidden:
 		b := strings.ToLower(re.body)

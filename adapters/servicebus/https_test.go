@@ -229,8 +229,9 @@ func TestHTTPSBatchesAndLimits(t *testing.T) {
 }
 
 // Authorization: the SAS token the adapter signs is accepted, a wrong key
-// fails for good (source and sink), an expired pre-built token is
-// explained, and a Microsoft Entra ID token goes as a bearer token.
+// fails the source for good and each send of the sink (retried, never a
+// message's dead letter), an expired pre-built token is explained, and a
+// Microsoft Entra ID token goes as a bearer token.
 func TestHTTPSAuthorization(t *testing.T) {
 	t.Parallel()
 	f := newRESTFake(t)
@@ -243,9 +244,12 @@ func TestHTTPSAuthorization(t *testing.T) {
 	if _, err := src.Receive(ctxT(t, 10*time.Second), 1); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("wrong key: %v", err)
 	}
+	// The sink's key is not the message's fault: the send fails, and is
+	// not permanent, which would dead-letter every message (an audit's
+	// whole queue went to the dead-letter destination).
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: bad, Queue: "secure"})
-	if err := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{textMsg("x")})[0]; !driver.IsPermanent(err) {
-		t.Fatalf("wrong key, send: %v", err)
+	if err := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{textMsg("x")})[0]; err == nil || driver.IsPermanent(err) || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("wrong key, send: %v; want a 401 that is not permanent", err)
 	}
 
 	// a pre-built token in the connection string: sent as it is

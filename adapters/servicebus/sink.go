@@ -61,7 +61,14 @@ func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azco
 			if b := tlsErr.Load(); b != nil {
 				err = b.err
 			}
-			return nil, fmt.Errorf("servicebus sink: %s: %w", name, err)
+			err = fmt.Errorf("servicebus sink: %s: %w", name, err)
+			if fatal(err) {
+				// Refused for good (a key that does not sign, a missing
+				// claim, no such entity): a migration fails at once; the
+				// engine retries anyway.
+				err = driver.Permanent(err)
+			}
+			return nil, err
 		}
 	}
 	log.Info("servicebus sink: ready", "namespace", set.conn.description, set.entityField, set.entity.String(),

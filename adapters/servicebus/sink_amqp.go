@@ -198,6 +198,10 @@ func (s *sinkCommon) sendErr(entity string, err error) error {
 		// the entity takes less than the sink's max_message_size.
 		return driver.Permanent(fmt.Errorf("servicebus: %s: %w: %w", entity,
 			mapping.TooLargef(sbmap.Wire, "message", "the entity takes less than this message and refused it (the sink's max_message_size is %d: set it to the entity's maximum message size to refuse such messages before sending)", s.set.maxMessageSize), err))
+	case unauthorized(err):
+		// The sink's credentials, not the message: retried (the
+		// pipeline stalls and says why), never a dead letter.
+		return fmt.Errorf("servicebus: %s: %w", entity, err)
 	case fatal(err):
 		return driver.Permanent(fmt.Errorf("servicebus: %s: %w", entity, sessionHint(err)))
 	case condition(err) == serverBusy:
