@@ -841,7 +841,9 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 // sayUnanswered logs once that an idle source's broker does not answer
 // its pings, so a job that waits for it says why.
 func (w *watch) sayUnanswered() {
-	if w.saidUnanswered {
+	if w.saidUnanswered || w.live.failure() == nil {
+		// Nothing failed: the pings have not yet covered the whole
+		// -idle (a quiet queue); the next ticks tell.
 		return
 	}
 	w.saidUnanswered = true

@@ -284,7 +284,16 @@ func TestCopyRefusedWhereTheSourceCannotBrowse(t *testing.T) {
 func TestIdleDecidesWhereTheSourceCannotCount(t *testing.T) {
 	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
 	b.put("in", msgs(30, 0)...)
-	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	opt := fastOptions(ModeMove)
+	opt.pingEvery = 25 * time.Millisecond // near -idle, as 1 s is near 5 s: the pings have not covered it at the first look
+	var logs bytes.Buffer
+	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	rep := Run(context.Background(), pipes, opt, nil)
+	// A broker that answers its pings is no news (an audit saw the
+	// warning on every quiet RabbitMQ move, "error=<nil>").
+	if strings.Contains(logs.String(), "does not answer") {
+		t.Errorf("a healthy broker was said not to answer:\n%s", logs.String())
+	}
 	if j := rep.Jobs[0]; rep.Outcome != OutcomeComplete || j.DrainedBy != "idle" || j.Written != 30 {
 		t.Fatalf("outcome %s, drained by %q, written %d: %s", rep.Outcome, j.DrainedBy, j.Written, rep.Reason)
 	}
