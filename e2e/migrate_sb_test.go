@@ -529,6 +529,16 @@ pipeline "p" {
 %s  }
 }
 `, wrongKey, srv.HTTP, e.conn(out)), "401"},
+		{"servicebus sink", fmt.Sprintf(`
+pipeline "p" {
+  source "sqs" {
+%s  }
+  sink "servicebus" {
+    connection_string = %q
+    queue = "orders"
+  }
+}
+`, e.conn(out), wrongKey), "nauthorized"},
 		// Not credentials, but refused for good as well: a session queue
 		// read without a sessions block waited out -connect-timeout.
 		{"servicebus session queue without sessions", fmt.Sprintf(`
