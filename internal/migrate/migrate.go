@@ -177,6 +177,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 	if opt.Parallel > 1 {
 		brokerEntities(ctx, units, &opt)
 	}
+	refuseCycles(units)
 	ordered := runOrder(units)
 	lanes := [][]*unit{ordered} // one after the other
 	if opt.Parallel > 1 {
@@ -314,6 +315,57 @@ func brokerEntities(ctx context.Context, units []*unit, opt *Options) {
 		}
 	}
 	wg.Wait()
+}
+
+// refuseCycles fails, before anything runs, the units that move messages
+// in a circle: each writes what the next reads and the last what the first
+// reads (qa → qb, qb → qa). In any order the messages end where they
+// started, and every pipeline said complete. Only entities named alike
+// count here (not a server standing for its entities, as for lanes): two
+// pipelines between two servers in opposite directions are no circle.
+func refuseCycles(units []*unit) {
+	feeds := func(k, i int) bool {
+		if k == i || len(units[k].jobs) == 0 || len(units[i].jobs) == 0 {
+			return false
+		}
+		for _, w := range units[k].writes {
+			if slices.Contains(units[i].reads, w) {
+				return true
+			}
+		}
+		return false
+	}
+	var circle []int
+	for i := range units {
+		seen := make([]bool, len(units))
+		stack := []int{i}
+		for len(stack) > 0 && !seen[i] {
+			k := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for j := range units {
+				if feeds(k, j) && !seen[j] {
+					seen[j] = true
+					stack = append(stack, j)
+				}
+			}
+		}
+		if seen[i] {
+			circle = append(circle, i)
+		}
+	}
+	if len(circle) == 0 {
+		return
+	}
+	names := make([]string, len(circle))
+	for n, i := range circle {
+		names[n] = units[i].jobs[0].pipe.Name
+	}
+	for _, i := range circle {
+		p := units[i].jobs[0].pipe
+		units[i].jobs = nil
+		units[i].reports = []*JobReport{notRun(p, "main", OutcomeFailed, fmt.Sprintf(
+			"pipelines %s move messages in a circle (each writes what another reads, round to the first): they would end where they started; nothing of them was migrated: move each queue once, with one pipeline", strings.Join(names, ", ")))}
+	}
 }
 
 // runOrder orders units so that one that writes what another reads runs

@@ -454,3 +454,27 @@ func TestChainRunsWriterFirst(t *testing.T) {
 		}
 	}
 }
+
+// Two pipelines that move a queue back and forth (a → b, b → a) are
+// refused before anything runs: run in turn, the messages ended where they
+// started and both said complete (an audit). A pipeline beside them runs.
+func TestCircleOfPipelinesIsRefused(t *testing.T) {
+	b, _, pipes := setupPar(t, 1, "a-to-b: a -> b", "b-to-a: b -> a", "c-to-d: c -> d")
+	b.put("a", msgs(5, 0)...)
+	b.put("c", msgs(2, 0)...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeFailed || len(rep.Jobs) != 3 {
+		t.Fatalf("outcome %s, %d jobs: %s", rep.Outcome, len(rep.Jobs), rep.Reason)
+	}
+	for _, j := range rep.Jobs[:2] {
+		if j.Outcome != OutcomeFailed || !strings.Contains(j.Reason, "move messages in a circle") || j.Read != 0 {
+			t.Errorf("%s: %s, read %d: %s", j.Pipeline, j.Outcome, j.Read, j.Reason)
+		}
+	}
+	if j := rep.Jobs[2]; j.Outcome != OutcomeComplete || j.Written != 2 {
+		t.Errorf("the pipeline beside them: %s, written %d", j.Outcome, j.Written)
+	}
+	if got := b.backlog("a").Pending(); got != 5 {
+		t.Errorf("a holds %d, want its 5 untouched", got)
+	}
+}
