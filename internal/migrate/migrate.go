@@ -321,15 +321,17 @@ func brokerEntities(ctx context.Context, units []*unit, opt *Options) {
 // in a circle: each writes what the next reads and the last what the first
 // reads (qa → qb, qb → qa). In any order the messages end where they
 // started, and every pipeline said complete. Only entities named alike
-// count here (not a server standing for its entities, as for lanes): two
-// pipelines between two servers in opposite directions are no circle.
+// count here (not a server standing for its entities, as for lanes, nor a
+// kind without identities): two pipelines between two servers in opposite
+// directions are no circle.
 func refuseCycles(units []*unit) {
 	feeds := func(k, i int) bool {
 		if k == i || len(units[k].jobs) == 0 || len(units[i].jobs) == 0 {
 			return false
 		}
 		for _, w := range units[k].writes {
-			if slices.Contains(units[i].reads, w) {
+			// A kind alone (no identity hook) names no entity.
+			if strings.Contains(w, " ") && slices.Contains(units[i].reads, w) {
 				return true
 			}
 		}
