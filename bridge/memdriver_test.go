@@ -28,6 +28,7 @@ type memQueue struct {
 	all            []*memDelivery
 	redeliver      bool // a nacked message goes back to the queue
 	noNative       bool // deliveries do not implement driver.DeadLetterer
+	recycle        bool // deliveries implement driver.Recycler (recyclingDelivery)
 
 	receiveErr func(calls int) error // fails Receive when it returns non-nil
 	calls      int
@@ -74,9 +75,12 @@ func (q *memQueue) receive(ctx context.Context, limit int) ([]driver.Delivery, e
 	out := make([]driver.Delivery, n)
 	for i, d := range q.pending[:n] {
 		d.received.Add(1)
-		if q.noNative {
+		switch {
+		case q.noNative:
 			out[i] = plainDelivery{d}
-		} else {
+		case q.recycle:
+			out[i] = recyclingDelivery{d}
+		default:
 			out[i] = d
 		}
 	}
@@ -140,6 +144,7 @@ type memDelivery struct {
 	acks        atomic.Int64
 	nacks       atomic.Int64
 	releases    atomic.Int64
+	recycles    atomic.Int64
 	deadLetters atomic.Int64
 	extends     atomic.Int64
 	settledOnce atomic.Bool
@@ -202,6 +207,24 @@ func (d *memDelivery) DeadLetter(ctx context.Context, reason, desc string) error
 	d.mu.Unlock()
 	d.q.settled(d, false)
 	return nil
+}
+
+// recyclingDelivery is a delivery whose adapter reuses it
+// (driver.Recycler). Recycle checks that the engine is done with it: acked
+// and settled, once. It then scribbles over the message, as a reuse would,
+// so a later use of it shows (a send of the id "recycled", or a race).
+type recyclingDelivery struct{ *memDelivery }
+
+func (r recyclingDelivery) Recycle() {
+	d := r.memDelivery
+	if d.recycles.Add(1) != 1 {
+		d.q.t.Errorf("delivery %s recycled twice", d.msg.ID)
+	}
+	if d.acks.Load() != 1 || d.nacks.Load()+d.releases.Load()+d.deadLetters.Load() != 0 {
+		d.q.t.Errorf("delivery %s recycled after %d acks, %d nacks, %d releases, %d dead letters: only an acked one may be",
+			d.msg.ID, d.acks.Load(), d.nacks.Load(), d.releases.Load(), d.deadLetters.Load())
+	}
+	*d.msg = mapping.Message{ID: "recycled", GroupKey: "recycled"}
 }
 
 // plainDelivery hides DeadLetter (a broker without a native DLQ).

@@ -1055,3 +1055,77 @@ func TestStalledSinkMakesThePipelineNotReady(t *testing.T) {
 		}
 	})
 }
+
+// A delivery that its adapter reuses (driver.Recycler) is recycled once,
+// after the ack batch that settled it, and never when it was dead-lettered
+// or its ack failed: reuse before then would hand the engine another
+// message's fields.
+func TestRecycleOnlyAfterAck(t *testing.T) {
+	q := newQueue(t)
+	q.recycle = true
+	var msgs []*mapping.Message
+	for i := range 20 {
+		for _, g := range []string{"a", "b", "c"} {
+			msgs = append(msgs, msg(g, i))
+		}
+	}
+	msgs = append(msgs, msg("bad", 0), msg("retried", 0), msg("ackfails", 0))
+	ids := make([]string, len(msgs)) // Recycle scribbles over the messages
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	q.push(msgs...)
+	ackFails := q.deliveries()[len(msgs)-1]
+	ackFails.ackErr = errors.New("ack refused")
+	sink := newSink(t)
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		switch {
+		case m.ID == "bad/0":
+			return driver.Permanent(errors.New("refused for good"))
+		case m.ID == "retried/0" && attempt == 1:
+			return errTransient
+		}
+		return nil
+	}
+	dlq := newSink(t)
+	cfg := Config{Options: fastOptions(), DeadLetter: DeadLetter{Sink: dlq.open, SinkKind: "mem"}}
+	start(t, cfg, q, sink)
+	eventually(t, 10*time.Second, "every message settled", func() bool {
+		out, _ := q.stats()
+		return out == 0 && q.pendingLen() == 0
+	})
+	h := q.deliveries()
+	eventually(t, 10*time.Second, "the acked ones recycled", func() bool {
+		n := int64(0)
+		for _, d := range h {
+			n += d.recycles.Load()
+		}
+		return n >= int64(len(msgs)-2)
+	})
+	for i, d := range h {
+		want := int64(1)
+		if id := ids[i]; id == "bad/0" || id == "ackfails/0" {
+			want = 0 // dead-lettered (and acked by the dead-letter path), or its ack failed
+		}
+		if got := d.recycles.Load(); got != want {
+			t.Errorf("delivery %d (%s): recycled %d times, want %d", i, ids[i], got, want)
+		}
+	}
+	if n := sinkAttempts(sink, "recycled"); n != 0 {
+		t.Errorf("the sink got a recycled message %d times", n)
+	}
+	for _, g := range []string{"a", "b", "c"} {
+		ids := sink.groupIDs(g)
+		if len(ids) != 20 {
+			t.Fatalf("group %s: sink has %d messages, want 20", g, len(ids))
+		}
+		for i, id := range ids {
+			if want := fmt.Sprintf("%s/%d", g, i); id != want {
+				t.Fatalf("group %s: message %d is %s, want %s", g, i, id, want)
+			}
+		}
+	}
+	if dlq.count() != 1 {
+		t.Errorf("dead-letter sink got %d messages, want 1", dlq.count())
+	}
+}

@@ -29,8 +29,9 @@ func (c *codec) encode(sc *natsmap.Scratch, m *mapping.Message, subject string) 
 	return natsmap.EncodeScratch(sc, m, subject, c.enc)
 }
 
-func (c *codec) decode(msg *nats.Msg) (*mapping.Message, error) {
-	return natsmap.Decode(msg, c.dec)
+// decodeInto decodes msg into m, the zero Message (natsmap.DecodeInto).
+func (c *codec) decodeInto(m *mapping.Message, msg *nats.Msg) error {
+	return natsmap.DecodeInto(m, msg, c.dec)
 }
 
 // decodeJS decodes a JetStream delivery with the metadata the jetstream

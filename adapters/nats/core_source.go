@@ -133,16 +133,22 @@ func (s *coreSource) Lost() uint64 {
 // wrap decodes m. A message natsmap refuses still becomes a delivery, with
 // what could be read and its DecodeError, so the engine dead-letters it.
 func (s *coreSource) wrap(m *nats.Msg) *coreDelivery {
-	d := &coreDelivery{log: s.log}
-	d.msg, d.decodeErr = s.codec.decode(m)
-	if d.decodeErr != nil {
+	d := coreDeliveries.Get().(*coreDelivery)
+	d.log = s.log
+	if d.decodeErr = s.codec.decodeInto(&d.msg, m); d.decodeErr != nil {
 		s.log.Error("nats: received a message that cannot be decoded; it must be dead-lettered",
 			"subject", m.Subject, "error", d.decodeErr)
-		d.msg = s.codec.decodeRaw(m, nil)
+		d.msg = *s.codec.decodeRaw(m, nil)
 	}
-	applySubjectGroup(d.msg, m.Subject, s.set.groupToken)
+	applySubjectGroup(&d.msg, m.Subject, s.set.groupToken)
 	return d
 }
+
+// coreDeliveries are reused once the engine is done with them
+// (driver.Recycler): a core subject is the busiest path there is, and
+// allocating each decoded message was about a tenth of the daemon's CPU
+// there (docs/benchmarks.md).
+var coreDeliveries = sync.Pool{New: func() any { return new(coreDelivery) }}
 
 // applySubjectGroup takes the group key from subject token n (1-based);
 // when the subject is too short the group header's value stays.
@@ -191,19 +197,26 @@ func (s *coreSource) Ping(ctx context.Context) error {
 	return nil
 }
 
-// coreDelivery settles nothing: core NATS has no acknowledgement.
+// coreDelivery settles nothing: core NATS has no acknowledgement. It holds
+// its message, one allocation for both, and is reused (Recycle).
 type coreDelivery struct {
-	msg       *mapping.Message
+	msg       mapping.Message
 	decodeErr error
 	log       *slog.Logger
 }
 
-func (d *coreDelivery) Message() *mapping.Message                   { return d.msg }
+func (d *coreDelivery) Message() *mapping.Message                   { return &d.msg }
 func (d *coreDelivery) Ack(context.Context) error                   { return nil }
 func (d *coreDelivery) Extend(context.Context, time.Duration) error { return nil }
 
 // DecodeError is why natsmap refused the message, or nil.
 func (d *coreDelivery) DecodeError() error { return d.decodeErr }
+
+// Recycle puts d back for a later message (driver.Recycler).
+func (d *coreDelivery) Recycle() {
+	*d = coreDelivery{}
+	coreDeliveries.Put(d)
+}
 
 // Nack cannot hand the message back: core NATS has no redelivery, so the
 // message is lost. It is logged so the loss is visible.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime"
 	"strings"
@@ -420,5 +421,34 @@ func TestStalledServerIsFoundByPings(t *testing.T) {
 			t.Fatalf("Ready took %s while the client reconnects", took)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A recycled core delivery decodes the next message from scratch: nothing
+// of the message it held before (attributes, group, ids, trace) shows.
+func TestCoreDeliveryRecycledClean(t *testing.T) {
+	s := &coreSource{codec: newCodec("", mapping.Options{}), set: &sourceSettings{}, log: slog.New(slog.DiscardHandler)}
+	first := &nats.Msg{Subject: "orders.new", Data: []byte("one"), Header: nats.Header{
+		"Qbridge-Group": {"g1"}, "Nats-Msg-Id": {"id-1"}, "Tenant": {"acme"},
+		"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+	}}
+	d := s.wrap(first)
+	if m := d.Message(); m.GroupKey != "g1" || m.DedupID != "id-1" || len(m.Attributes) != 1 || m.Trace.IsZero() {
+		t.Fatalf("first message decoded as %+v", m)
+	}
+	d.Recycle()
+	// The pool may or may not hand the same delivery back; either way the
+	// second message must decode as if alone.
+	for range 3 {
+		d2 := s.wrap(&nats.Msg{Subject: "orders.old", Data: []byte("two")})
+		m := d2.Message()
+		if m.GroupKey != "" || m.DedupID != "" || len(m.Attributes) != 0 || !m.Trace.IsZero() ||
+			string(m.Body) != "two" || m.Source.Address != "orders.old" || m.Source.PartitionID != -1 {
+			t.Fatalf("a message decoded into a recycled delivery: %+v", m)
+		}
+		if d2.DecodeError() != nil {
+			t.Fatal(d2.DecodeError())
+		}
+		d2.Recycle()
 	}
 }

@@ -78,6 +78,18 @@ type Releaser interface {
 	Release(ctx context.Context) error
 }
 
+// Recycler is implemented by deliveries whose adapter reuses their memory,
+// the Message with it, for later deliveries: on the busiest path the
+// allocation of each decoded message is a good share of a bridge's CPU. The
+// engine calls Recycle once, after the delivery was acknowledged and when it
+// holds no reference to the delivery or its Message; neither is used again.
+// Sinks therefore keep no Message past the Send that got it. A wrapper of
+// deliveries does not pass Recycle on (PassDelivery lacks it): it may keep
+// what the delivery gave it, so its deliveries are left to the collector.
+type Recycler interface {
+	Recycle()
+}
+
 // DeadLetterer is implemented by deliveries whose broker has a native
 // dead-letter queue (Service Bus dead-letter, JetStream Term, AMQP reject).
 type DeadLetterer interface {
@@ -100,6 +112,8 @@ type Sink interface {
 	// failed, so the engine can ack the sources. Messages of one call may be
 	// pipelined or batched; the engine never puts two messages of the same
 	// group in one call unless it allows more than one in flight per group.
+	// The messages are the engine's again once Send returns: a sink keeps
+	// none of them (see Recycler).
 	Send(ctx context.Context, msgs []*mapping.Message) []error
 	Close(ctx context.Context) error
 }

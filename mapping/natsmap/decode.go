@@ -94,16 +94,26 @@ type header struct {
 // Decode builds a message from a received NATS message. Body refers to
 // msg.Data.
 func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
+	m := new(mapping.Message)
+	if err := DecodeInto(m, msg, opt); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// DecodeInto is Decode into m, which must be the zero Message: an adapter
+// that reuses its messages (driver.Recycler) decodes without allocating
+// one. On an error m holds part of the message and is to be discarded.
+func DecodeInto(m *mapping.Message, msg *nats.Msg, opt DecodeOptions) error {
 	if msg == nil {
-		return nil, errors.New("natsmap: nil message")
+		return errors.New("natsmap: nil message")
 	}
 	gh := opt.GroupHeader
 	if gh == "" {
 		gh = DefaultGroupHeader
 	}
-	m := &mapping.Message{Body: msg.Data, Source: mapping.Source{
-		Protocol: "nats", Address: msg.Subject, DeliveryCount: 1, PartitionID: -1,
-	}}
+	m.Body = msg.Data
+	m.Source = mapping.Source{Protocol: "nats", Address: msg.Subject, DeliveryCount: 1, PartitionID: -1}
 	jsDelivery := false
 	if opt.JetStream != nil {
 		ApplyJetStreamMeta(m, *opt.JetStream)
@@ -151,11 +161,11 @@ func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
 			continue
 		}
 		if seen[slot] != "" {
-			return nil, mapping.Rejectf(Wire, fmt.Sprintf("header %q", k), "given twice (also as %q)", seen[slot])
+			return mapping.Rejectf(Wire, fmt.Sprintf("header %q", k), "given twice (also as %q)", seen[slot])
 		}
 		seen[slot] = k
 		if len(vs) > 1 {
-			return nil, mapping.Rejectf(Wire, fmt.Sprintf("header %q", k), "has %d values, want one", len(vs))
+			return mapping.Rejectf(Wire, fmt.Sprintf("header %q", k), "has %d values, want one", len(vs))
 		}
 		switch slot {
 		case 0:
@@ -190,7 +200,7 @@ func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
 	if envText != nil {
 		var err error
 		if env, err = mapping.ParseEnvelope(envText.vals[0]); err != nil {
-			return nil, mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
+			return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
 		}
 	}
 	slices.SortFunc(attrs, func(x, y header) int { return cmp.Compare(x.name, y.name) })
@@ -198,34 +208,34 @@ func Decode(msg *nats.Msg, opt DecodeOptions) (*mapping.Message, error) {
 	for _, a := range attrs {
 		v, err := attributeValue(a, env)
 		if err != nil {
-			return nil, mapping.Rejectf(Wire, fmt.Sprintf("header %q", a.name), "%v", err)
+			return mapping.Rejectf(Wire, fmt.Sprintf("header %q", a.name), "%v", err)
 		}
 		m.Attributes = append(m.Attributes, mapping.Attribute{Name: a.name, Value: v})
 	}
 	slices.SortFunc(m.Annotations, func(x, y mapping.Attribute) int { return cmp.Compare(x.Name, y.Name) })
 	if env == nil {
-		return m, nil
+		return nil
 	}
 	// Nats-Msg-Id was the id of a message without a dedup id of its own.
 	if c := env.Fields; c != nil && c.DedupID == "" && c.ID != "" && c.ID == m.DedupID {
 		m.DedupID = ""
 	}
 	if err := env.Apply(m); err != nil {
-		return nil, mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
+		return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
 	}
 	switch env.BodyEncoding {
 	case "":
 	case "base64":
 		b, err := mapping.DecodeBodyBase64(string(m.Body))
 		if err != nil {
-			return nil, mapping.Rejectf(Wire, "data", "%v", err)
+			return mapping.Rejectf(Wire, "data", "%v", err)
 		}
 		m.Body = b
 	default:
-		return nil, mapping.Rejectf(Wire, mapping.EnvelopeName, "unknown body encoding %q", env.BodyEncoding)
+		return mapping.Rejectf(Wire, mapping.EnvelopeName, "unknown body encoding %q", env.BodyEncoding)
 	}
 	slices.SortStableFunc(m.Attributes, func(x, y mapping.Attribute) int { return cmp.Compare(x.Name, y.Name) })
-	return m, nil
+	return nil
 }
 
 // attributeValue rebuilds an attribute from its header values and the type
