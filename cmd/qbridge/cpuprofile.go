@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -24,8 +25,21 @@ func init() {
 		fmt.Fprintln(os.Stderr, "qbridge: QBRIDGE_CPUPROFILE:", err)
 		os.Exit(1)
 	}
+	// $QBRIDGE_MUTEXPROFILE also records where goroutines wait on locks
+	// (every contended lock), for telling a stage that waits from one that
+	// works.
+	mutexPath := os.Getenv("QBRIDGE_MUTEXPROFILE")
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
 	atExit = func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+		if mutexPath != "" {
+			if mf, err := os.Create(mutexPath); err == nil {
+				_ = pprof.Lookup("mutex").WriteTo(mf, 0)
+				_ = mf.Close()
+			}
+		}
 	}
 }
