@@ -146,10 +146,10 @@ func (p *Pipeline) ackBatch(items []*item) {
 	}
 	p.mu.Unlock()
 	// Finished and settled: nothing reads these deliveries or their
-	// messages any more (a heartbeat holding the item sees it settled).
+	// messages any more (a heartbeat holding the item sees it settled; a
+	// sender logging a retry copied what it logs).
 	for i, it := range todo {
 		if r, ok := it.d.(driver.Recycler); ok && errs[i] == nil {
-			it.d, it.orig, it.msg = nil, nil, nil
 			r.Recycle()
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1127,5 +1128,80 @@ func TestRecycleOnlyAfterAck(t *testing.T) {
 	}
 	if dlq.count() != 1 {
 		t.Errorf("dead-letter sink got %d messages, want 1", dlq.count())
+	}
+}
+
+// retryLogHandler holds the first "sink failed; retrying" record until
+// release is closed, and records the ids of every such record.
+type retryLogHandler struct {
+	release <-chan struct{}
+	mu      sync.Mutex
+	held    bool
+	ids     []string
+}
+
+func (h *retryLogHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *retryLogHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *retryLogHandler) WithGroup(string) slog.Handler            { return h }
+func (h *retryLogHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "sink failed; retrying" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "id" {
+			h.mu.Lock()
+			h.ids = append(h.ids, a.Value.String())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	h.mu.Lock()
+	first := !h.held
+	h.held = true
+	h.mu.Unlock()
+	if first {
+		select {
+		case <-h.release:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return nil
+}
+
+// A sender logs its retries after it scheduled them; by then another sender
+// may have sent, acked and recycled one of them. The log must not read the
+// message then: here the first retry's log line is held until both retried
+// messages were recycled, so a late read sees the recycled message.
+func TestRetryLogDoesNotReadARecycledMessage(t *testing.T) {
+	q := newQueue(t)
+	q.recycle = true
+	q.push(msg("x", 0), msg("y", 0))
+	sink := newSink(t)
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		if attempt == 1 {
+			return errTransient
+		}
+		return nil
+	}
+	opt := fastOptions()
+	opt.Batch.Size, opt.Batch.Linger = 2, time.Minute // both in one call
+	release := make(chan struct{})
+	h := &retryLogHandler{release: release}
+	start(t, Config{Options: opt, Logger: slog.New(h)}, q, sink)
+	ds := q.deliveries()
+	eventually(t, 10*time.Second, "both retried, acked and recycled", func() bool {
+		return ds[0].recycles.Load() == 1 && ds[1].recycles.Load() == 1
+	})
+	close(release)
+	eventually(t, 10*time.Second, "both retries logged", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.ids) == 2
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	slices.Sort(h.ids)
+	if !slices.Equal(h.ids, []string{"x/0", "y/0"}) {
+		t.Errorf("retries logged with ids %q, want x/0 and y/0", h.ids)
 	}
 }

@@ -143,11 +143,14 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		reason string
 		err    error
 	}
+	// Once a retry is scheduled another sender may take the item, send,
+	// ack and recycle it (driver.Recycler): what the log needs is read
+	// while p.mu is held.
 	type retry struct {
-		it      *item
-		err     error
-		attempt int // it.attempts, read while p.mu is held: once the retry is scheduled, another sender may take it
-		delay   time.Duration
+		group, id string
+		err       error
+		attempt   int
+		delay     time.Duration
 	}
 	var acks, nacks []*item
 	var dls []dl
@@ -196,7 +199,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 			nacks = append(nacks, p.takeFollowers(it)...)
 			breakLane(&broken, it)
 		default:
-			retries = append(retries, retry{it, err, it.attempts, p.scheduleRetry(it)})
+			retries = append(retries, retry{it.group, it.msg.ID, err, it.attempts, p.scheduleRetry(it)})
 			breakLane(&broken, it)
 		}
 	}
@@ -220,7 +223,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		if r.attempt == 1 {
 			log = p.log.Warn // once per message: later attempts would flood the log in an outage
 		}
-		log("sink failed; retrying", "error", r.err, "group", r.it.group, "id", r.it.msg.ID, "attempt", r.attempt, "retry_in", r.delay)
+		log("sink failed; retrying", "error", r.err, "group", r.group, "id", r.id, "attempt", r.attempt, "retry_in", r.delay)
 	}
 
 	if len(acks) > 0 {
