@@ -146,8 +146,12 @@ func (p *Pipeline) ackBatch(items []*item) {
 	}
 	p.mu.Unlock()
 	// Finished and settled: nothing reads these deliveries or their
-	// messages any more (a heartbeat holding the item sees it settled; a
-	// sender logging a retry copied what it logs).
+	// messages any more. That holds because every item is marked settled
+	// under dmu before it is finished, and whatever may still hold it reads
+	// d or the message only after seeing it unsettled (the heartbeat), or
+	// reads before queueing it for ack (sendBatch), or copied what it needs
+	// under p.mu (the retry log). Nacks, releases and dead letters never
+	// recycle.
 	for i, it := range todo {
 		if r, ok := it.d.(driver.Recycler); ok && errs[i] == nil {
 			r.Recycle()

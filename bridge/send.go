@@ -228,6 +228,8 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 
 	if len(acks) > 0 {
 		p.met.sent.Add(float64(len(acks)))
+		// Before queueAcks: once queued, an acker may recycle the
+		// messages (driver.Recycler).
 		for _, it := range acks {
 			if t := it.orig.Source.EnqueuedTime; !t.IsZero() {
 				p.met.e2eLatency.Observe(done.Sub(t).Seconds())
