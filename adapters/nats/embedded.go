@@ -6,16 +6,22 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/filelock"
 )
 
 // embeddedServers is the process-wide registry of in-process nats-servers,
 // keyed by absolute store directory: a source and a sink of one process with
 // the same store_dir share one server, shut down when the last user releases
-// it. Two servers must never share a JetStream store directory.
+// it. Two servers must never share a JetStream store directory: not in one
+// process (this registry), nor in two (storeLock).
 var embeddedServers = struct {
 	sync.Mutex
 	m map[string]*embeddedServer
@@ -29,7 +35,16 @@ type embeddedServer struct {
 	port                  int
 	user, password, token string
 	log                   *slog.Logger
+	unlock                func() // releases storeLock
 }
+
+// storeLock is the file in store_dir that one process at a time holds while
+// its server runs on that store. Without it a second `qbridge run` or
+// `qbridge migrate` of the same configuration opened the store while the
+// first one's server was writing it (nats-server then "rebuilds" stream
+// state it finds outdated), before failing on the port after 10 s, and a
+// migration retried that for minutes.
+const storeLock = "qbridge.lock"
 
 // acquireEmbedded returns the running server for cc.StoreDir, starting it
 // on first use.
@@ -46,9 +61,22 @@ func acquireEmbedded(cc connConfig, log *slog.Logger) (*embeddedServer, error) {
 	if err := os.MkdirAll(cc.StoreDir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded: store_dir: %w", err)
 	}
+	unlock, err := filelock.TryLock(filepath.Join(cc.StoreDir, storeLock))
+	if held := (*filelock.HeldError)(nil); errors.As(err, &held) {
+		// Permanent: a migration fails at once; the daemon retries and
+		// starts once the other process has stopped.
+		return nil, driver.Permanent(fmt.Errorf("embedded: store_dir %q is in use by another process (%s), such as a qbridge run or migrate of this configuration: two nats-servers must never share a JetStream store; stop that one first",
+			cc.StoreDir, held.Holder))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedded: store_dir: %w", err)
+	}
 	port := cc.Port
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else if err := portFree(port); err != nil {
+		unlock()
+		return nil, driver.Permanent(fmt.Errorf("embedded: %w: another server listens there; stop it, or give this one another port", err))
 	}
 	opts := &server.Options{
 		ServerName: "qbridge-embedded",
@@ -67,17 +95,20 @@ func acquireEmbedded(cc connConfig, log *slog.Logger) (*embeddedServer, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
 	srv.SetLoggerV2(serverLogger{log.With("component", "nats-server")}, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
+		srv.WaitForShutdown()
+		unlock()
 		return nil, errors.New("embedded: nats-server not ready after 10s (is the port in use?)")
 	}
 	e := &embeddedServer{
 		key: cc.StoreDir, srv: srv, refs: 1, port: cc.Port,
-		user: cc.User, password: cc.Password, token: cc.Token, log: log,
+		user: cc.User, password: cc.Password, token: cc.Token, log: log, unlock: unlock,
 	}
 	if a, ok := srv.Addr().(*net.TCPAddr); ok {
 		e.port = a.Port
@@ -85,6 +116,16 @@ func acquireEmbedded(cc connConfig, log *slog.Logger) (*embeddedServer, error) {
 	embeddedServers.m[cc.StoreDir] = e
 	log.Info("embedded nats-server started", "url", srv.ClientURL(), "store_dir", cc.StoreDir)
 	return e, nil
+}
+
+// portFree reports an error when port on 127.0.0.1 cannot be listened on.
+// nats-server only logs its listen failure and is then never ready.
+func portFree(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("127.0.0.1:%d: %w", port, err)
+	}
+	return l.Close()
 }
 
 // url is the client URL of the running server.
@@ -102,6 +143,7 @@ func (e *embeddedServer) release() {
 	if last {
 		e.srv.Shutdown()
 		e.srv.WaitForShutdown()
+		e.unlock()
 		e.log.Info("embedded nats-server stopped", "store_dir", e.key)
 	}
 }

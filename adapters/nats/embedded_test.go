@@ -3,6 +3,8 @@ package nats
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/filelock"
 )
 
 func embeddedRefs(dir string) (int, string) {
@@ -158,4 +161,63 @@ func TestEmbeddedAuth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEmbeddedStoreInUse: a store_dir whose lock another process holds (a
+// second `qbridge run` or migrate of one configuration; here another open
+// file, which flock treats alike) is refused at once, permanently, naming
+// the holder, before any server touches the store; a port another server
+// listens on is refused at once too, and releases the store. Before, the
+// second server opened the store beside the first and then waited 10 s
+// for a port it could not get, and a migration retried that for minutes.
+func TestEmbeddedStoreInUse(t *testing.T) {
+	dir := t.TempDir()
+	held, err := filelock.TryLock(filepath.Join(dir, storeLock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := SourceConfig{ConnConfig: ConnConfig{Embedded: true, StoreDir: dir}, Subject: "x"}
+	_, err = NewSource(ctxT(t, 5*time.Second), cfg, nil)
+	if err == nil || !driver.IsPermanent(err) || !strings.Contains(err.Error(), "in use by another process (pid ") {
+		t.Fatalf("store held elsewhere: %v, want a permanent error naming the holder", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); !os.IsNotExist(err) {
+		t.Fatalf("the store was opened while another process held it: %v", err)
+	}
+	held()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	cfg.Port = port
+	start := time.Now()
+	_, err = NewSource(ctxT(t, 5*time.Second), cfg, nil)
+	if err == nil || !driver.IsPermanent(err) || !strings.Contains(err.Error(), "127.0.0.1:"+strconv.Itoa(port)) {
+		t.Fatalf("port in use: %v, want a permanent error naming it", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the port conflict took %v to report", d)
+	}
+
+	// Neither refusal kept the store: a server starts on it, holds it
+	// while it runs, and lets it go when it stops.
+	cfg.Port = 0
+	src, err := NewSource(ctxT(t, 10*time.Second), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filelock.TryLock(filepath.Join(dir, storeLock)); err == nil {
+		t.Fatal("the store's lock was free while its server ran")
+	}
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again, err := filelock.TryLock(filepath.Join(dir, storeLock))
+	if err != nil {
+		t.Fatalf("the store's lock after the server stopped: %v", err)
+	}
+	again()
 }

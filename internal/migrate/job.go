@@ -99,6 +99,29 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		}
 	}
 
+	tr := newTracker()
+	tr.dryRun = opt.Mode == ModeDryRun
+	tr.keep = opt.filter()
+	if opt.Rate > 0 {
+		tr.limiter = rate.NewLimiter(rate.Limit(opt.Rate), max(1, int(opt.Rate/10)))
+	}
+	def, browsing, err := j.definition(tr)
+	if err != nil {
+		return fail(err)
+	}
+	if !browsing {
+		// The job consumes (a move, or a dry run's held sample): one
+		// reader of the queue at a time on this machine. Taken before
+		// the first count, so that a second job stops here before it
+		// touches the source at all (an embedded server's store is
+		// opened by every phase of a job in turn).
+		unlock, err := lockSource(j.pipe.SourceIdentity() + " " + j.queue)
+		if err != nil {
+			return fail(err)
+		}
+		defer unlock()
+	}
+
 	var srcErr, snkErr error
 	rep.SourceBefore, rep.SinkBefore, srcErr, snkErr = j.countBoth(ctx, rep, false)
 	if driver.IsPermanent(srcErr) {
@@ -119,25 +142,6 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		return fail(fmt.Errorf("the sink writes into the source: both are %s; its messages would circulate without end and the source would never drain", src.Entity))
 	}
 
-	tr := newTracker()
-	tr.dryRun = opt.Mode == ModeDryRun
-	tr.keep = opt.filter()
-	if opt.Rate > 0 {
-		tr.limiter = rate.NewLimiter(rate.Limit(opt.Rate), max(1, int(opt.Rate/10)))
-	}
-	def, browsing, err := j.definition(tr)
-	if err != nil {
-		return fail(err)
-	}
-	if !browsing {
-		// The job consumes (a move, or a dry run's held sample): one
-		// reader of the queue at a time on this machine.
-		unlock, err := lockSource(j.pipe.SourceIdentity() + " " + j.queue)
-		if err != nil {
-			return fail(err)
-		}
-		defer unlock()
-	}
 	if tr.hold {
 		tr.sample = opt.Sample
 		tr.releaseHeld = func() { j.release(tr) }

@@ -75,3 +75,25 @@ func TestSecondMoveOfOneSourceFails(t *testing.T) {
 		t.Errorf("first move: %s: %s", rep.Outcome, rep.Reason)
 	}
 }
+
+// The second job stops at the lock before it touches the source at all:
+// not even its count runs (here a count would fail first, the queue
+// answering as missing). An embedded NATS server's store is opened by
+// every phase of a job; a second job's count used to open it between the
+// first job's phases.
+func TestSourceLockComesBeforeTheCount(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	b, pipes := setup(t, moveHCL)
+	b.mu.Lock()
+	b.missing = true
+	b.mu.Unlock()
+	release, err := lockSource(pipes[0].SourceIdentity() + " main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "another qbridge migrate on this machine reads this source") {
+		t.Fatalf("a move of a locked source: %s: %s", rep.Outcome, rep.Reason)
+	}
+}
