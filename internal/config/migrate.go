@@ -68,7 +68,7 @@ func (p *Pipeline) ForMigration() *Pipeline {
 func (p *Pipeline) WithDeadLetterSource(ctx context.Context, log *slog.Logger) (*Pipeline, error) {
 	k := lookupKind(p.Spec.Source.Kind)
 	if k == nil || k.deadLetterSource == nil {
-		return nil, fmt.Errorf("pipeline %q: a %s source has no dead-letter queue: %w", p.Name, p.Spec.Source.Kind, driver.ErrNoDeadLetterQueue)
+		return nil, fmt.Errorf("pipeline %q: %w: a %s source keeps none (its dead letters go where dead_letter sends them)", p.Name, driver.ErrNoDeadLetterQueue, p.Spec.Source.Kind)
 	}
 	cfg, err := k.deadLetterSource(ctx, p.Spec.Source.Config, orDefault(log))
 	if err != nil {

@@ -751,6 +751,10 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 	for {
 		select {
 		case <-ctx.Done():
+			if w.browsing {
+				// A copy or a browsing dry run takes nothing from the source.
+				return OutcomeInterrupted, "", "interrupted: the source was only read and is as it was"
+			}
 			return OutcomeInterrupted, "", "interrupted: in-flight messages were finished or handed back to the source"
 		case err := <-done:
 			// Run returns only after its context ends; this is a bug guard.

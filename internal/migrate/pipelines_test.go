@@ -238,7 +238,7 @@ func TestIncludeDeadLettersWithoutADeadLetterQueue(t *testing.T) {
 	if main.Queue != "main" || main.Outcome != OutcomeComplete || main.Written != 5 {
 		t.Errorf("main: %s %s, written %d", main.Queue, main.Outcome, main.Written)
 	}
-	if dlq.Queue != "dead-letter" || dlq.Outcome != OutcomeSkipped || !strings.Contains(dlq.Reason, "has no dead-letter queue") {
+	if dlq.Queue != "dead-letter" || dlq.Outcome != OutcomeSkipped || !strings.Contains(dlq.Reason, "no dead-letter queue: a memqplain source keeps none") || strings.Count(dlq.Reason, "no dead-letter queue") != 1 {
 		t.Errorf("dead-letter: %s %s (%s)", dlq.Queue, dlq.Outcome, dlq.Reason)
 	}
 }
