@@ -988,3 +988,41 @@ func TestJobsFailAfterTheConnectTimeout(t *testing.T) {
 		})
 	}
 }
+
+// An interrupted copy says the source is as it was; an interrupted move
+// that in-flight messages were finished or handed back (a copy takes
+// nothing, and the move's wording had been used for both).
+func TestInterruptedReasonByMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode Mode
+		want string
+	}{
+		{ModeCopy, "interrupted: the source was only read and is as it was"},
+		{ModeMove, "interrupted: in-flight messages were finished or handed back to the source"},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			b, pipes := setup(t, moveHCL)
+			b.put("in", msgs(20, 0)...)
+			failed := make(chan struct{})
+			b.mu.Lock()
+			b.sinkLimit, b.sinkFailed = 5, failed // then the sink fails until the stop
+			b.mu.Unlock()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan *Report, 1)
+			go func() { done <- Run(ctx, pipes, fastOptions(tc.mode), nil) }()
+			select {
+			case <-failed:
+			case rep := <-done:
+				t.Fatalf("ended (%s: %s) before the sink failed", rep.Outcome, rep.Reason)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the sink never failed")
+			}
+			cancel()
+			rep := <-done
+			if j := rep.Jobs[0]; j.Outcome != OutcomeInterrupted || j.Reason != tc.want {
+				t.Errorf("%s: %q, want interrupted: %q", j.Outcome, j.Reason, tc.want)
+			}
+		})
+	}
+}
