@@ -521,6 +521,9 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 	if !errors.Is(snkErr, errors.ErrUnsupported) {
 		rep.sinkCountable = true
 	}
+	if !errors.Is(srcErr, errors.ErrUnsupported) {
+		rep.sourceCountable = true
+	}
 	return src, snk, srcErr, snkErr
 }
 

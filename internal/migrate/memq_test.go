@@ -43,6 +43,9 @@ type memBroker struct {
 	// missing makes source counts answer as a broker whose queue does not
 	// exist (a permanent error).
 	missing bool
+	// failCounts: the next failCounts source counts fail with a transient
+	// error, and the later ones answer.
+	failCounts int
 	// goneOnOpen makes sources fail to open with a permanent error (a
 	// queue that does not exist, found only on attach).
 	goneOnOpen bool
@@ -224,7 +227,14 @@ func init() {
 			b := brokerOf(c.Broker)
 			b.mu.Lock()
 			missing, stalled := b.missing, b.stalled
+			failNow := b.failCounts > 0
+			if failNow {
+				b.failCounts--
+			}
 			b.mu.Unlock()
+			if failNow {
+				return driver.Backlog{}, errors.New("memq: count: connection reset")
+			}
 			if missing {
 				return driver.Backlog{}, driver.Permanent(fmt.Errorf("memq: queue %s does not exist", c.Queue))
 			}

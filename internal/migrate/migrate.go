@@ -69,7 +69,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			if worst == OutcomeComplete {
 				// Loud on the first line too: "complete" may hide a typo.
 				for _, j := range rep.Jobs {
-					if j.Reason == emptyUncounted {
+					if strings.HasPrefix(j.Reason, emptyUncounted) || strings.HasPrefix(j.Reason, emptyCountFailed) {
 						rep.Reason = fmt.Sprintf("pipeline %s: %s", j.Pipeline, j.Reason)
 						break
 					}
@@ -492,13 +492,21 @@ func skipAll(rep *Report, pipes []*config.Pipeline, reason string) {
 // silent, so "complete" alone would hide the mistake.
 const emptyUncounted = "the source held nothing and its broker cannot count it: check its address"
 
+// emptyCountFailed is the same warning for a broker that counts, whose
+// count before the move failed (it used to say "cannot count" too).
+const emptyCountFailed = "the source held nothing, and its count before the move failed"
+
 func warnEmptyUncounted(jr *JobReport, log *slog.Logger) {
 	if jr.Outcome != OutcomeComplete || jr.Read != 0 || jr.SourceBefore != nil || jr.Reason != "" {
 		return
 	}
-	if _, uncounted := jr.CountErrors["source"]; !uncounted {
+	why, uncounted := jr.CountErrors["source"]
+	if !uncounted {
 		return
 	}
 	jr.Reason = emptyUncounted
-	log.Warn("migrate: " + emptyUncounted)
+	if jr.sourceCountable {
+		jr.Reason = fmt.Sprintf("%s (%s): check its address", emptyCountFailed, why)
+	}
+	log.Warn("migrate: " + jr.Reason)
 }

@@ -183,6 +183,24 @@ pipeline "p" {
 	}
 }
 
+// A source that counts, empty, whose count before the move failed: the
+// warning says the count failed and why, not that its broker cannot count
+// (an audit saw JetStream called uncountable).
+func TestEmptySourceWhoseFirstCountFailed(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.mu.Lock()
+	b.failCounts = 1
+	b.mu.Unlock()
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeComplete {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	want := "the source held nothing, and its count before the move failed (memq: count: connection reset): check its address"
+	if !strings.Contains(rep.Reason, want) || strings.Contains(summary(rep), "cannot count") {
+		t.Errorf("first line %q, want %q\n%s", rep.Reason, want, summary(rep))
+	}
+}
+
 func TestOptionsRefuseNegativeDurations(t *testing.T) {
 	for name, o := range map[string]Options{
 		"idle":            {Mode: ModeMove, Idle: -time.Second},

@@ -233,6 +233,9 @@ type JobReport struct {
 	// answer (not errors.ErrUnsupported): a verification missing it is
 	// news for the first line, not the sink's kind.
 	sinkCountable bool
+	// sourceCountable: likewise for the source, whose count before the
+	// move may still have failed (warnEmptyUncounted's wording).
+	sourceCountable bool
 	// rewritable: a resumed copy's positions past its checkpoint that the
 	// last run may have written (Verification's allowance for a copy).
 	rewritable    int64
