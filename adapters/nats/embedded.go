@@ -36,7 +36,16 @@ type embeddedServer struct {
 	user, password, token string
 	log                   *slog.Logger
 	unlock                func() // releases storeLock
+	// stopped is made when the last user let the server go, and closed
+	// once it has stopped and the store's lock is free: the entry stays in
+	// the registry until then, so that a new user in this process waits
+	// for the store instead of finding it locked by itself.
+	stopped chan struct{}
 }
+
+// beforeStoreUnlock, if set, runs in release between the server's stop and
+// the store's unlock (tests).
+var beforeStoreUnlock func()
 
 // storeLock is the file in store_dir that one process at a time holds while
 // its server runs on that store. Without it a second `qbridge run` or
@@ -51,7 +60,16 @@ const storeLock = "qbridge.lock"
 func acquireEmbedded(cc connConfig, log *slog.Logger) (*embeddedServer, error) {
 	embeddedServers.Lock()
 	defer embeddedServers.Unlock()
-	if e := embeddedServers.m[cc.StoreDir]; e != nil {
+	for e := embeddedServers.m[cc.StoreDir]; e != nil; e = embeddedServers.m[cc.StoreDir] {
+		if e.stopped != nil {
+			// Stopping (its last user let it go): start anew once the
+			// store is free. Migrate's phases and parallel lanes open
+			// and close one store_dir in quick turns.
+			embeddedServers.Unlock()
+			<-e.stopped
+			embeddedServers.Lock()
+			continue
+		}
 		if (cc.Port != 0 && cc.Port != e.port) || cc.User != e.user || cc.Password != e.password || cc.Token != e.token {
 			return nil, fmt.Errorf("embedded: the server for store_dir %q is already running with another port or credentials; give source and sink the same embedded settings", cc.StoreDir)
 		}
@@ -137,15 +155,23 @@ func (e *embeddedServer) release() {
 	e.refs--
 	last := e.refs == 0
 	if last {
-		delete(embeddedServers.m, e.key)
+		e.stopped = make(chan struct{})
 	}
 	embeddedServers.Unlock()
-	if last {
-		e.srv.Shutdown()
-		e.srv.WaitForShutdown()
-		e.unlock()
-		e.log.Info("embedded nats-server stopped", "store_dir", e.key)
+	if !last {
+		return
 	}
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	if beforeStoreUnlock != nil {
+		beforeStoreUnlock()
+	}
+	e.unlock()
+	embeddedServers.Lock()
+	delete(embeddedServers.m, e.key)
+	close(e.stopped)
+	embeddedServers.Unlock()
+	e.log.Info("embedded nats-server stopped", "store_dir", e.key)
 }
 
 // serverLogger sends nats-server's log to slog; its notices (a dozen banner

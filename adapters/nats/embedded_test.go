@@ -171,6 +171,9 @@ func TestEmbeddedAuth(t *testing.T) {
 // second server opened the store beside the first and then waited 10 s
 // for a port it could not get, and a migration retried that for minutes.
 func TestEmbeddedStoreInUse(t *testing.T) {
+	if !filelock.Supported {
+		t.Skip("no file locks on this system")
+	}
 	dir := t.TempDir()
 	held, err := filelock.TryLock(filepath.Join(dir, storeLock))
 	if err != nil {
@@ -220,4 +223,51 @@ func TestEmbeddedStoreInUse(t *testing.T) {
 		t.Fatalf("the store's lock after the server stopped: %v", err)
 	}
 	again()
+}
+
+// TestEmbeddedReacquiredWhileStopping: a user of a store_dir that arrives
+// while this process's server for it is stopping waits, and gets a new
+// server, instead of finding the store locked by its own process (a review
+// saw `migrate -parallel 2` over one store fail 3 runs in 6 that way).
+func TestEmbeddedReacquiredWhileStopping(t *testing.T) {
+	dir := t.TempDir()
+	log, _ := testLog()
+	cc := connConfig{Embedded: true, StoreDir: dir}
+	e, err := acquireEmbedded(cc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		e   *embeddedServer
+		err error
+	}
+	second := make(chan result, 1)
+	beforeStoreUnlock = func() {
+		go func() {
+			e, err := acquireEmbedded(cc, log)
+			second <- result{e, err}
+		}()
+		// Old code failed here at once; the fix waits for the release.
+		// Either way the result is checked below.
+		select {
+		case r := <-second:
+			second <- r
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	defer func() { beforeStoreUnlock = nil }()
+	e.release()
+	beforeStoreUnlock = nil
+	select {
+	case r := <-second:
+		if r.err != nil {
+			t.Fatalf("acquired while the server stopped: %v", r.err)
+		}
+		if r.e == e {
+			t.Fatal("got the stopped server back")
+		}
+		r.e.release()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second user never got a server")
+	}
 }

@@ -68,21 +68,21 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprint(std.Err, `usage: qbridge migrate [flags] FILE_OR_DIR
 
 Runs the configuration's pipelines as a one-shot migration: each runs until
-its source is drained (the broker's count is 0 and receives come back
-empty; for AMQP brokers and core NATS subjects, which cannot count, until
-nothing arrives for -idle), then stops. Progress is shown live; at the end a report says what
-was read, written, dead-lettered and left behind.
+its source is drained (the broker's count is 0 and receives come back empty;
+for AMQP brokers and core NATS subjects, which cannot count, until nothing
+arrives for -idle), then stops. Progress is shown live; at the end a report
+says what was read, written, dead-lettered and left behind.
 
 Exit status: 0 drained and everything written; 3 drained, some messages
 dead-lettered (see the report); 4 not drained (timeout, scheduled messages
 left, messages that arrived late, messages not copied, stuck messages that
 nothing takes, messages the source's broker dead-lettered; a dry run that
 finds messages that would be stuck); 1 failed (configuration, unreachable
-broker, missing source or sink; a failed pipeline does not stop the
-others); 2 usage, or not confirmed (nothing was done); 130 interrupted
-(in-flight messages finished or handed back; pipelines not started are
-listed as skipped). Running the same command again resumes: a move continues from
-what is left; a copy with -state continues after its checkpoint.
+broker, missing source or sink; a failed pipeline does not stop the others);
+2 usage, or not confirmed (nothing was done); 130 interrupted (in-flight
+messages finished or handed back; pipelines not started are listed as
+skipped). Running the same command again resumes: a move continues from what
+is left; a copy with -state continues after its checkpoint.
 
 Flags go before FILE_OR_DIR. Pipelines run one after the other: in the
 order of the -pipeline flags, else in file order; -parallel N runs up to N

@@ -9,12 +9,9 @@ import "fmt"
 // HeldError is TryLock's error when another process holds the lock.
 type HeldError struct {
 	Path   string
-	Holder string // what the holder wrote: "pid N since T", or empty
+	Holder string // what the holder wrote: "pid N since T", or "pid unknown"
 }
 
 func (e *HeldError) Error() string {
-	if e.Holder == "" {
-		return fmt.Sprintf("%s is locked by another process", e.Path)
-	}
 	return fmt.Sprintf("%s is locked by another process (%s)", e.Path, e.Holder)
 }

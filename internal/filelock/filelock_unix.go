@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// Supported: TryLock locks on this system.
+const Supported = true
+
 // TryLock takes an exclusive flock on path (created if missing) and writes
 // the holder's pid and start time into it. It returns a *HeldError at once
 // when another process holds it, and the error of opening the file when
@@ -26,7 +29,11 @@ func TryLock(path string) (release func(), err error) {
 		who, _ := io.ReadAll(io.LimitReader(f, 200))
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &HeldError{Path: path, Holder: strings.TrimSpace(string(who))}
+			holder := strings.TrimSpace(string(who))
+			if holder == "" { // taken a moment ago: its holder has not written yet
+				holder = "pid unknown"
+			}
+			return nil, &HeldError{Path: path, Holder: holder}
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -492,9 +492,9 @@ func skipAll(rep *Report, pipes []*config.Pipeline, reason string) {
 // silent, so "complete" alone would hide the mistake.
 const emptyUncounted = "the source held nothing and its broker cannot count it: check its address"
 
-// emptyCountFailed is the same warning for a broker that counts, whose
-// count before the move failed (it used to say "cannot count" too).
-const emptyCountFailed = "the source held nothing, and its count before the move failed"
+// emptyCountFailed is the same warning for a broker that counts, which
+// could not be counted before the move (it used to say "cannot count" too).
+const emptyCountFailed = "the source held nothing, and it could not be counted before the move"
 
 func warnEmptyUncounted(jr *JobReport, log *slog.Logger) {
 	if jr.Outcome != OutcomeComplete || jr.Read != 0 || jr.SourceBefore != nil || jr.Reason != "" {
@@ -506,7 +506,7 @@ func warnEmptyUncounted(jr *JobReport, log *slog.Logger) {
 	}
 	jr.Reason = emptyUncounted
 	if jr.sourceCountable {
-		jr.Reason = fmt.Sprintf("%s (%s): check its address", emptyCountFailed, why)
+		jr.Reason = fmt.Sprintf("%s (its last count: %s): check its address", emptyCountFailed, why)
 	}
 	log.Warn("migrate: " + jr.Reason)
 }

@@ -195,7 +195,7 @@ func TestEmptySourceWhoseFirstCountFailed(t *testing.T) {
 	if rep.Outcome != OutcomeComplete {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
-	want := "the source held nothing, and its count before the move failed (memq: count: connection reset): check its address"
+	want := "the source held nothing, and it could not be counted before the move (its last count: memq: count: connection reset): check its address"
 	if !strings.Contains(rep.Reason, want) || strings.Contains(summary(rep), "cannot count") {
 		t.Errorf("first line %q, want %q\n%s", rep.Reason, want, summary(rep))
 	}
