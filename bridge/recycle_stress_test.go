@@ -16,11 +16,16 @@ import (
 )
 
 // recycledLogHandler counts log records that name a recycled message.
-type recycledLogHandler struct {
-	n     *atomic.Int64
-	mu    *sync.Mutex
-	first *string
+type recycledLogHandler struct{ l *recycledLog }
+
+// recycledLog counts the log records that named a recycled message.
+type recycledLog struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	first string
 }
+
+func (l *recycledLog) logger() *slog.Logger { return slog.New(recycledLogHandler{l}) }
 
 func (h recycledLogHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h recycledLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
@@ -32,10 +37,10 @@ func (h recycledLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h recycledLogHandler) WithGroup(string) slog.Handler { return h }
 func (h recycledLogHandler) check(msg string, a slog.Attr) {
 	if a.Value.Kind() == slog.KindString && a.Value.String() == "recycled" {
-		if h.n.Add(1) == 1 {
-			h.mu.Lock()
-			*h.first = msg + ": " + a.Key
-			h.mu.Unlock()
+		if h.l.n.Add(1) == 1 {
+			h.l.mu.Lock()
+			h.l.first = msg + ": " + a.Key
+			h.l.mu.Unlock()
 		}
 	}
 }
@@ -116,10 +121,8 @@ func TestRecycleStress(t *testing.T) {
 			opt.Batch.Concurrency = 6
 			opt.Lock = Lock{ExtendEvery: 2 * time.Millisecond, ExtendBy: time.Second}
 			opt.ShutdownTimeout = 3 * time.Millisecond
-			var cnt atomic.Int64
-			var mu sync.Mutex
-			var first string
-			cfg := Config{Options: opt, Logger: slog.New(recycledLogHandler{&cnt, &mu, &first})}
+			var log recycledLog
+			cfg := Config{Options: opt, Logger: log.logger()}
 			if tc.native {
 				cfg.DeadLetter = DeadLetter{Native: true}
 			} else {
@@ -128,26 +131,7 @@ func TestRecycleStress(t *testing.T) {
 			if tc.transform {
 				cfg.Transform = func(m *mapping.Message) error { m.Subject = "t"; return nil }
 			}
-			h := start(t, cfg, q, sink)
-			deadline := time.Now().Add(20 * time.Second)
-			for time.Now().Before(deadline) {
-				if q.pendingLen() == 0 {
-					if out, _ := q.stats(); out == 0 {
-						break
-					}
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			_ = h.stop()
-			if a := sinkAttempts(sink, "recycled"); a != 0 {
-				t.Errorf("sink got a recycled message %d times", a)
-			}
-			if a := sinkAttempts(dlq, "recycled"); a != 0 {
-				t.Errorf("dlq got a recycled message %d times", a)
-			}
-			if c := cnt.Load(); c != 0 {
-				t.Errorf("%d log records named a recycled message (first: %s)", c, first)
-			}
+			checkRecycled(t, start(t, cfg, q, sink), q, &log, map[string]*memSink{"sink": sink, "dlq": dlq})
 			var rec int64
 			for _, d := range q.deliveries() {
 				rec += d.recycles.Load()
@@ -199,11 +183,9 @@ func TestRecycleStressBatchAcker(t *testing.T) {
 	opt.Batch.Concurrency = 8
 	opt.Lock = Lock{ExtendEvery: 2 * time.Millisecond, ExtendBy: time.Second}
 	opt.ShutdownTimeout = 5 * time.Millisecond
-	var cnt atomic.Int64
-	var mu sync.Mutex
-	var first string
+	var log recycledLog
 	so := &sourceOpener{q: q}
-	cfg := Config{Options: opt, Logger: slog.New(recycledLogHandler{&cnt, &mu, &first}),
+	cfg := Config{Options: opt, Logger: log.logger(),
 		Source: func(ctx context.Context) (driver.Source, error) {
 			s, err := so.open(ctx)
 			if err != nil {
@@ -211,7 +193,13 @@ func TestRecycleStressBatchAcker(t *testing.T) {
 			}
 			return batchMemSource{s.(*memSource)}, nil
 		}}
-	h := start(t, cfg, q, sink)
+	checkRecycled(t, start(t, cfg, q, sink), q, &log, map[string]*memSink{"sink": sink})
+}
+
+// checkRecycled lets h work through q for up to 20 s, stops it, and fails
+// t for each recycled message that one of sinks or a log record saw.
+func checkRecycled(t *testing.T, h *harness, q *memQueue, log *recycledLog, sinks map[string]*memSink) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if q.pendingLen() == 0 {
@@ -222,10 +210,14 @@ func TestRecycleStressBatchAcker(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	_ = h.stop()
-	if a := sinkAttempts(sink, "recycled"); a != 0 {
-		t.Errorf("sink got a recycled message %d times", a)
+	for name, s := range sinks {
+		if a := sinkAttempts(s, "recycled"); a != 0 {
+			t.Errorf("%s got a recycled message %d times", name, a)
+		}
 	}
-	if c := cnt.Load(); c != 0 {
-		t.Errorf("%d log records named a recycled message (first: %s)", c, first)
+	if c := log.n.Load(); c != 0 {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		t.Errorf("%d log records named a recycled message (first: %s)", c, log.first)
 	}
 }

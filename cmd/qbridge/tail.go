@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -113,7 +112,7 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 			// As it is on the wire: a re-rendering left out what the
 			// writer carried (the source facts of carry_source, a dead
 			// letter's reason in them).
-			b, err := wireJSON(raw)
+			b, err := natsmap.WireJSON(raw)
 			if err != nil {
 				fmt.Fprintf(std.Err, "qbridge tail: %s: cannot render: %v\n", raw.Subject, err)
 				continue
@@ -137,36 +136,6 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 		}
 	}
 	return 0
-}
-
-// renderedMsg is tail's JSON line: natsmap's JSON rendering's fields, in
-// its order, filled with the message as it came.
-type renderedMsg struct {
-	Subject      string              `json:"subject"`
-	Headers      map[string][]string `json:"headers,omitempty"`
-	Data         string              `json:"data"`
-	DataEncoding string              `json:"dataEncoding,omitempty"`
-}
-
-// wireJSON is a NATS message as it came: subject, headers, data (base64
-// where it is not UTF-8).
-func wireJSON(raw *nats.Msg) ([]byte, error) {
-	r := renderedMsg{Subject: raw.Subject, Headers: raw.Header}
-	if len(r.Headers) == 0 {
-		r.Headers = nil
-	}
-	if utf8.Valid(raw.Data) {
-		r.Data = string(raw.Data)
-	} else {
-		r.Data, r.DataEncoding = base64.StdEncoding.EncodeToString(raw.Data), "base64"
-	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }
 
 // followStream feeds deliver from an ephemeral ordered consumer on the stream

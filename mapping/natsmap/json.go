@@ -56,6 +56,16 @@ func RenderJSON(m *mapping.Message, opt mapping.Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	b, err := WireJSON(msg)
+	if err != nil {
+		return nil, mapping.Rejectf(Wire, "json", "%v", err)
+	}
+	return b, nil
+}
+
+// WireJSON renders a NATS message as it is on the wire in the JSON form
+// ParseJSON reads: subject, headers, data (base64 where it is not UTF-8).
+func WireJSON(msg *nats.Msg) ([]byte, error) {
 	j := jsonMsg{Subject: msg.Subject, Headers: msg.Header}
 	if len(j.Headers) == 0 {
 		j.Headers = nil
@@ -69,7 +79,7 @@ func RenderJSON(m *mapping.Message, opt mapping.Options) ([]byte, error) {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(j); err != nil {
-		return nil, mapping.Rejectf(Wire, "json", "%v", err)
+		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
