@@ -16,6 +16,8 @@ import (
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
+	"github.com/qbridge/qbridge/mapping/amqpmap"
+	"github.com/qbridge/qbridge/mapping/sbmap"
 )
 
 // A Nack delay longer than the lock (2 s) holds the message, renewing its
@@ -487,5 +489,54 @@ func TestTLSDial(t *testing.T) {
 	defer src2.Close(context.Background())
 	if _, err := src2.Receive(ctxT(t, 20*time.Second), 1); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("wrong name: %v", err)
+	}
+}
+
+// At the entity's size limit: what the encoder counts is what the SDK puts
+// on the link (it adds empty properties and message-annotations sections
+// to a message that has none), so a message the encoder lets through at
+// exactly the limit is taken, one byte more is refused before it is sent,
+// and an envelope is shed rather than cost the message. An audit saw the
+// link refuse messages up to 16 bytes under the counted limit.
+func TestSinkAtTheSizeLimit(t *testing.T) {
+	needTestServer(t)
+	t.Parallel()
+	const limit = 64 << 10 // the "big" entity's
+	q := entity("big")
+	snk, _ := newTestSink(t, SinkConfig{Queue: q, MaxMessageSize: limit})
+	src, _ := newTestSource(t, SourceConfig{Queue: q})
+	opt := mapping.Options{MaxMessageSize: limit, Envelope: mapping.EnvelopeOff}
+	exact := func(m *mapping.Message) *mapping.Message {
+		m.Body = bytes.Repeat([]byte{'x'}, 1000)
+		enc, err := sbmap.Encode(m, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Body = bytes.Repeat([]byte{'x'}, 1000+limit-amqpmap.MessageSize(enc).Total)
+		return m
+	}
+	plain := exact(textMsg("plain"))
+	// A Number.float's exact text ("3.50") rides in the envelope, which
+	// has no room at the limit: it is shed.
+	typed := textMsg("typed")
+	v, _ := mapping.ParseValue("Number.float", "3.50")
+	typed.Attributes = []mapping.Attribute{{Name: "f", Value: v}}
+	typed = exact(typed)
+	over := exact(textMsg("over"))
+	over.Body = append(over.Body, 'x')
+
+	errs := snk.Send(ctxT(t, 30*time.Second), []*mapping.Message{plain, typed, over})
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("at the limit: %v, %v", errs[0], errs[1])
+	}
+	if !driver.IsPermanent(errs[2]) || bridge.SinkReason(errs[2]) != bridge.ReasonTooLarge || !strings.Contains(errs[2].Error(), "exceeds the limit of 65536") {
+		t.Fatalf("one byte over: %v (reason %s), want the encoder's too-large", errs[2], bridge.SinkReason(errs[2]))
+	}
+	got := receiveN(t, src, 2, 15*time.Second)
+	if ids(got)[0] != "plain" || ids(got)[1] != "typed" || len(got[1].Message().Body) != len(typed.Body) {
+		t.Fatalf("got %v", ids(got))
+	}
+	if a, ok := got[1].Message().Attr("f"); !ok || a.Kind != mapping.KindFloat64 || a.Float() != 3.5 {
+		t.Fatalf("typed attribute: %#v %v, want the double 3.5 without its envelope", a, ok)
 	}
 }

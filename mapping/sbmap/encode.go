@@ -236,13 +236,22 @@ func digest(s string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// encoded writes the broker properties that are message annotations.
+// encoded writes the broker properties that are message annotations. It
+// also gives msg the sections the Azure SDK always sends (azservicebus's
+// AMQPAnnotatedMessage.toAMQPMessage writes an empty properties and
+// message-annotations section where there are none), so that the sizes the
+// limits are checked against are the sizes the link sees: 16 bytes more
+// than the bare message, which go-amqp refuses when they cross the link's
+// max-message-size.
 func encoded(w *mapping.Message, msg *amqp.Message) error {
-	if w.PartitionKey == "" && w.ViaPartitionKey == "" && w.ScheduledAt.IsZero() {
-		return nil
+	if msg.Properties == nil {
+		msg.Properties = &amqp.MessageProperties{}
 	}
 	if msg.Annotations == nil {
 		msg.Annotations = make(amqp.Annotations, 3)
+	}
+	if w.PartitionKey == "" && w.ViaPartitionKey == "" && w.ScheduledAt.IsZero() {
+		return nil
 	}
 	for _, a := range []struct{ name, field, v string }{
 		{AnnotationPartitionKey, "PartitionKey", w.PartitionKey},

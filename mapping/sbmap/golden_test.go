@@ -38,7 +38,12 @@ func TestGoldenDescribed(t *testing.T) {
 			value := hexWords(t, tt.value)
 			entries := append([]byte{0xa1, 0x01, 'p'}, value...)
 			size := 4 + len(entries)
-			want := append([]byte{0x00, 0x53, 0x74, 0xd1, 0, 0, 0, byte(size), 0, 0, 0, 2}, entries...)
+			// The empty message-annotations (map32) and properties (list0)
+			// sections the Azure SDK sends on every message, then the
+			// application-properties.
+			want := []byte{0x00, 0x53, 0x72, 0xd1, 0, 0, 0, 4, 0, 0, 0, 0, 0x00, 0x53, 0x73, 0x45}
+			want = append(want, 0x00, 0x53, 0x74, 0xd1, 0, 0, 0, byte(size), 0, 0, 0, 2)
+			want = append(want, entries...)
 			want = append(want, 0x00, 0x53, 0x75, 0xa0, 0x00) // empty data section
 
 			msg, err := Encode(&mapping.Message{Attributes: mappingtest.Attrs("p", tt.v)}, mapping.Options{})
