@@ -85,8 +85,9 @@ func over(msg *amqp.Message, _ *mapping.Options) bool {
 }
 
 // headerLimits checks the Service Bus header limits. Under Drop it returns
-// the user attributes to leave out; otherwise a violation is a RejectError
-// (moving a property into the envelope cannot make the header smaller).
+// the user attributes to leave out; otherwise a violation is a too-large
+// RejectError (moving a property into the envelope cannot make the header
+// smaller).
 func headerLimits(m *mapping.Message, msg *amqp.Message, policy mapping.Policy) ([]sizeDrop, error) {
 	user := func(name string) bool {
 		_, ok := m.Attr(name)
@@ -100,7 +101,7 @@ func headerLimits(m *mapping.Message, msg *amqp.Message, policy mapping.Policy) 
 		}
 		reason := fmt.Sprintf("encoded size %d bytes exceeds the Service Bus limit of %d per property", n, MaxPropertySize)
 		if policy != mapping.Drop || !user(k) {
-			return nil, mapping.Rejectf(Wire, fmt.Sprintf("application-properties %q", k), "%s", reason)
+			return nil, mapping.TooLargef(Wire, fmt.Sprintf("application-properties %q", k), "%s", reason)
 		}
 		drop = append(drop, sizeDrop{k, reason})
 	}
@@ -114,7 +115,7 @@ func headerLimits(m *mapping.Message, msg *amqp.Message, policy mapping.Policy) 
 	}
 	reason := fmt.Sprintf("encoded properties of %d bytes exceed the Service Bus header limit of %d", header, MaxHeaderSize)
 	if policy != mapping.Drop {
-		return nil, mapping.Rejectf(Wire, "properties", "%s", reason)
+		return nil, mapping.TooLargef(Wire, "properties", "%s", reason)
 	}
 	// Leave out the largest user attributes first.
 	type sized struct {
@@ -139,7 +140,7 @@ func headerLimits(m *mapping.Message, msg *amqp.Message, policy mapping.Policy) 
 			return drop, nil
 		}
 	}
-	return nil, mapping.Rejectf(Wire, "properties", "%s, even without user attributes", reason)
+	return nil, mapping.TooLargef(Wire, "properties", "%s, even without user attributes", reason)
 }
 
 // prepare returns the wire view of m under the Service Bus rules: MessageId

@@ -1,6 +1,7 @@
 package sbmap
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -82,8 +83,14 @@ func TestEnvelopeNeverCostsAMessage(t *testing.T) {
 		}
 	}
 	// One byte over with the message's own content: the policy decides.
+	// Both are size limits: dead-lettered too-large, as over HTTPS.
 	header.Attributes[3].Value = mapping.String(strings.Repeat("x", 20001+pad))
-	if _, err := Encode(header, mapping.Options{}); !mapping.IsReject(err) {
-		t.Errorf("properties over 64 KiB: %v", err)
+	var r *mapping.RejectError
+	if _, err := Encode(header, mapping.Options{}); !errors.As(err, &r) || !r.TooLarge {
+		t.Errorf("properties over 64 KiB: %v, want a too-large rejection", err)
+	}
+	big := &mapping.Message{Attributes: []mapping.Attribute{{Name: "s", Value: mapping.String(strings.Repeat("x", MaxPropertySize))}}}
+	if _, err := Encode(big, mapping.Options{}); !errors.As(err, &r) || !r.TooLarge || r.Field != `application-properties "s"` {
+		t.Errorf("a property over 32 KiB: %v, want a too-large rejection", err)
 	}
 }

@@ -14,9 +14,13 @@ import (
 // records in env the data types the receiving side cannot infer.
 func (e *encoded) encodeAttributes(attrs []mapping.Attribute, opt *mapping.Options, f form, env *mapping.Envelope) error {
 	for _, a := range attrs {
-		w, reason, err := e.checkAttribute(a, f)
+		w, reason, tooLarge, err := e.checkAttribute(a, f)
 		if err != nil {
 			return mapping.Rejectf(Wire, attrField(a.Name), "%v", err)
+		}
+		if tooLarge && opt.Policy == mapping.Reject {
+			// A size limit, like the envelope's and the message's.
+			return mapping.TooLargef(Wire, attrField(a.Name), "%s", reason)
 		}
 		if reason != "" {
 			if !validValue(a.Value) || !utf8.ValidString(a.Name) {
@@ -53,38 +57,39 @@ func (e *encoded) encodeAttributes(attrs []mapping.Attribute, opt *mapping.Optio
 }
 
 // checkAttribute returns the wire value of a, or the reason it cannot be a
-// custom property as it is (for the policy), or an error for an invalid value.
-func (e *encoded) checkAttribute(a mapping.Attribute, f form) (wireValue, string, error) {
+// custom property as it is (for the policy) and whether that is its size,
+// or an error for an invalid value.
+func (e *encoded) checkAttribute(a mapping.Attribute, f form) (w wireValue, reason string, tooLarge bool, err error) {
 	switch {
 	case a.Name == "":
-		return wireValue{}, "empty name", nil
+		return wireValue{}, "empty name", false, nil
 	case !isToken(a.Name):
-		return wireValue{}, "name is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)", nil
+		return wireValue{}, "name is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)", false, nil
 	}
 	if r := reservedReason(a.Name); r != "" {
-		return wireValue{}, r, nil
+		return wireValue{}, r, false, nil
 	}
 	for _, p := range e.props {
 		if p.user && strings.EqualFold(p.name, a.Name) {
-			return wireValue{}, "another attribute has this name up to case (HTTP header names are case-insensitive)", nil
+			return wireValue{}, "another attribute has this name up to case (HTTP header names are case-insensitive)", false, nil
 		}
 	}
 	if !validValue(a.Value) {
-		return wireValue{}, "value is not valid UTF-8", nil
+		return wireValue{}, "value is not valid UTF-8", false, nil
 	}
-	w, err := formatValue(a.Value, true)
+	w, err = formatValue(a.Value, true)
 	if err != nil {
-		return w, "", err
+		return w, "", false, err
 	}
 	switch {
 	case f == formHeader && w.quoted && !headerSafe(w.text):
-		return w, reasonUnsafe, nil
+		return w, reasonUnsafe, false, nil
 	case w.dateLike:
-		return w, reasonDateLike, nil
+		return w, reasonDateLike, false, nil
 	case len(a.Name)+w.size() > MaxPropertySize:
-		return w, fmt.Sprintf("%d bytes, more than Service Bus's %d per property", len(a.Name)+w.size(), MaxPropertySize), nil
+		return w, fmt.Sprintf("%d bytes, more than Service Bus's %d per property", len(a.Name)+w.size(), MaxPropertySize), true, nil
 	}
-	return w, "", nil
+	return w, "", false, nil
 }
 
 func attrField(name string) string { return fmt.Sprintf("attribute %q", name) }

@@ -122,6 +122,9 @@ func policyCase(t *testing.T, name string, m *mapping.Message, field string, dro
 	var r *mapping.RejectError
 	if !asReject(err, &r) || r.Field != field {
 		t.Errorf("%s: Reject: got %v, want a RejectError on %s", name, err, field)
+	} else if r.TooLarge != noEncode[name] {
+		// A size limit is dead-lettered too-large, as over AMQP.
+		t.Errorf("%s: Reject: TooLarge is %v", name, r.TooLarge)
 	}
 	var reported []string
 	req, err := Encode(m, mapping.Options{Policy: mapping.Drop, OnDrop: func(f, reason string) { reported = append(reported, f) }})
@@ -141,8 +144,8 @@ func policyCase(t *testing.T, name string, m *mapping.Message, field string, dro
 	}
 	req, err = Encode(m, mapping.Options{Policy: mapping.Encode})
 	if noEncode[name] {
-		if !mapping.IsReject(err) {
-			t.Errorf("%s: Encode: %v, want a rejection", name, err)
+		if !asReject(err, &r) || !r.TooLarge {
+			t.Errorf("%s: Encode: %v, want a too-large rejection", name, err)
 		}
 		return
 	}
@@ -159,7 +162,7 @@ func policyCase(t *testing.T, name string, m *mapping.Message, field string, dro
 }
 
 // noEncode: cases the Encode policy cannot help, since the envelope is a
-// property with the same 32 KB limit.
+// property with the same 32 KB limit: size limits, refused as too large.
 var noEncode = map[string]bool{"too large": true}
 
 func clearSource(m *mapping.Message) *mapping.Message {
