@@ -326,8 +326,7 @@ pipeline "sb-copy" {
 	state := filepath.Join(t.TempDir(), "state.json")
 	first := migStart(t, "-yes", "-copy", "-state", state, "-rate", "150", "-progress", "off", cfg)
 	eventually(t, 60*time.Second, "a checkpoint", func() bool {
-		b, err := os.ReadFile(state)
-		return err == nil && len(b) > 0 && migStreamMsgs(t, js, "MIG_COPY") >= 150
+		return migCheckpoint(t, state, "sb-copy") > 0 && migStreamMsgs(t, js, "MIG_COPY") >= 150
 	})
 	_ = first.cmd.Process.Kill()
 	first.wait(t, 10*time.Second)

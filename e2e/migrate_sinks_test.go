@@ -441,8 +441,7 @@ func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
 
 	first := migStart(t, "-yes", "-copy", "-state", state, "-rate", "150", "-progress", "off", cfg)
 	eventually(t, 60*time.Second, "a checkpoint", func() bool {
-		b, err := os.ReadFile(state)
-		return err == nil && len(b) > 0 && migStreamMsgs(t, js, "MIG_OUT") >= 150
+		return migCheckpoint(t, state, "mig") > 0 && migStreamMsgs(t, js, "MIG_OUT") >= 150
 	})
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

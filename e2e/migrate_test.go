@@ -108,6 +108,26 @@ func migReadReport(t testing.TB, path string) *migrate.Report {
 	return &r
 }
 
+// migCheckpoint is the checkpoint a copy's -state file holds for job (0
+// while there is none: the file is written first with the copy's lease,
+// before any checkpoint).
+func migCheckpoint(t testing.TB, state, job string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(state)
+	if err != nil || len(b) == 0 {
+		return 0
+	}
+	var st struct {
+		Checkpoints map[string]struct {
+			After uint64 `json:"after"`
+		} `json:"checkpoints"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0 // being written
+	}
+	return st.Checkpoints[job].After
+}
+
 // migJSPipeline is the e2e JetStream → JetStream pipeline (natsPipeline)
 // named "mig", whose group key is the "tenant" header.
 func migJSPipeline(url, srcStream, durable, sinkSubject string) string {

@@ -61,7 +61,11 @@ func verification(j *JobReport, mode Mode) *Verification {
 	byRun := min(j.DuplicatesDropped, j.Retried+j.AckFailed)
 	byDelivery := min(j.DuplicatesDropped-byRun, j.Redelivered)
 	forgiven := byRun + byDelivery
-	if mode == ModeCopy && j.ResumedFrom > 0 {
+	// A copy resumes where the last one left a state: after a checkpoint,
+	// or from the start when it was stopped before its first checkpoint
+	// (saved once a second) but after its lease said what it may write.
+	resumed := mode == ModeCopy && (j.ResumedFrom > 0 || j.rewritable > 0)
+	if resumed {
 		// A resumed copy writes again what the last run wrote past its
 		// checkpoint, as far as its state file says it may have written
 		// (rewritable); browsing raises no delivery count to tell which.
@@ -102,7 +106,7 @@ func verification(j *JobReport, mode Mode) *Verification {
 		if extra := v.SinkGrowth - j.Written; extra > 0 {
 			v.Note = fmt.Sprintf("the sink grew by %d more than migrate wrote: another producer wrote to it meanwhile", extra)
 		}
-	case mode == ModeCopy && j.ResumedFrom > 0 && -d <= j.rewritable && j.SinkAfter.Deduplicates:
+	case resumed && -d <= j.rewritable && j.SinkAfter.Deduplicates:
 		// A resumed copy: what the last run wrote past its checkpoint (it
 		// is saved once a second) is written again, and a deduplicating
 		// sink keeps the first copy.
