@@ -150,8 +150,9 @@ type SinkConfig struct {
 	// On RabbitMQ 3.x this makes /queue/NAME declare a durable queue (and
 	// must then match the source's durable setting).
 	TargetDurable bool `hcl:"target_durable,optional"`
-	// MaxMessageSize limits the encoded message (bytes); 0: the sender
-	// link's max-message-size when the broker announces one.
+	// MaxMessageSize limits the encoded message (bytes); the sender link's
+	// max-message-size, when the broker announces one, still applies if it
+	// is smaller.
 	MaxMessageSize int `hcl:"max_message_size,optional"`
 	// SendTimeout bounds one Send call (transfer and settlement).
 	SendTimeout string `hcl:"send_timeout,optional"`

@@ -255,3 +255,52 @@ func TestSASLChoice(t *testing.T) {
 		t.Fatal("sasl choice")
 	}
 }
+
+// The smaller of max_message_size and the link's max-message-size applies:
+// a max_message_size above the link's let messages over the link's limit
+// through the encoder (with their envelope unshed), for go-amqp to refuse.
+func TestEncodeWithinTheLinkLimit(t *testing.T) {
+	num, _ := mapping.ParseValue("Number.float", "3.50") // its exact text rides in the envelope
+	for _, tc := range []struct {
+		name       string
+		configured int
+		linkMax    uint64
+		want       int
+	}{
+		{"link smaller", 1 << 20, 4096, 4096},
+		{"configured smaller", 4096, 1 << 20, 4096},
+		{"no link limit", 4096, 0, 4096},
+		{"nothing configured", 0, 4096, 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set, err := SinkConfig{ConnConfig: ConnConfig{URL: "amqp://h"}, Address: "/queue/q", MaxMessageSize: tc.configured}.resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Grown towards the limit, the message keeps within it: its
+			// envelope is shed at the limit, never sent over it.
+			m := &mapping.Message{Attributes: []mapping.Attribute{{Name: "f", Value: num}}}
+			for {
+				enc, err := encodeFor(&set, m, tc.linkMax)
+				if err != nil {
+					t.Fatalf("body %d: %v", len(m.Body), err)
+				}
+				b, _ := enc.MarshalBinary()
+				if _, ok := enc.ApplicationProperties[mapping.EnvelopeName]; !ok {
+					if len(b) > tc.want {
+						t.Fatalf("encoded %d bytes, limit %d", len(b), tc.want)
+					}
+					break // shed at the limit, as it should be
+				}
+				if len(b) > tc.want {
+					t.Fatalf("encoded %d bytes with the envelope, limit %d", len(b), tc.want)
+				}
+				m.Body = append(m.Body, make([]byte, 64)...)
+			}
+			m.Body = make([]byte, tc.want)
+			if _, err := encodeFor(&set, m, tc.linkMax); !mapping.IsReject(err) {
+				t.Fatalf("a body of the limit's size: %v, want too large", err)
+			}
+		})
+	}
+}

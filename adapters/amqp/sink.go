@@ -144,20 +144,20 @@ func (s *sink) address(m *mapping.Message) (string, error) {
 	return addr, nil
 }
 
-// encode maps m with the sink's options; the sender link's max-message-size
-// applies unless max_message_size is set.
+// encode maps m with the sink's options, within the smaller of
+// max_message_size and the sender link's max-message-size.
 func (s *sink) encode(m *mapping.Message, snd *amqp.Sender) (*amqp.Message, error) {
 	return encodeFor(&s.set, m, snd.MaxMessageSize())
 }
 
 // encodeFor encodes m as a sink with set does for a link whose
-// max-message-size is linkMax (0: none).
+// max-message-size is linkMax (0: none). A max_message_size above the
+// link's does not replace it: go-amqp refuses what is over the link's
+// limit, and the envelope must be shed for that limit first.
 func encodeFor(set *sinkSettings, m *mapping.Message, linkMax uint64) (*amqp.Message, error) {
 	opt := set.opt
-	if opt.MaxMessageSize == 0 {
-		if n := linkMax; n > 0 && n <= math.MaxInt32 {
-			opt.MaxMessageSize = int(n)
-		}
+	if n := linkMax; n > 0 && n <= math.MaxInt32 && (opt.MaxMessageSize == 0 || int(n) < opt.MaxMessageSize) {
+		opt.MaxMessageSize = int(n)
 	}
 	if set.durable && !m.Durable {
 		c := *m // shallow: Encode only reads
