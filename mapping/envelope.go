@@ -75,6 +75,10 @@ type Envelope struct {
 	BodyEncoding string `json:"body,omitempty"`
 	// Fields holds the model fields that the wire form cannot hold.
 	Fields *CarriedFields `json:"m,omitempty"`
+
+	// encoded names the Types entries that undo an Encode-policy encoding
+	// (SetEncodedType): like Attrs, the message's content, never shed.
+	encoded map[string]bool
 }
 
 // CarriedFields is the JSON form of the message fields an envelope carries.
@@ -341,6 +345,24 @@ func (e *Envelope) SetType(name, dt string) {
 		e.Types = make(map[string]string)
 	}
 	e.Types[name] = dt
+}
+
+// SetEncodedType records the data type of attribute name whose value the
+// Encode policy sent in another wire type (an SQS String that is not valid
+// XML text as Binary): without the record the encoding cannot be undone,
+// so it is never shed (Essential).
+func (e *Envelope) SetEncodedType(name, dt string) {
+	e.SetType(name, dt)
+	if e.encoded == nil {
+		e.encoded = make(map[string]bool)
+	}
+	e.encoded[name] = true
+}
+
+// DeleteType removes attribute name's type record.
+func (e *Envelope) DeleteType(name string) {
+	delete(e.Types, name)
+	delete(e.encoded, name)
 }
 
 // Marshal renders the envelope as compact JSON. JSON would replace invalid

@@ -7,7 +7,8 @@ package mapping
 // own content fits natively is therefore never refused because of the
 // envelope. What the Encode policy put there (attributes that did not fit,
 // the body's encoding marker) is the message's own content and is never
-// shed: without it the message does not fit, and the policy decides.
+// shed: without it the message does not fit, and the policy decides. So are
+// the type records that undo its encodings (Envelope.SetEncodedType).
 
 // ShedOrder lists the envelope's members, by their JSON names, in the order
 // they are shed: read-only source facts and AMQP header details first; then
@@ -76,7 +77,17 @@ var shedMembers = []shedMember{
 	field("groupKey", func(c *CarriedFields) bool { return c.GroupKey != nil }, func(c *CarriedFields) { c.GroupKey = nil }),
 	str("idKind", func(c *CarriedFields) *string { return &c.IDKind }),
 	str("id", func(c *CarriedFields) *string { return &c.ID }),
-	{"types", func(e *Envelope) bool { return len(e.Types) > 0 }, func(e *Envelope) { e.Types = nil }},
+	{"types", func(e *Envelope) bool { return len(e.Types) > len(e.encoded) }, func(e *Envelope) {
+		if len(e.encoded) == 0 {
+			e.Types = nil
+			return
+		}
+		for name := range e.Types {
+			if !e.encoded[name] {
+				delete(e.Types, name)
+			}
+		}
+	}},
 	{"text", func(e *Envelope) bool { return len(e.Texts) > 0 }, func(e *Envelope) { e.Texts = nil }},
 }
 
@@ -121,9 +132,10 @@ func (e *Envelope) Sheddable() bool {
 }
 
 // Essential reports whether e carries what cannot be shed: attributes the
-// Encode policy moved there or the body's encoding marker.
+// Encode policy moved there, the types that undo its encodings
+// (SetEncodedType) or the body's encoding marker.
 func (e *Envelope) Essential() bool {
-	return e != nil && (len(e.Attrs) > 0 || e.BodyEncoding != "")
+	return e != nil && (len(e.Attrs) > 0 || len(e.encoded) > 0 || e.BodyEncoding != "")
 }
 
 // DropIfOnly empties the carried fields when they hold nothing but fields of

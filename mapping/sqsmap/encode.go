@@ -382,7 +382,7 @@ func (e *encoder) attribute(i int, a mapping.Attribute, native []wireAttr) (w wi
 		}
 	}
 	if w.noted {
-		e.env.SetType(a.Name, dt)
+		e.env.SetEncodedType(a.Name, dt)
 	}
 	return w, true, nil
 }
@@ -412,7 +412,7 @@ func isNative(native []wireAttr, name string) bool {
 
 func (e *encoder) unnote(w *wireAttr) {
 	if w.noted {
-		delete(e.env.Types, w.name)
+		e.env.DeleteType(w.name)
 	}
 }
 

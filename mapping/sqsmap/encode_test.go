@@ -257,6 +257,14 @@ func TestEncodeAttributeCount(t *testing.T) {
 		// The 11th needs a type note: dropping it empties the envelope, so 10 fit.
 		{name: "drop frees the envelope", m: sqsMsg("b", append(nAttrs(10), at("z", mapping.Float64(math.NaN())))...),
 			policy: mapping.Drop, native: 10, dropped: []string{`attribute "z"`}},
+		// An Encode-policy encoding (a String that is not XML text, sent
+		// as Binary) is undone by its type record: the envelope holding it
+		// is never shed (an audit saw it come back as Binary). With ten
+		// attributes, the tenth moves into the envelope instead.
+		{name: "10 with an encoding", m: sqsMsg("b", append(nAttrs(9), at("z", mapping.String("a\x01b")))...), policy: mapping.Encode,
+			native: 9, envelope: true, moved: []string{"z"}, roundTrip: true},
+		{name: "9 with an encoding + envelope", m: withID(sqsMsg("b", append(nAttrs(8), at("z", mapping.String("a\x01b")))...)), policy: mapping.Encode,
+			native: 9, envelope: true, roundTrip: true},
 		{name: "30 encode", m: sqsMsg("b", nAttrs(26)...), policy: mapping.Encode, native: 9, envelope: true,
 			moved: strings.Split("jklmnopqrstuvwxyz", ""), roundTrip: true},
 	}
@@ -330,6 +338,10 @@ func TestEncodeSize(t *testing.T) {
 		{name: "drop the largest", body: 100, attrs: []mapping.Attribute{attrA(90), at("b", mapping.String("small"))}, max: 200,
 			policy: mapping.Drop, dropped: []string{`attribute "a"`}},
 		{name: "1 MiB", body: 1 << 20, max: 1 << 20, policy: mapping.Reject},
+		// The type record that undoes an encoding counts as content: no
+		// room for it is no room for the message.
+		{name: "no room for an encoding's type", body: 100, attrs: []mapping.Attribute{at("a", mapping.String("a\x01b"))}, max: 112, policy: mapping.Encode, reject: true},
+		{name: "room for an encoding's type", body: 100, attrs: []mapping.Attribute{at("a", mapping.String("a\x01b"))}, max: 200, policy: mapping.Encode},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
