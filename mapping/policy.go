@@ -65,6 +65,45 @@ type Options struct {
 	OnShed func(fields []string)
 }
 
+// HeldReports keeps an encode's reports (OnDrop: drops, encodings, shed
+// envelope members) until the encode is known to succeed: an encoder that
+// dropped items and then refuses the whole message (a size limit) must not
+// have them counted and logged as left out of a message that was sent.
+type HeldReports struct {
+	to      func(field, reason string)
+	pending []heldReport
+}
+
+type heldReport struct{ field, reason string }
+
+// Hold makes o report into the HeldReports it returns until their Flush.
+// Under Reject nothing is reported but shed members, once at the end: o
+// is left as it is, and the result is nil (nothing allocated on the hot
+// path; Flush of nil does nothing).
+func (o *Options) Hold() *HeldReports {
+	if o.OnDrop == nil || o.Policy == Reject {
+		return nil
+	}
+	h := &HeldReports{to: o.OnDrop}
+	o.OnDrop = h.add
+	return h
+}
+
+func (h *HeldReports) add(field, reason string) {
+	h.pending = append(h.pending, heldReport{field, reason})
+}
+
+// Flush passes the held reports on, in order, and forgets them.
+func (h *HeldReports) Flush() {
+	if h == nil {
+		return
+	}
+	for _, r := range h.pending {
+		h.to(r.field, r.reason)
+	}
+	h.pending = h.pending[:0]
+}
+
 // Shed reports envelope members left out of one message: to OnShed, or,
 // when that is not set, through OnDrop (the one callback a sink hands its
 // encoder) as the field EnvelopeName with a reason that ShedReport reads

@@ -33,6 +33,7 @@ func (d *Dialect) EncodeShed(m *mapping.Message, opt mapping.Options) (*amqp.Mes
 		return nil, nil, mapping.Rejectf(d.Wire, "", "nil message")
 	}
 	opt = opt.Effective()
+	held := opt.Hold() // the size check may still refuse the message
 	wire, carry := m, mapping.Field(0)
 	if d.Prepare != nil {
 		var err error
@@ -99,6 +100,7 @@ func (d *Dialect) EncodeShed(m *mapping.Message, opt mapping.Options) (*amqp.Mes
 			return nil, nil, mapping.TooLargef(d.Wire, "message", "encoded size %d bytes exceeds the limit of %d", n, opt.MaxMessageSize)
 		}
 	}
+	held.Flush()
 	return msg, shed, nil
 }
 

@@ -104,6 +104,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 	}
 	opt.Options = opt.Options.Effective()
 	o := &opt.Options
+	held := o.Hold() // fit may still refuse the message
 	// native also marks the fields the policy dropped: the envelope leaves
 	// out what is native, so a dropped field is not carried either (and m,
 	// the caller's message, is neither changed nor copied).
@@ -234,6 +235,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 	if err := fit(msg, users, o, env, setEnvelope); err != nil {
 		return nil, err
 	}
+	held.Flush()
 	if sc != nil && cap(one) > cap(sc.vals) {
 		sc.vals = one[:0] // grown for this message: kept for the next
 	}

@@ -26,8 +26,11 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 		opt.MaxMessageSize = DefaultMaxMessageSize
 	}
 	opt = opt.Effective()
-	// What the envelope shed is reported once, for the encode that is sent.
+	// What the envelope shed is reported once, for the encode that is
+	// sent; what the policy did, only for a message that passes the header
+	// limits (mapping.HeldReports).
 	if opt.Policy != mapping.Drop {
+		held := opt.Hold()
 		msg, shed, err := Dialect.EncodeShed(m, opt)
 		if err != nil {
 			return nil, err
@@ -36,6 +39,7 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 			return nil, err
 		}
 		opt.Shed(shed)
+		held.Flush()
 		return msg, nil
 	}
 	// Under Drop, header limits are met by leaving out the largest user
@@ -45,9 +49,8 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 	var sizeDrops []report
 	cur := m
 	for {
-		var pending []report
 		o := opt
-		o.OnDrop = func(field, reason string) { pending = append(pending, report{field, reason}) }
+		held := o.Hold()
 		msg, shed, err := Dialect.EncodeShed(cur, o)
 		if err != nil {
 			return nil, err
@@ -57,7 +60,8 @@ func Encode(m *mapping.Message, opt mapping.Options) (*amqp.Message, error) {
 			return nil, err
 		}
 		if len(drop) == 0 {
-			for _, r := range append(pending, sizeDrops...) {
+			held.Flush()
+			for _, r := range sizeDrops {
 				opt.Dropped(r.field, r.reason)
 			}
 			opt.Shed(shed)

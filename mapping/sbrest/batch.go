@@ -29,6 +29,7 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // Content-Type BatchContentType).
 func EncodeBatch(msgs []*mapping.Message, opt mapping.Options) ([]byte, error) {
 	limit := maxSize(&opt)
+	held := opt.Hold() // for a batch that is sent whole
 	dst := make([]byte, 1, 512*len(msgs)+2)
 	dst[0] = '['
 	for i, m := range msgs {
@@ -49,12 +50,14 @@ func EncodeBatch(msgs []*mapping.Message, opt mapping.Options) ([]byte, error) {
 	if len(dst) > limit {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(dst), limit)
 	}
+	held.Flush()
 	return dst, nil
 }
 
 // RenderJSON renders m as one batch element {Body, BrokerProperties,
 // UserProperties}: the JSON rendering of this wire form.
 func RenderJSON(m *mapping.Message, opt mapping.Options) ([]byte, error) {
+	held := opt.Hold()
 	e, err := encodeMessage(m, &opt, formBatch)
 	if err != nil {
 		return nil, err
@@ -63,6 +66,7 @@ func RenderJSON(m *mapping.Message, opt mapping.Options) ([]byte, error) {
 	if limit := maxSize(&opt); len(out) > limit {
 		return nil, mapping.TooLargef(Wire, "message", "%d bytes, more than the limit of %d", len(out), limit)
 	}
+	held.Flush()
 	return out, nil
 }
 

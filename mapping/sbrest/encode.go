@@ -64,10 +64,12 @@ type encoded struct {
 
 // Encode lays m out as a single-message send.
 func Encode(m *mapping.Message, opt mapping.Options) (*Request, error) {
+	held := opt.Hold()
 	e, err := encodeMessage(m, &opt, formHeader)
 	if err != nil {
 		return nil, err
 	}
+	held.Flush()
 	// One backing array for the values and one string for the quoted
 	// texts: a header map costs a few allocations, not one per property.
 	h := make(http.Header, len(e.props)+2)
@@ -111,7 +113,9 @@ func Encode(m *mapping.Message, opt mapping.Options) (*Request, error) {
 }
 
 // encodeMessage applies every rule of the wire form; f says whether the
-// properties become headers or batch JSON.
+// properties become headers or batch JSON. A batch element's size is the
+// caller's to check: its callers hold the policy's reports until the
+// message is known to fit (mapping.HeldReports).
 func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, error) {
 	eff := opt.Effective()
 	opt = &eff

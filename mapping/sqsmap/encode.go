@@ -74,6 +74,7 @@ func Encode(m *mapping.Message, opt EncodeOptions) (*Outbound, error) {
 	var buf [MaxAttributes + 1]wireAttr // no allocation for the usual case
 	native := buf[:0]
 	opt.Options = opt.Options.Effective()
+	held := opt.Hold() // fit may still refuse the message
 	e := encoder{m: m, opt: opt, out: new(Outbound)}
 	bodyEnc, err := e.body()
 	if err != nil {
@@ -110,6 +111,7 @@ func Encode(m *mapping.Message, opt EncodeOptions) (*Outbound, error) {
 	if err := e.fit(native); err != nil {
 		return nil, err
 	}
+	held.Flush()
 	return e.out, nil
 }
 
