@@ -89,7 +89,8 @@ func spanAttr(s *tracepb.Span, key string) string {
 // variables, exports over OTLP/HTTP the spans of a message that crosses
 // from JetStream (with a traceparent) to a Service Bus queue: the process
 // span continues the incoming trace under its parent, the send span is its
-// child, and the Diagnostic-Id on Service Bus names the send span. (SQS's
+// child and links to the message's creation context, and the Diagnostic-Id
+// on Service Bus is that creation context, unchanged by the bridge. (SQS's
 // X-Ray header takes the same path in internal/telemetry's test: fauxqs
 // drops AWSTraceHeader, see e2e/brokers/README.md.)
 func TestTracesNATSToServiceBus(t *testing.T) {
@@ -158,8 +159,11 @@ pipeline "traced" {
 	if string(s.ParentSpanId) != string(p.SpanId) || string(s.TraceId) != string(p.TraceId) {
 		t.Errorf("send span parent %x, want the process span %x", s.ParentSpanId, p.SpanId)
 	}
-	if hex.EncodeToString(out.SpanID[:]) != hex.EncodeToString(s.SpanId) {
-		t.Errorf("Diagnostic-Id %s names %x, want the send span %x", diag, out.SpanID, s.SpanId)
+	if hex.EncodeToString(out.SpanID[:]) != parentID {
+		t.Errorf("Diagnostic-Id %s names %x, want the producer's %s", diag, out.SpanID, parentID)
+	}
+	if len(s.Links) != 1 || hex.EncodeToString(s.Links[0].TraceId) != traceID || hex.EncodeToString(s.Links[0].SpanId) != parentID {
+		t.Errorf("send span links %v, want the creation context %s-%s", s.Links, traceID, parentID)
 	}
 	for span, want := range map[*tracepb.Span]map[string]string{
 		p: {"messaging.system": "nats", "messaging.operation.type": "process", "messaging.destination.name": "traced.in", "qbridge.settlement": "ack"},

@@ -53,6 +53,7 @@ func BenchmarkMessage(b *testing.B) {
 		defer tp.Shutdown(context.Background())
 		t := New(tp)
 		ep := Endpoint{Kind: "nats", Destination: "in"}
-		run(b, wrapSource(t, &oneSource{m: mapping.Message{ID: "m", Trace: tr}}, ep), wrapSink(t, nopSink{}, Endpoint{Kind: "servicebus", Destination: "out"}))
+		open := newOpenSpans()
+		run(b, wrapSource(t, &oneSource{m: mapping.Message{ID: "m", Trace: tr}}, ep, open), wrapSink(t, nopSink{}, Endpoint{Kind: "servicebus", Destination: "out"}, open))
 	})
 }

@@ -3,11 +3,14 @@
 // (https://opentelemetry.io/docs/specs/semconv/messaging/messaging-spans/):
 // a "process" span from receipt to settlement at the source, and a "send"
 // span per attempt at the sink. The process span's parent is the trace
-// context the message carried in (mapping.Message.Trace: X-Ray, traceparent
-// or Diagnostic-Id, whichever the source had), and the message leaves with
-// the send span as its parent, written by the sink in its own form. So one
-// trace runs from the producer in one cloud, through qbridge, to the
-// consumer in the other.
+// context the message carried in, its creation context
+// (mapping.Message.Trace: X-Ray, traceparent or Diagnostic-Id, whichever
+// the source had); the send span is the process span's child and links to
+// the creation context, and the message leaves with that context
+// unchanged, as the conventions ask of an intermediary. So qbridge's spans
+// join the producer's trace, and the consumer in the other cloud sees what
+// the producer wrote. A message without a creation context leaves with the
+// send span's.
 //
 // The engine is not changed: Wrap decorates a pipeline's source and sink
 // openers. With tracing off (no OTEL_* exporter configured) nothing is
@@ -126,36 +129,80 @@ func serviceName() string {
 type Endpoint struct {
 	Kind        string // adapter kind: sqs, servicebus, amqp, nats
 	Destination string // queue, subject or address (messaging.destination.name)
+	// Template is a destination rendered per message ("orders.{group}"):
+	// messaging.destination.template, and the span name, in place of a
+	// name that varies.
+	Template string
+	// Subscription is a Service Bus topic subscription
+	// (messaging.destination.subscription.name).
+	Subscription string
 }
 
 // EndpointOf reads the destination from an adapter's configuration: its
-// Queue, QueueURL (the queue name, its last path segment), Subject, Topic
-// or Address field, the first one set.
+// Queue, QueueURL (the queue name, its last path segment), QueueName,
+// Subject, Topic or Address field, the first one set, else a JetStream
+// block's Stream; and a Subscription.
 func EndpointOf(kind string, cfg any) Endpoint {
 	e := Endpoint{Kind: kind}
-	v := reflect.ValueOf(cfg)
-	for v.Kind() == reflect.Pointer {
+	v := structOf(reflect.ValueOf(cfg))
+	if !v.IsValid() {
+		return e
+	}
+	e.Subscription = stringField(v, "Subscription")
+	for _, name := range []string{"Queue", "QueueURL", "QueueName", "Subject", "Topic", "Address"} {
+		d := stringField(v, name)
+		if d == "" {
+			continue
+		}
+		if name == "QueueURL" {
+			d = d[strings.LastIndexByte(d, '/')+1:]
+		}
+		if strings.Contains(d, "{") {
+			e.Template = d
+		} else {
+			e.Destination = d
+		}
+		return e
+	}
+	if js := structOf(v.FieldByName("JetStream")); js.IsValid() {
+		e.Destination = stringField(js, "Stream")
+	}
+	return e
+}
+
+// structOf is the struct v holds, through pointers; invalid if none.
+func structOf(v reflect.Value) reflect.Value {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
-			return e
+			return reflect.Value{}
 		}
 		v = v.Elem()
 	}
 	if v.Kind() != reflect.Struct {
-		return e
+		return reflect.Value{}
 	}
-	for _, name := range []string{"Queue", "QueueURL", "Subject", "Topic", "Address"} {
-		f := v.FieldByName(name)
-		if !f.IsValid() || f.Kind() != reflect.String || f.String() == "" {
-			continue
-		}
-		d := f.String()
-		if name == "QueueURL" {
-			d = d[strings.LastIndexByte(d, '/')+1:]
-		}
-		e.Destination = d
-		return e
+	return v
+}
+
+func stringField(v reflect.Value, name string) string {
+	if f := v.FieldByName(name); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
 	}
-	return e
+	return ""
+}
+
+// appendDestination adds the endpoint's destination attributes.
+func appendDestination(attrs []attribute.KeyValue, ep Endpoint) []attribute.KeyValue {
+	switch {
+	case ep.Template != "":
+		attrs = append(attrs, semconv.MessagingDestinationTemplate(ep.Template))
+	case ep.Destination != "":
+		attrs = append(attrs, semconv.MessagingDestinationName(ep.Destination))
+	}
+	if ep.Subscription != "" {
+		attrs = append(attrs, semconv.MessagingDestinationSubscriptionName(ep.Subscription))
+	}
+	return attrs
 }
 
 // system is messaging.system for an adapter kind.
@@ -180,20 +227,18 @@ func (t *Tracing) Wrap(cfg bridge.Config, src, dst, dlq Endpoint) bridge.Config 
 	if t == nil {
 		return cfg
 	}
-	// With a dead-letter sink, the process span of a message sent there
-	// must say so: the engine then acks the message at the source, which
-	// alone would read as delivered.
-	var open map[trace.SpanID]*delivery
-	var openMu *sync.Mutex
+	// The deliveries whose process span is open, by span: a sink finds a
+	// message's process span (its parent) and creation context there, and
+	// the dead-letter sink marks the process span of a message it took.
+	o := newOpenSpans()
 	if cfg.DeadLetter.Sink != nil {
-		open, openMu = map[trace.SpanID]*delivery{}, &sync.Mutex{}
 		openDL := cfg.DeadLetter.Sink
 		cfg.DeadLetter.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
 			s, err := openDL(ctx, onDrop)
 			if err != nil {
 				return nil, err
 			}
-			return &deadLetterSink{sink: wrapSink(t, s, dlq).(*sink), open: open, mu: openMu}, nil
+			return &deadLetterSink{sink: wrapSink(t, s, dlq, o).(*sink)}, nil
 		}
 	}
 	openSrc := cfg.Source
@@ -202,12 +247,7 @@ func (t *Tracing) Wrap(cfg bridge.Config, src, dst, dlq Endpoint) bridge.Config 
 		if err != nil {
 			return nil, err
 		}
-		w := wrapSource(t, s, src)
-		if open != nil {
-			ws := sourceOf(w)
-			ws.open, ws.openMu = open, openMu
-		}
-		return w, nil
+		return wrapSource(t, s, src, o), nil
 	}
 	openSink := cfg.Sink
 	cfg.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
@@ -215,9 +255,37 @@ func (t *Tracing) Wrap(cfg bridge.Config, src, dst, dlq Endpoint) bridge.Config 
 		if err != nil {
 			return nil, err
 		}
-		return wrapSink(t, s, dst), nil
+		return wrapSink(t, s, dst, o), nil
 	}
 	return cfg
+}
+
+// openSpans holds a pipeline's deliveries whose process span is open.
+type openSpans struct {
+	mu sync.Mutex
+	m  map[trace.SpanID]*delivery
+}
+
+func newOpenSpans() *openSpans { return &openSpans{m: map[trace.SpanID]*delivery{}} }
+
+// of is the delivery whose process span tr names (the engine's message
+// carries it: process), or nil.
+func (o *openSpans) of(tr mapping.Trace) *delivery {
+	if tr.IsZero() {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.m[trace.SpanID(tr.SpanID)]
+}
+
+// parentContext is ctx with tr, the trace context a message came with, as
+// its remote parent; ctx itself when there is none (a root span).
+func parentContext(ctx context.Context, tr mapping.Trace) context.Context {
+	if tr.IsZero() {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, spanContext(tr))
 }
 
 // spanContext is the message's trace context as a remote parent.
@@ -236,7 +304,9 @@ func spanContext(tr mapping.Trace) trace.SpanContext {
 }
 
 // withSpan returns tr naming sc as the parent: same trace, sc's span id and
-// sampled flag; the X-Ray extras and tracestate kept.
+// sampled flag; the X-Ray extras and tracestate kept. Inside qbridge the
+// message names its process span so (process); it leaves so only when it
+// came without a creation context of its own (sink.Send).
 func withSpan(tr mapping.Trace, sc trace.SpanContext) mapping.Trace {
 	tr.TraceID = sc.TraceID()
 	tr.SpanID = sc.SpanID()
@@ -250,24 +320,13 @@ func withSpan(tr mapping.Trace, sc trace.SpanContext) mapping.Trace {
 // readiness) as without tracing; batchSource passes BatchAcker on.
 type source struct {
 	driver.PassSource
-	t  *Tracing
-	ep Endpoint
-	// open, with a dead-letter sink: the deliveries whose process span
-	// is open, by span, for deadLetterSink.
-	open   map[trace.SpanID]*delivery
-	openMu *sync.Mutex
+	t    *Tracing
+	ep   Endpoint
+	open *openSpans
 }
 
-// sourceOf is the *source inside wrapSource's result.
-func sourceOf(s driver.Source) *source {
-	if b, ok := s.(*batchSource); ok {
-		return b.source
-	}
-	return s.(*source)
-}
-
-func wrapSource(t *Tracing, s driver.Source, ep Endpoint) driver.Source {
-	ts := &source{PassSource: driver.PassSource{Source: s}, t: t, ep: ep}
+func wrapSource(t *Tracing, s driver.Source, ep Endpoint, open *openSpans) driver.Source {
+	ts := &source{PassSource: driver.PassSource{Source: s}, t: t, ep: ep, open: open}
 	if ba, ok := s.(driver.BatchAcker); ok {
 		return &batchSource{source: ts, ba: ba}
 	}
@@ -303,39 +362,36 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 	ds, err := s.Source.Receive(ctx, max)
 	now := time.Now()
 	for i, d := range ds {
-		ds[i] = s.t.process(d, s.ep, now)
-		if s.open != nil {
-			if td, ok := ds[i].(tracedDelivery); ok {
-				td.traced().track(s.open, s.openMu)
-			}
-		}
+		ds[i] = s.t.process(d, s.ep, now, s.open)
 	}
 	return ds, err
 }
 
-// process starts the delivery's span, parented on the trace the message
-// carried, and makes the message carry the span onward.
-func (t *Tracing) process(d driver.Delivery, ep Endpoint, at time.Time) driver.Delivery {
+// process starts the delivery's span, parented on the message's creation
+// context (the trace it came with), and makes the message name the span
+// while it is inside qbridge, so that the sink's span is the process
+// span's child (sink.Send).
+func (t *Tracing) process(d driver.Delivery, ep Endpoint, at time.Time, open *openSpans) driver.Delivery {
 	m := d.Message()
 	if m == nil {
 		return d
 	}
-	ctx := trace.ContextWithRemoteSpanContext(context.Background(), spanContext(m.Trace))
 	attrs := []attribute.KeyValue{
 		system(ep.Kind),
 		semconv.MessagingOperationTypeProcess,
 		semconv.MessagingOperationName("process"),
 	}
-	if ep.Destination != "" {
-		attrs = append(attrs, semconv.MessagingDestinationName(ep.Destination))
+	attrs = appendDestination(attrs, ep)
+	if id := messageID(m); id != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(id))
 	}
-	if m.ID != "" {
-		attrs = append(attrs, semconv.MessagingMessageID(m.ID))
-	}
-	_, span := t.tracer.Start(ctx, spanName("process", ep), trace.WithSpanKind(trace.SpanKindConsumer),
+	_, span := t.tracer.Start(parentContext(context.Background(), m.Trace), spanName("process", ep), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	base := &delivery{PassDelivery: driver.PassDelivery{Delivery: d}, span: span, creation: m.Trace, open: open}
 	m.Trace = withSpan(m.Trace, span.SpanContext())
-	base := &delivery{PassDelivery: driver.PassDelivery{Delivery: d}, span: span}
+	open.mu.Lock()
+	open.m[span.SpanContext().SpanID()] = base
+	open.mu.Unlock()
 	if dl, ok := d.(driver.DeadLetterer); ok {
 		return &struct {
 			*delivery
@@ -346,10 +402,22 @@ func (t *Tracing) process(d driver.Delivery, ep Endpoint, at time.Time) driver.D
 }
 
 func spanName(op string, ep Endpoint) string {
-	if ep.Destination == "" {
-		return op
+	switch {
+	case ep.Template != "":
+		return op + " " + ep.Template
+	case ep.Destination != "":
+		return op + " " + ep.Destination
 	}
-	return op + " " + ep.Destination
+	return op
+}
+
+// messageID is messaging.message.id: the message's id, or its dedup id
+// where that is all it has (a NATS message's Nats-Msg-Id).
+func messageID(m *mapping.Message) string {
+	if m.ID != "" {
+		return m.ID
+	}
+	return m.DedupID
 }
 
 // delivery ends its span when the message is settled. It embeds
@@ -358,18 +426,11 @@ func spanName(op string, ep Endpoint) string {
 type delivery struct {
 	driver.PassDelivery
 	span trace.Span
-	// With a dead-letter sink: where the delivery is listed while its
-	// span is open, and the reason once the dead-letter sink took it.
-	open     map[trace.SpanID]*delivery
-	openMu   *sync.Mutex
-	dlReason string
-}
-
-func (d *delivery) track(open map[trace.SpanID]*delivery, mu *sync.Mutex) {
-	d.open, d.openMu = open, mu
-	mu.Lock()
-	open[d.span.SpanContext().SpanID()] = d
-	mu.Unlock()
+	// creation is the message's creation context: the trace it came
+	// with, zero for none. It leaves with it unchanged (sink.Send).
+	creation mapping.Trace
+	open     *openSpans // where it is listed while its span is open
+	dlReason string     // once the dead-letter sink took it (guarded by open.mu)
 }
 
 // tracedDelivery finds the delivery inside process's combinations.
@@ -397,24 +458,31 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 }
 
 func (d *delivery) end(settlement string, err error) {
-	if d.open != nil {
-		d.openMu.Lock()
-		delete(d.open, d.span.SpanContext().SpanID())
-		reason := d.dlReason
-		d.openMu.Unlock()
-		if reason != "" && settlement == "ack" {
-			// Acked at the source after the dead-letter sink took it.
-			settlement = "dead_letter"
-			d.span.SetAttributes(attribute.String("qbridge.dead_letter_reason", reason))
-		}
+	d.open.mu.Lock()
+	delete(d.open.m, d.span.SpanContext().SpanID())
+	reason := d.dlReason
+	d.open.mu.Unlock()
+	if reason != "" && settlement == "ack" {
+		// Acked at the source after the dead-letter sink took it.
+		settlement = "dead_letter"
+		d.span.SetAttributes(attribute.String("qbridge.dead_letter_reason", reason))
 	}
 	d.span.SetAttributes(attribute.String("qbridge.settlement", settlement))
-	if err != nil {
+	switch {
+	case err != nil:
 		d.span.RecordError(err)
+		d.span.SetAttributes(semconv.ErrorTypeKey.String(settlement + "_failed"))
 		d.span.SetStatus(codes.Error, err.Error())
-	} else if settlement != "ack" {
+	case settlement == "dead_letter":
+		// Not processed: error.type is the reason (bridge.Reason*).
+		d.span.SetAttributes(semconv.ErrorTypeKey.String(reason))
+		d.span.SetStatus(codes.Error, settlement)
+	case settlement == "nack":
+		// Handed back after the sink failed, or left unsent by a drain.
+		d.span.SetAttributes(semconv.ErrorTypeKey.String(settlement))
 		d.span.SetStatus(codes.Error, settlement)
 	}
+	// A release (a shutdown hands back what was never sent) is no failure.
 	d.span.End()
 }
 
@@ -426,6 +494,9 @@ type deadLetterer struct {
 func (x deadLetterer) DeadLetter(ctx context.Context, reason, description string) error {
 	err := x.dl.DeadLetter(ctx, reason, description)
 	x.d.span.SetAttributes(attribute.String("qbridge.dead_letter_reason", reason))
+	x.d.open.mu.Lock()
+	x.d.dlReason = reason
+	x.d.open.mu.Unlock()
 	x.d.end("dead_letter", err)
 	return err
 }
@@ -435,38 +506,56 @@ func (x deadLetterer) DeadLetter(ctx context.Context, reason, description string
 // pipelining and ungrouped order) as without tracing.
 type sink struct {
 	driver.PassSink
-	t  *Tracing
-	ep Endpoint
+	t    *Tracing
+	ep   Endpoint
+	open *openSpans
 }
 
-func wrapSink(t *Tracing, s driver.Sink, ep Endpoint) driver.Sink {
-	return &sink{PassSink: driver.PassSink{Sink: s}, t: t, ep: ep}
+func wrapSink(t *Tracing, s driver.Sink, ep Endpoint, open *openSpans) driver.Sink {
+	return &sink{PassSink: driver.PassSink{Sink: s}, t: t, ep: ep, open: open}
 }
 
+// Send makes each message's send span, a child of its process span that
+// links to its creation context, and sends the message with that context
+// unchanged, as the messaging conventions ask of an intermediary
+// (https://opentelemetry.io/docs/specs/semconv/messaging/messaging-spans/#context-propagation:
+// the creation context "SHOULD be attached in such a way that it cannot
+// be changed by intermediaries"): what a consumer at the target sees is
+// what the producer wrote, tracing on or off, an X-Ray Sampled=? included.
+// A message that came without one leaves with the send span's context, so
+// that its consumers join qbridge's trace.
 func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	out := make([]*mapping.Message, len(msgs))
 	spans := make([]trace.Span, len(msgs))
 	for i, m := range msgs {
-		pctx := ctx
-		if !m.Trace.IsZero() {
-			pctx = trace.ContextWithSpanContext(ctx, spanContext(m.Trace))
+		pctx := parentContext(ctx, m.Trace)
+		creation := m.Trace
+		var opts []trace.SpanStartOption
+		if d := s.open.of(m.Trace); d != nil {
+			pctx, creation = trace.ContextWithSpan(ctx, d.span), d.creation
+			if !creation.IsZero() {
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: spanContext(creation)}))
+			}
 		}
 		attrs := []attribute.KeyValue{
 			system(s.ep.Kind),
 			semconv.MessagingOperationTypeSend,
 			semconv.MessagingOperationName("send"),
 		}
-		if s.ep.Destination != "" {
-			attrs = append(attrs, semconv.MessagingDestinationName(s.ep.Destination))
+		attrs = appendDestination(attrs, s.ep)
+		if id := messageID(m); id != "" {
+			attrs = append(attrs, semconv.MessagingMessageID(id))
 		}
-		if m.ID != "" {
-			attrs = append(attrs, semconv.MessagingMessageID(m.ID))
-		}
-		_, spans[i] = s.t.tracer.Start(pctx, spanName("send", s.ep), trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-		// A copy: a retry must start again from the process span, and the
-		// engine's message stays as it was.
+		opts = append(opts, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+		_, spans[i] = s.t.tracer.Start(pctx, spanName("send", s.ep), opts...)
+		// A copy: the engine's message stays as it was (a retry finds its
+		// process span again).
 		c := *m
-		c.Trace = withSpan(m.Trace, spans[i].SpanContext())
+		if !creation.IsZero() {
+			c.Trace = creation
+		} else {
+			c.Trace = withSpan(m.Trace, spans[i].SpanContext())
+		}
 		out[i] = &c
 	}
 	errs := s.Sink.Send(ctx, out)
@@ -477,6 +566,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		}
 		if err != nil {
 			sp.RecordError(err)
+			sp.SetAttributes(semconv.ErrorTypeKey.String(sendErrorType(err)))
 			sp.SetStatus(codes.Error, err.Error())
 			if errors.Is(err, context.Canceled) {
 				sp.SetAttributes(attribute.Bool("qbridge.cancelled", true))
@@ -487,26 +577,42 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	return errs
 }
 
+// sendErrorType is error.type for a failed send: a dead-letter reason for
+// a permanent failure (bridge.SinkReason), else whether the broker
+// throttled, the call was cancelled, or neither ("_OTHER", as the
+// conventions name an unknown type).
+func sendErrorType(err error) string {
+	switch {
+	case driver.IsPermanent(err):
+		return bridge.SinkReason(err)
+	case driver.IsThrottled(err):
+		return "throttled"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "_OTHER"
+}
+
 // deadLetterSink traces the dead-letter sink's sends (a send span, child of
 // the message's process span) and marks the process span of each message
-// it took, by the span the message names as its parent.
+// it took.
 type deadLetterSink struct {
 	*sink
-	open map[trace.SpanID]*delivery
-	mu   *sync.Mutex
 }
 
 func (s *deadLetterSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	errs := s.sink.Send(ctx, msgs)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for i, m := range msgs {
 		if i >= len(errs) || errs[i] != nil {
 			continue
 		}
-		if d := s.open[trace.SpanID(m.Trace.SpanID)]; d != nil {
+		if d := s.open.of(m.Trace); d != nil {
 			reason, _ := m.Attr(bridge.AttrDeadLetterReason)
+			s.open.mu.Lock()
 			d.dlReason = reason.Str()
+			s.open.mu.Unlock()
 		}
 	}
 	return errs

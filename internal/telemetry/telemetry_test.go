@@ -77,9 +77,12 @@ func (s *sbSink) Close(context.Context) error { return nil }
 
 // An SQS message with an X-Ray header crosses a pipeline to Service Bus:
 // qbridge's process span continues the X-Ray trace under its Parent, the
-// send span is its child, and the Diagnostic-Id written names the send
-// span as parent. An unsampled header records nothing and still carries
-// its trace on.
+// send span is its child (a local parent) and links to the message's
+// creation context, and the Diagnostic-Id written is the creation context
+// unchanged, as the messaging conventions ask of an intermediary (it named
+// qbridge's send span, so the trace a consumer saw depended on whether
+// qbridge traced). An unsampled header records nothing and carries its
+// trace on.
 func TestSQSXRayToServiceBus(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -140,8 +143,8 @@ func TestSQSXRayToServiceBus(t *testing.T) {
 				if len(spans) != 0 {
 					t.Errorf("%d spans recorded for an unsampled trace", len(spans))
 				}
-				if hex.EncodeToString(out.SpanID[:]) == "53995c3f42cd8ad8" {
-					t.Errorf("the outgoing parent is still the incoming one: %s", diag)
+				if hex.EncodeToString(out.SpanID[:]) != "53995c3f42cd8ad8" {
+					t.Errorf("the outgoing parent is not the incoming one: %s", diag)
 				}
 				return
 			}
@@ -163,11 +166,14 @@ func TestSQSXRayToServiceBus(t *testing.T) {
 			if got := process.Parent.SpanID().String(); got != "53995c3f42cd8ad8" || !process.Parent.IsRemote() {
 				t.Errorf("process span's parent %s (remote %v), want the X-Ray Parent", got, process.Parent.IsRemote())
 			}
-			if send.Parent.SpanID() != process.SpanContext.SpanID() || send.SpanContext.TraceID() != process.SpanContext.TraceID() {
-				t.Errorf("send span's parent %s, want the process span %s", send.Parent.SpanID(), process.SpanContext.SpanID())
+			if send.Parent.SpanID() != process.SpanContext.SpanID() || send.SpanContext.TraceID() != process.SpanContext.TraceID() || send.Parent.IsRemote() {
+				t.Errorf("send span's parent %s (remote %v), want the process span %s", send.Parent.SpanID(), send.Parent.IsRemote(), process.SpanContext.SpanID())
 			}
-			if out.SpanID != [8]byte(send.SpanContext.SpanID()) {
-				t.Errorf("Diagnostic-Id %s does not name the send span %s as parent", diag, send.SpanContext.SpanID())
+			if len(send.Links) != 1 || send.Links[0].SpanContext.SpanID().String() != "53995c3f42cd8ad8" || send.Links[0].SpanContext.TraceID().String() != wantTrace {
+				t.Errorf("send span's links %+v, want the creation context", send.Links)
+			}
+			if hex.EncodeToString(out.SpanID[:]) != "53995c3f42cd8ad8" {
+				t.Errorf("Diagnostic-Id %s does not keep the incoming parent", diag)
 			}
 			for span, want := range map[*tracetest.SpanStub][]attribute.KeyValue{
 				&process: {
@@ -198,19 +204,29 @@ func TestSQSXRayToServiceBus(t *testing.T) {
 }
 
 func TestEndpointOf(t *testing.T) {
+	type js struct{ Stream string }
 	tests := []struct {
 		cfg  any
-		want string
+		want Endpoint
 	}{
-		{struct{ QueueURL string }{"https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"}, "orders.fifo"},
-		{&struct{ Queue, Subject string }{"q", "s"}, "q"},
-		{struct{ Subject string }{"demo.in"}, "demo.in"},
-		{struct{ Other string }{"x"}, ""},
-		{nil, ""},
+		{struct{ QueueURL string }{"https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"}, Endpoint{Destination: "orders.fifo"}},
+		{struct{ QueueURL, QueueName string }{"", "orders"}, Endpoint{Destination: "orders"}},
+		{&struct{ Queue, Subject string }{"q", "s"}, Endpoint{Destination: "q"}},
+		{struct{ Subject string }{"demo.in"}, Endpoint{Destination: "demo.in"}},
+		// A destination rendered per message is a template, not a name.
+		{struct{ Subject string }{"orders.{group}"}, Endpoint{Template: "orders.{group}"}},
+		{struct{ Queue, Topic, Subscription string }{"", "t", "sub-a"}, Endpoint{Destination: "t", Subscription: "sub-a"}},
+		{struct {
+			Subject   string
+			JetStream *js
+		}{"", &js{"ORDERS"}}, Endpoint{Destination: "ORDERS"}},
+		{struct{ Other string }{"x"}, Endpoint{}},
+		{nil, Endpoint{}},
 	}
 	for _, tt := range tests {
-		if got := EndpointOf("k", tt.cfg).Destination; got != tt.want {
-			t.Errorf("EndpointOf(%+v) = %q, want %q", tt.cfg, got, tt.want)
+		tt.want.Kind = "k"
+		if got := EndpointOf("k", tt.cfg); got != tt.want {
+			t.Errorf("EndpointOf(%+v) = %+v, want %+v", tt.cfg, got, tt.want)
 		}
 	}
 }
@@ -307,7 +323,7 @@ var (
 func TestTracedAdaptersKeepWhatTheyCanDo(t *testing.T) {
 	tr := New(sdktrace.NewTracerProvider())
 	ctx := context.Background()
-	src := wrapSource(tr, &capableSource{}, Endpoint{Kind: "nats", Destination: "in"})
+	src := wrapSource(tr, &capableSource{}, Endpoint{Kind: "nats", Destination: "in"}, newOpenSpans())
 	if rc, ok := src.(driver.ReadyChecker); !ok || rc.Ready(ctx) != errNotReady {
 		t.Error("ReadyChecker not passed on")
 	}
@@ -324,7 +340,7 @@ func TestTracedAdaptersKeepWhatTheyCanDo(t *testing.T) {
 	if !ok {
 		t.Fatal("BatchAcker not passed on")
 	}
-	d := tr.process(&capableDelivery{fakeDelivery{m: &mapping.Message{ID: "1"}, acked: make(chan struct{})}}, Endpoint{Kind: "nats"}, time.Now())
+	d := tr.process(&capableDelivery{fakeDelivery{m: &mapping.Message{ID: "1"}, acked: make(chan struct{})}}, Endpoint{Kind: "nats"}, time.Now(), newOpenSpans())
 	if errs := ba.AckBatch(ctx, []driver.Delivery{d}); len(errs) != 1 || errs[0] != nil {
 		t.Errorf("AckBatch of a traced delivery: %v; the adapter must get its own delivery", errs)
 	}
@@ -338,7 +354,7 @@ func TestTracedAdaptersKeepWhatTheyCanDo(t *testing.T) {
 		t.Error("DecodeErrorer not passed on")
 	}
 
-	snk := wrapSink(tr, &capableSink{}, Endpoint{Kind: "nats", Destination: "out"})
+	snk := wrapSink(tr, &capableSink{}, Endpoint{Kind: "nats", Destination: "out"}, newOpenSpans())
 	if rc, ok := snk.(driver.ReadyChecker); !ok || rc.Ready(ctx) != errNotReady {
 		t.Error("sink ReadyChecker not passed on")
 	}
@@ -354,11 +370,11 @@ func TestTracedAdaptersKeepWhatTheyCanDo(t *testing.T) {
 
 	// And what a plain adapter lacks stays absent where its absence
 	// changes what the engine does.
-	plain := wrapSource(tr, &fakeSource{}, Endpoint{Kind: "nats"})
+	plain := wrapSource(tr, &fakeSource{}, Endpoint{Kind: "nats"}, newOpenSpans())
 	if _, ok := plain.(driver.BatchAcker); ok {
 		t.Error("a source without BatchAcker got one")
 	}
-	pd := tr.process(&fakeDelivery{m: &mapping.Message{ID: "2"}, acked: make(chan struct{})}, Endpoint{Kind: "nats"}, time.Now())
+	pd := tr.process(&fakeDelivery{m: &mapping.Message{ID: "2"}, acked: make(chan struct{})}, Endpoint{Kind: "nats"}, time.Now(), newOpenSpans())
 	if _, ok := pd.(driver.DeadLetterer); ok {
 		t.Error("a delivery without DeadLetterer got one")
 	}
@@ -415,6 +431,98 @@ func TestDeadLetterSinkInTheTrace(t *testing.T) {
 	}
 	if dl.Parent.SpanID() != process.SpanContext.SpanID() {
 		t.Errorf("the dead-letter send's parent is %s, want the process span %s", dl.Parent.SpanID(), process.SpanContext.SpanID())
+	}
+	// error.type, which the conventions require on a failed operation:
+	// the dead-letter reason on both.
+	sendAttrs := map[attribute.Key]string{}
+	for _, a := range send.Attributes {
+		sendAttrs[a.Key] = a.Value.Emit()
+	}
+	if attrs["error.type"] != attrs["qbridge.dead_letter_reason"] || sendAttrs["error.type"] != bridge.ReasonPermanent || send.Status.Code != codes.Error {
+		t.Errorf("error.type: process %q (reason %q), send %q (status %v)", attrs["error.type"], attrs["qbridge.dead_letter_reason"], sendAttrs["error.type"], send.Status)
+	}
+}
+
+// capturingSink keeps the messages it is given.
+type capturingSink struct {
+	mu   sync.Mutex
+	msgs []mapping.Message
+}
+
+func (s *capturingSink) Send(_ context.Context, msgs []*mapping.Message) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.msgs = append(s.msgs, *m)
+	}
+	return make([]error, len(msgs))
+}
+func (s *capturingSink) Close(context.Context) error { return nil }
+
+// The trace context a message came with (its creation context) reaches the
+// sink unchanged whatever it says: an X-Ray header's deferred or missing
+// Sampled field and its extra fields too (with tracing on they came out
+// as Sampled=0, and downstream X-Ray consumers stopped sampling). A
+// message without one leaves with qbridge's send span, so that its
+// consumers join qbridge's trace; its root span has no parent.
+func TestCreationContextTravelsUnchanged(t *testing.T) {
+	for _, h := range []string{
+		"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+		"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=?",
+		"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8",
+		"Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0;Lineage=a87bd80c:1|68fd508a:5",
+		"",
+	} {
+		t.Run(h, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			defer tp.Shutdown(context.Background())
+			var in mapping.Trace
+			if h != "" {
+				var err error
+				if in, err = mapping.ParseXRay(h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := &fakeDelivery{m: &mapping.Message{ID: "m1", Body: []byte("x"), Trace: in}, acked: make(chan struct{})}
+			sink := &capturingSink{}
+			cfg := bridge.Config{
+				Name: "orders", SourceKind: "sqs", SinkKind: "sqs",
+				Source:  func(context.Context) (driver.Source, error) { return &fakeSource{ds: []driver.Delivery{d}}, nil },
+				Sink:    func(context.Context, func(string, string)) (driver.Sink, error) { return sink, nil },
+				Options: bridge.DefaultOptions(),
+				Logger:  slog.New(slog.DiscardHandler),
+			}
+			cfg = New(tp).Wrap(cfg, Endpoint{Kind: "sqs", Destination: "a"}, Endpoint{Kind: "sqs", Destination: "b"}, Endpoint{})
+			runUntilAcked(t, cfg, d)
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			if len(sink.msgs) != 1 {
+				t.Fatalf("sink got %d messages", len(sink.msgs))
+			}
+			out := sink.msgs[0].Trace
+			if h != "" {
+				if out != in || out.XRay() != h {
+					t.Errorf("the sink got %q, want %q unchanged", out.XRay(), h)
+				}
+				return
+			}
+			var send, process tracetest.SpanStub
+			for _, s := range exp.GetSpans() {
+				switch s.SpanKind {
+				case trace.SpanKindProducer:
+					send = s
+				case trace.SpanKindConsumer:
+					process = s
+				}
+			}
+			if out.IsZero() || out.SpanID != [8]byte(send.SpanContext.SpanID()) || out.TraceID != [16]byte(send.SpanContext.TraceID()) {
+				t.Errorf("a message without a trace left with %+v, want the send span %s", out, send.SpanContext.SpanID())
+			}
+			if process.Parent.IsValid() || process.Parent.IsRemote() || len(send.Links) != 0 {
+				t.Errorf("root process span's parent %+v (remote %v), send links %v", process.Parent, process.Parent.IsRemote(), send.Links)
+			}
+		})
 	}
 }
 
