@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qbridge/qbridge/mapping"
 )
 
 // Metrics holds the Prometheus metrics of every pipeline of a process. Label
@@ -69,6 +71,11 @@ func CountEnvelopeShed(pipeline string, fields []string) {
 // hour (end-to-end latency includes the time in the source queue).
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 
+// sendBuckets span one sink call: a core NATS publish and flush of a batch
+// on the same host takes well under a millisecond, a cloud call up to the
+// send timeouts (30 s).
+var sendBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
 // NewMetrics creates the metrics and registers them with reg; a nil reg
 // keeps them unexported (tests, embedding).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -88,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors:       counter("errors_total", "Failed operations (ack, nack, extend, dead_letter, receive, open, close).", "pipeline", "op"),
 		restarts:     counter("source_restarts_total", "Source restarts after a receive error.", "pipeline", "adapter"),
 		sinkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "qbridge", Name: "sink_send_seconds", Help: "Duration of sink Send calls.", Buckets: latencyBuckets,
+			Namespace: "qbridge", Name: "sink_send_seconds", Help: "Duration of sink Send calls.", Buckets: sendBuckets,
 		}, []string{"pipeline", "adapter"}),
 		e2eLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "qbridge", Name: "end_to_end_latency_seconds",
@@ -223,6 +230,10 @@ func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
 	// at 1 has no increase).
 	for _, r := range reasons {
 		m.deadLettered.WithLabelValues(name, r)
+	}
+	// So does each envelope member's shed count (a bounded set).
+	for _, f := range mapping.ShedOrder {
+		envelopeShed.WithLabelValues(name, f)
 	}
 	return pm
 }

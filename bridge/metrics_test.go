@@ -27,7 +27,10 @@ func TestMetricsExported(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	q := newQueue(t)
-	q.push(msg("g", 0), msg("g", 1), msg("h", 0))
+	// A broker whose clock runs an hour ahead of this host's.
+	ahead := msg("h", 0)
+	ahead.Source.EnqueuedTime = time.Now().Add(time.Hour)
+	q.push(msg("g", 0), msg("g", 1), ahead)
 	sink := newSink(t)
 	gate := make(chan struct{})
 	sink.gate = gate
@@ -52,6 +55,13 @@ func TestMetricsExported(t *testing.T) {
 	// that rate() and increase() alerts see the first one.
 	for _, r := range reasons {
 		name := `qbridge_messages_dead_lettered_total{pipeline="test",reason="` + r + `"}`
+		if v, ok := got[name]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
+		}
+	}
+	// So has each carry envelope member's shed count.
+	for _, f := range []string{"id", "types", "text"} {
+		name := `qbridge_mapping_envelope_shed_total{field="` + f + `",pipeline="test"}`
 		if v, ok := got[name]; !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
 		}
@@ -95,12 +105,32 @@ func TestMetricsExported(t *testing.T) {
 		}
 	}
 
+	// No negative latency: rate() of the sum needs it to rise.
+	if sum := histogramSum(t, reg, "qbridge_end_to_end_latency_seconds"); sum < 0 {
+		t.Errorf("end-to-end latency sum %v, want >= 0 with a broker clock ahead", sum)
+	}
+
 	m.Forget("test")
 	for name := range gather(t, reg) {
 		if strings.HasPrefix(name, "qbridge_messages_") {
 			t.Errorf("%s remains after Forget", name)
 		}
 	}
+}
+
+func histogramSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleSum()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
 }
 
 // gather flattens a registry into "name{labels}" → value.

@@ -232,7 +232,9 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		// messages (driver.Recycler).
 		for _, it := range acks {
 			if t := it.orig.Source.EnqueuedTime; !t.IsZero() {
-				p.met.e2eLatency.Observe(done.Sub(t).Seconds())
+				// At least 0: a broker clock ahead of this host's must
+				// not lower the histogram's sum (rate() needs it to rise).
+				p.met.e2eLatency.Observe(max(done.Sub(t).Seconds(), 0))
 			}
 		}
 		p.queueAcks(acks)
