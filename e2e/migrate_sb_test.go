@@ -505,7 +505,19 @@ func TestMigrateRefusedCredentialsFailAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	amqpURL.User = neturl.UserPassword(amqpURL.User.Username(), "wrong")
-	for _, tc := range []struct{ name, hcl, want string }{
+	sessionsMissing := fmt.Sprintf(`
+pipeline "p" {
+  source "servicebus" {
+%s    queue = "sess"
+  }
+  sink "sqs" {
+%s  }
+}
+`, sbConn(srv), e.conn(out))
+	for _, tc := range []struct {
+		name, hcl, want string
+		dry             bool // a dry run: it browses (peeks) instead of receiving
+	}{
 		{"servicebus source", fmt.Sprintf(`
 pipeline "p" {
   source "servicebus" {
@@ -515,7 +527,7 @@ pipeline "p" {
   sink "sqs" {
 %s  }
 }
-`, wrongKey, e.conn(out)), "nauthorized"},
+`, wrongKey, e.conn(out)), "nauthorized", false},
 		{"servicebus https source", fmt.Sprintf(`
 pipeline "p" {
   source "servicebus" {
@@ -527,7 +539,7 @@ pipeline "p" {
   sink "sqs" {
 %s  }
 }
-`, wrongKey, srv.HTTP, e.conn(out)), "401"},
+`, wrongKey, srv.HTTP, e.conn(out)), "401", false},
 		{"servicebus sink", fmt.Sprintf(`
 pipeline "p" {
   source "sqs" {
@@ -537,18 +549,13 @@ pipeline "p" {
     queue = "orders"
   }
 }
-`, e.conn(out), wrongKey), "nauthorized"},
+`, e.conn(out), wrongKey), "nauthorized", false},
 		// Not credentials, but refused for good as well: a session queue
 		// read without a sessions block waited out -connect-timeout.
-		{"servicebus session queue without sessions", fmt.Sprintf(`
-pipeline "p" {
-  source "servicebus" {
-%s    queue = "sess"
-  }
-  sink "sqs" {
-%s  }
-}
-`, sbConn(srv), e.conn(out)), "add a sessions { } block to the source"},
+		{"servicebus session queue without sessions", sessionsMissing, "add a sessions { } block to the source", false},
+		// Its dry run restarted the peek with backoff for ever (an audit
+		// stopped it after ten minutes).
+		{"servicebus session queue without sessions, dry run", sessionsMissing, "add a sessions { } block to the source", true},
 		{"amqp sink", fmt.Sprintf(`
 pipeline "p" {
   source "servicebus" {
@@ -559,11 +566,15 @@ pipeline "p" {
     address = "/queue/qbridge-e2e-refused"
   }
 }
-`, sbConn(srv), amqpURL.String()), "refused the credentials"},
+`, sbConn(srv), amqpURL.String()), "refused the credentials", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			code, rep, _ := migRun(t, 90*time.Second, "-progress", "off", migWriteConfig(t, tc.hcl))
+			args := []string{"-progress", "off"}
+			if tc.dry {
+				args = append(args, "-dry-run")
+			}
+			code, rep, _ := migRun(t, 90*time.Second, append(args, migWriteConfig(t, tc.hcl))...)
 			took := time.Since(start)
 			t.Logf("exit %d after %s: %s", code, took.Round(time.Millisecond), rep.Reason)
 			if code == 0 || rep.Outcome != migrate.OutcomeFailed || !strings.Contains(rep.Reason, tc.want) {

@@ -358,7 +358,14 @@ func (s *browseSource) peek(ctx context.Context, limit int) ([]driver.Delivery, 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("servicebus: peek %s from %d: %w", s.set.entityPath, from, err)
+		err = fmt.Errorf("servicebus: peek %s from %d: %w", s.set.entityPath, from, explain(err, false))
+		if fatal(err) {
+			// As a receive's (source.go): a migration fails at once
+			// (a session entity without a sessions block, refused
+			// credentials) instead of retrying for ever.
+			return nil, driver.Permanent(err)
+		}
+		return nil, err
 	}
 	out := make([]driver.Delivery, 0, len(msgs))
 	for _, rm := range msgs {
