@@ -18,8 +18,7 @@
 #                                         emulator's with UseDevelopmentEmulator=true
 #   QBRIDGE_SERVICEBUS_TO_SQS_QUEUE       the Service Bus queue to drain; default "orders"
 #                                         (a session-enabled queue needs a sessions { }
-#                                         block in the source: see sqs-fifo-to-servicebus-sessions.hcl
-#                                         and docs/adapter-servicebus.md)
+#                                         block in the source: docs/adapter-servicebus.md)
 #   QBRIDGE_SERVICEBUS_TO_SQS_QUEUE_URL   (required) the SQS queue URL (a standard queue;
 #                                         a FIFO queue takes the SessionId as MessageGroupId)
 #   QBRIDGE_SERVICEBUS_TO_SQS_ENDPOINT    SQS endpoint override (fauxqs, LocalStack...);
