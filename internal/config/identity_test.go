@@ -105,3 +105,34 @@ func loadOne(t *testing.T, src string) *Pipeline {
 	}
 	return cfg.Pipelines[0]
 }
+
+// A dead-letter queue's job writes to the dead-letter sink and dead-letters
+// there too (WithDeadLetterSinkAsSink): its dead letters grow its sink.
+func TestDeadLettersIntoSink(t *testing.T) {
+	p := loadOne(t, `pipeline "p" {
+  source "nats" {
+    url     = "nats://10.0.0.1"
+    subject = "s"
+  }
+  sink "nats" {
+    url     = "nats://10.0.0.1"
+    subject = "out"
+  }
+  dead_letter {
+    sink "nats" {
+      url     = "nats://10.0.0.1"
+      subject = "dlq"
+    }
+  }
+}
+`)
+	if p.DeadLettersIntoSink() {
+		t.Error("a pipeline whose dead letters go to another subject: into its sink")
+	}
+	if !p.WithDeadLetterSinkAsSink().DeadLettersIntoSink() {
+		t.Error("its dead-letter queue's job (writing to the dead-letter sink): not into its sink")
+	}
+	if loadOne(t, "pipeline \"p\" {\n  source \"nats\" {\n    url = \"nats://10.0.0.1\"\n    subject = \"s\"\n  }\n  sink \"nats\" {\n    url = \"nats://10.0.0.1\"\n    subject = \"out\"\n  }\n}\n").DeadLettersIntoSink() {
+		t.Error("a pipeline without a dead-letter sink: into its sink")
+	}
+}

@@ -162,6 +162,13 @@ func (p *Pipeline) DryRunDeadLetterSink(log *slog.Logger) bridge.SinkOpener {
 	}
 }
 
+// DeadLettersIntoSink reports whether p's dead-letter sink writes where its
+// sink does (a dead-letter queue's job: WithDeadLetterSinkAsSink), so that
+// what it dead-letters grows the sink too.
+func (p *Pipeline) DeadLettersIntoSink() bool {
+	return p.Spec.DeadLetter.Sink != nil && p.WithDeadLetterSinkAsSink().SinkIdentity() == p.SinkIdentity()
+}
+
 // WithDeadLetterSinkAsSink returns a copy of p that writes to p's
 // dead-letter sink, when it has one: a dead-letter queue's messages stay
 // dead letters at the target. Without one, p itself.

@@ -54,6 +54,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		Pipeline: j.pipe.Name, Queue: j.queue,
 		SourceKind: j.pipe.Spec.Source.Kind, SinkKind: j.pipe.Spec.Sink.Kind,
 		ResumedFrom: j.from, CountErrors: map[string]string{}, rewritable: int64(j.rewritable),
+		deadLettersIntoSink: j.pipe.DeadLettersIntoSink(),
 	}
 	start := time.Now()
 	rep.started = start

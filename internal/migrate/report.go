@@ -238,10 +238,13 @@ type JobReport struct {
 	sourceCountable bool
 	// rewritable: a resumed copy's positions past its checkpoint that the
 	// last run may have written (Verification's allowance for a copy).
-	rewritable    int64
-	stuckWhy      string    // why stuck messages stay (job.stuckWhy), for the summary
-	started       time.Time // when the job began: its active time is [started, +ActiveSeconds]
-	notApplicable bool      // skipped because there is nothing to run (a dead-letter queue the source lacks)
+	rewritable int64
+	// deadLettersIntoSink: what the job dead-lettered went to its sink's
+	// entity too (config.Pipeline.DeadLettersIntoSink).
+	deadLettersIntoSink bool
+	stuckWhy            string    // why stuck messages stay (job.stuckWhy), for the summary
+	started             time.Time // when the job began: its active time is [started, +ActiveSeconds]
+	notApplicable       bool      // skipped because there is nothing to run (a dead-letter queue the source lacks)
 }
 
 // DryRunReport is what would have happened.

@@ -15,7 +15,8 @@ type Verification struct {
 	// and scheduled).
 	SinkGrowth int64 `json:"sink_growth"`
 	// Expected is what migrate wrote to the sink, less the duplicates its
-	// broker said it dropped.
+	// broker said it dropped, plus what it dead-lettered into the same
+	// entity (a dead-letter queue's job).
 	Expected int64 `json:"expected"`
 	// Note says why it is not verified, or what else the counts show.
 	Note string `json:"note,omitempty"`
@@ -74,7 +75,15 @@ func verification(j *JobReport, mode Mode) *Verification {
 		forgiven, byDelivery = byRun, 0
 	}
 	merged := j.DuplicatesDropped - forgiven
-	v := &Verification{Expected: j.Written - forgiven}
+	// What this run put there: the messages it wrote, and the dead
+	// letters when they went where the messages did (a dead-letter queue's
+	// job writes to the dead-letter sink) — growth of its own, not another
+	// producer's.
+	put := j.Written
+	if j.deadLettersIntoSink {
+		put += j.DeadLetteredTotal
+	}
+	v := &Verification{Expected: put - forgiven}
 	if j.SinkBefore == nil || j.SinkAfter == nil {
 		v.Note = "the sink cannot be counted: nothing to compare with"
 		if e := j.CountErrors["sink"]; e != "" {
@@ -103,7 +112,7 @@ func verification(j *JobReport, mode Mode) *Verification {
 				"if no move was interrupted, distinct messages sharing a deduplication id may have been merged; see -new-dedup-ids)", v.Allowance)
 			break
 		}
-		if extra := v.SinkGrowth - j.Written; extra > 0 {
+		if extra := v.SinkGrowth - put; extra > 0 {
 			v.Note = fmt.Sprintf("the sink grew by %d more than migrate wrote: another producer wrote to it meanwhile", extra)
 		}
 	case resumed && -d <= j.rewritable && j.SinkAfter.Deduplicates:

@@ -83,6 +83,15 @@ func TestVerification(t *testing.T) {
 			mode: ModeCopy, verified: true, checked: true},
 		{name: "copy rerun after a kill before its first checkpoint, short", j: JobReport{Counts: Counts{Written: 600}, rewritable: 1000, SinkBefore: dedup(150), SinkAfter: dedup(600)},
 			mode: ModeCopy, verified: true, checked: true, note: "within the 1000 positions the interrupted copy may have written past its checkpoint"},
+		// A dead-letter queue's job writes to the dead-letter sink, and
+		// what it cannot write it dead-letters there too: an audit saw
+		// them credited to "another producer".
+		{name: "dead letters into the sink's own entity", j: JobReport{Counts: Counts{Written: 2, DeadLetteredTotal: 3}, deadLettersIntoSink: true, SinkBefore: bl(0, 0), SinkAfter: bl(5, 0)},
+			mode: ModeMove, verified: true, checked: true},
+		{name: "dead letters into the sink's own entity, short", j: JobReport{Counts: Counts{Written: 2, DeadLetteredTotal: 3}, deadLettersIntoSink: true, SinkBefore: bl(0, 0), SinkAfter: bl(2, 0)},
+			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote"},
+		{name: "dead letters elsewhere", j: JobReport{Counts: Counts{Written: 2, DeadLetteredTotal: 3}, SinkBefore: bl(0, 0), SinkAfter: bl(2, 0)},
+			mode: ModeMove, verified: true, checked: true},
 		{name: "dry run", j: JobReport{DryRun: &DryRunReport{}}, mode: ModeDryRun, nil: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
