@@ -275,6 +275,10 @@ func prepare(ctx context.Context, p *config.Pipeline, opt *Options) *unit {
 	}
 	// Dead letters stay dead letters: they go to the pipeline's
 	// dead-letter sink where it has one.
+	if p.Spec.DeadLetter.Sink == nil {
+		opt.Log.Warn("-include-dead-letters: the pipeline has no dead-letter sink, so the source's dead letters go to its sink, beside live messages (each with DeadLetterReason); a dead_letter { sink … } keeps them apart",
+			"pipeline", p.Name)
+	}
 	dp = dp.WithDeadLetterSinkAsSink()
 	// Known only now: a dead-letter sink writing into the very
 	// dead-letter queue read would move its messages in a circle.

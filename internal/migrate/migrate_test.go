@@ -417,6 +417,34 @@ func TestDeadLetterQueueKeepsItsReason(t *testing.T) {
 	}
 }
 
+// Without a dead-letter sink (native dead-lettering here) the source's dead
+// letters go to the sink, the live queue at the target: the summary says
+// so under the dead-letter queue's line (an audit found them among live
+// messages with nothing said).
+func TestDeadLettersIntoTheLiveQueueAreSaid(t *testing.T) {
+	for _, tc := range []struct {
+		hcl, to string
+		said    bool
+	}{{nativeHCL, "out", true}, {moveHCL, "dlq", false}} {
+		b, pipes := setup(t, tc.hcl)
+		b.put("in", msgs(2, 0)...)
+		for _, m := range msgs(3, 0) {
+			b.putDead("in", m)
+		}
+		opt := fastOptions(ModeMove)
+		opt.IncludeDeadLetters = true
+		rep := Run(context.Background(), pipes, opt, nil)
+		if rep.Outcome != OutcomeComplete || len(rep.Jobs) != 2 || len(b.messages(tc.to)) < 3 {
+			t.Fatalf("outcome %s, %d jobs, %s holds %d: %s", rep.Outcome, len(rep.Jobs), tc.to, len(b.messages(tc.to)), rep.Reason)
+		}
+		var sum strings.Builder
+		rep.Summary(&sum)
+		if got := strings.Contains(sum.String(), "the source's dead letters go to its sink, beside live messages"); got != tc.said {
+			t.Errorf("into %s: said %v, want %v:\n%s", tc.to, got, tc.said, sum.String())
+		}
+	}
+}
+
 func TestScheduledMessagesAreReportedLeftBehind(t *testing.T) {
 	b, pipes := setup(t, moveHCL)
 	b.put("in", msgs(10, 0)...)

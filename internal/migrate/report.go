@@ -345,6 +345,9 @@ func (r *Report) Summary(w io.Writer) {
 		if j.Outcome == OutcomeSkipped {
 			continue // it did not run: no counts to show
 		}
+		if j.Queue == "dead-letter" && !j.deadLettersIntoSink {
+			fmt.Fprintln(w, "    the pipeline has no dead-letter sink: the source's dead letters go to its sink, beside live messages (each with DeadLetterReason); a dead_letter { sink … } keeps them apart")
+		}
 		if d := j.DryRun; d != nil {
 			fmt.Fprintf(w, "    read %d; would write %d", j.Read, d.WouldWrite)
 			if d.Sampled {
