@@ -166,7 +166,22 @@ func (p *Pipeline) DryRunDeadLetterSink(log *slog.Logger) bridge.SinkOpener {
 // sink does (a dead-letter queue's job: WithDeadLetterSinkAsSink), so that
 // what it dead-letters grows the sink too.
 func (p *Pipeline) DeadLettersIntoSink() bool {
-	return p.Spec.DeadLetter.Sink != nil && p.WithDeadLetterSinkAsSink().SinkIdentity() == p.SinkIdentity()
+	if p.Spec.DeadLetter.Sink == nil {
+		return false
+	}
+	sink, ok := p.sinkEntity()
+	dl, dlOK := p.WithDeadLetterSinkAsSink().sinkEntity()
+	return ok && dlOK && sink == dl
+}
+
+// sinkEntity is SinkIdentity where the kind can name the entity it writes;
+// ok is false where it is only the kind, which proves no two sinks alike.
+func (p *Pipeline) sinkEntity() (string, bool) {
+	k := lookupKind(p.Spec.Sink.Kind)
+	if k == nil || k.sinkIdentity == nil {
+		return "", false
+	}
+	return p.SinkIdentity(), true
 }
 
 // WithDeadLetterSinkAsSink returns a copy of p that writes to p's

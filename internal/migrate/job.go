@@ -55,6 +55,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		SourceKind: j.pipe.Spec.Source.Kind, SinkKind: j.pipe.Spec.Sink.Kind,
 		ResumedFrom: j.from, CountErrors: map[string]string{}, rewritable: int64(j.rewritable),
 		deadLettersIntoSink: j.pipe.DeadLettersIntoSink(),
+		liveDeadLetters:     j.queue == "dead-letter" && j.pipe.Spec.DeadLetter.Sink == nil,
 	}
 	start := time.Now()
 	rep.started = start
@@ -103,6 +104,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	tr := newTracker()
 	tr.dryRun = opt.Mode == ModeDryRun
 	tr.keep = opt.filter()
+	tr.leaveScheduled = opt.Mode == ModeDryRun && !opt.WaitScheduled
 	if opt.Rate > 0 {
 		tr.limiter = rate.NewLimiter(rate.Limit(opt.Rate), max(1, int(opt.Rate/10)))
 	}
@@ -253,7 +255,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	rep.Counts = readCounts(reg)
 	rep.Read = snap.taken
 	rep.Redelivered = snap.ackedAgain
-	rep.Skipped = snap.skipped
+	rep.Skipped = snap.skipped - snap.scheduled
 	rep.Groups = snap.groups
 	tr.mu.Lock()
 	rep.GroupNames = append([]string(nil), tr.groupNames...)
@@ -362,6 +364,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		outcome = OutcomeNotDrained
 		rep.LeftBehind = map[string]int64{"scheduled": rep.SourceAfter.Scheduled}
 		reason = fmt.Sprintf("%d scheduled messages are not due yet and stay at the source; run again once they are due, or use -scheduled wait", rep.SourceAfter.Scheduled)
+	case opt.Mode == ModeDryRun && !opt.WaitScheduled && (snap.scheduled > 0 || rep.SourceAfter != nil && rep.SourceAfter.Scheduled > 0):
+		// What the move would do: it leaves them (its -scheduled leave),
+		// so the dry run translates them no more than the move writes them.
+		n := snap.scheduled
+		if rep.SourceAfter != nil {
+			n = max(n, rep.SourceAfter.Scheduled)
+		}
+		outcome = OutcomeNotDrained
+		rep.LeftBehind = map[string]int64{"scheduled": n}
+		reason = fmt.Sprintf("%d scheduled messages are not due yet: a move would leave them at the source; run it once they are due, or with -scheduled wait", n)
 	case rep.DeadLetteredTotal > 0 || (rep.DryRun != nil && len(rep.DryRun.WouldReject) > 0):
 		outcome = OutcomeDeadLettered
 		reason = "some messages were dead-lettered; the report lists them by reason"

@@ -156,6 +156,12 @@ func TestDeadLettersAreCountedByReason(t *testing.T) {
 	if n := len(b.messages("in")); n != 0 {
 		t.Errorf("source still holds %d", n)
 	}
+	// Two sinks of a kind that cannot name its entity are not taken for
+	// one: the dead letters are not expected at the sink (they were, and
+	// the job waited for a growth that could not come).
+	if v := j.Verification; v == nil || !v.Verified || v.Expected != 34 {
+		t.Errorf("verification %+v, want 34 expected and verified", v)
+	}
 }
 
 func TestDryRunChangesNothing(t *testing.T) {
@@ -457,6 +463,29 @@ func TestScheduledMessagesAreReportedLeftBehind(t *testing.T) {
 	}
 	if !strings.Contains(rep.Reason, "scheduled") {
 		t.Errorf("reason %q does not name the scheduled messages", rep.Reason)
+	}
+}
+
+// A dry run says what the move would do with scheduled messages: leave
+// them (-scheduled leave). It browsed and counted them as "would write",
+// complete, where the move then left them and exited 4 (an audit).
+func TestDryRunLeavesScheduledMessagesAsTheMoveWould(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(10, 0)...)
+	for _, m := range msgs(2, 0) {
+		m.ScheduledAt = time.Now().Add(time.Hour)
+		b.putScheduled("in", m)
+	}
+	rep := Run(context.Background(), pipes, fastOptions(ModeDryRun), nil)
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeNotDrained || rep.ExitCode != ExitNotDrained || j.LeftBehind["scheduled"] != 2 || j.DryRun == nil || j.DryRun.WouldWrite != 10 || j.Skipped != 0 {
+		t.Fatalf("outcome %s (%d), left behind %v, dry run %+v, skipped %d: %s", rep.Outcome, rep.ExitCode, j.LeftBehind, j.DryRun, j.Skipped, rep.Reason)
+	}
+	if !strings.Contains(rep.Reason, "a move would leave them") {
+		t.Errorf("reason %q", rep.Reason)
+	}
+	if n := len(b.messages("out")); n != 0 {
+		t.Errorf("the dry run wrote %d", n)
 	}
 }
 

@@ -242,9 +242,12 @@ type JobReport struct {
 	// deadLettersIntoSink: what the job dead-lettered went to its sink's
 	// entity too (config.Pipeline.DeadLettersIntoSink).
 	deadLettersIntoSink bool
-	stuckWhy            string    // why stuck messages stay (job.stuckWhy), for the summary
-	started             time.Time // when the job began: its active time is [started, +ActiveSeconds]
-	notApplicable       bool      // skipped because there is nothing to run (a dead-letter queue the source lacks)
+	// liveDeadLetters: a dead-letter queue's job of a pipeline without a
+	// dead-letter sink, whose dead letters go to its sink (the summary says).
+	liveDeadLetters bool
+	stuckWhy        string    // why stuck messages stay (job.stuckWhy), for the summary
+	started         time.Time // when the job began: its active time is [started, +ActiveSeconds]
+	notApplicable   bool      // skipped because there is nothing to run (a dead-letter queue the source lacks)
 }
 
 // DryRunReport is what would have happened.
@@ -345,7 +348,7 @@ func (r *Report) Summary(w io.Writer) {
 		if j.Outcome == OutcomeSkipped {
 			continue // it did not run: no counts to show
 		}
-		if j.Queue == "dead-letter" && !j.deadLettersIntoSink {
+		if j.liveDeadLetters {
 			fmt.Fprintln(w, "    the pipeline has no dead-letter sink: the source's dead letters go to its sink, beside live messages (each with DeadLetterReason); a dead_letter { sink … } keeps them apart")
 		}
 		if d := j.DryRun; d != nil {

@@ -36,12 +36,17 @@ type tracker struct {
 	releaseHeld func()
 	limiter     *rate.Limiter
 	keep        func(*mapping.Message) bool // filters; nil keeps all
+	// leaveScheduled: a dry run of a move that leaves scheduled messages
+	// (-scheduled leave) passes over those not due yet, as the move will
+	// (a browse reads them; a receive does not get them).
+	leaveScheduled bool
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced when something arrives
 	lastRecv   time.Time
 	taken      int64
-	skipped    int64
+	skipped    int64 // by the filters, or scheduled and left (scheduled counts those)
+	scheduled  int64
 	groups     map[string]struct{}
 	groupNames []string
 	browser    driver.Browser
@@ -119,7 +124,8 @@ type quiescer interface{ Quiesce() }
 type snapshot struct {
 	lastRecv   time.Time
 	taken      int64
-	skipped    int64
+	skipped    int64 // passed over: by the filters, or scheduled (leaveScheduled)
+	scheduled  int64 // of those, scheduled and not due (a dry run's)
 	groups     int
 	sampleDone bool
 	browsed    bool // the browser read to the end
@@ -136,7 +142,7 @@ type snapshot struct {
 func (t *tracker) snapshot() snapshot {
 	t.mu.Lock()
 	s := snapshot{
-		lastRecv: t.lastRecv, taken: t.taken, skipped: t.skipped, groups: len(t.groups),
+		lastRecv: t.lastRecv, taken: t.taken, skipped: t.skipped, scheduled: t.scheduled, groups: len(t.groups),
 		sampleDone: t.sample > 0 && t.taken >= t.sample,
 		canBrowse:  t.browser != nil,
 		checkpoint: t.checkpointLocked(),
@@ -474,9 +480,10 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 		return nil, err
 	}
 	out := make([]driver.Delivery, 0, len(ds))
-	var skipped int64
+	var skipped, scheduled int64
 	var highest uint64
 	fresh := false
+	now := time.Now()
 	for _, d := range ds {
 		m := d.Message()
 		pos, hasPos := position(m)
@@ -484,8 +491,12 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 			highest = pos
 		}
 		td := &trackedDelivery{PassDelivery: driver.PassDelivery{Delivery: d}, t: t, pos: pos, hasPos: hasPos}
-		if m != nil && t.keep != nil && !decodeFailed(d) && !t.keep(m) {
+		left := m != nil && t.leaveScheduled && m.ScheduledAt.After(now)
+		if left || m != nil && t.keep != nil && !decodeFailed(d) && !t.keep(m) {
 			skipped++
+			if left {
+				scheduled++
+			}
 			fresh = true
 			// Browsing sources settle nothing; a held one is released at
 			// the end. Filters are refused in move mode (see Options).
@@ -505,6 +516,7 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	if skipped > 0 {
 		t.mu.Lock()
 		t.skipped += skipped
+		t.scheduled += scheduled
 		t.mu.Unlock()
 	}
 	if t.limiter != nil {
