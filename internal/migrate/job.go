@@ -105,6 +105,12 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	tr.dryRun = opt.Mode == ModeDryRun
 	tr.keep = opt.filter()
 	tr.leaveScheduled = opt.Mode == ModeDryRun && !opt.WaitScheduled
+	if j.state != nil && opt.Mode == ModeCopy {
+		tr.scheduledCopied = j.state.scheduled(j.key())
+		if tr.scheduledCopied == nil {
+			tr.scheduledCopied = map[string]bool{}
+		}
+	}
 	if opt.Rate > 0 {
 		tr.limiter = rate.NewLimiter(rate.Limit(opt.Rate), max(1, int(opt.Rate/10)))
 	}
@@ -277,6 +283,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 				// duplicates of messages this one never wrote.
 				save = j.state.settle
 			}
+			ids, recopied := tr.scheduledCopies()
+			rep.recopied = recopied
+			j.state.setScheduled(j.key(), ids)
 			if err := save(j.key(), snap.checkpoint, snap.highest); err != nil {
 				j.log.Error("cannot save the copy checkpoint", "error", err)
 			}
@@ -957,6 +966,8 @@ func (w *watch) saveCheckpoint(now time.Time, snap snapshot) {
 		return
 	}
 	w.lastSave = now
+	ids, _ := w.tr.scheduledCopies()
+	w.j.state.setScheduled(w.j.key(), ids)
 	if err := w.j.state.save(w.j.key(), snap.checkpoint, snap.highest); err != nil {
 		w.j.log.Error("cannot save the copy checkpoint", "error", err)
 	}

@@ -231,6 +231,52 @@ func TestCopyResumesFromItsCheckpoint(t *testing.T) {
 	}
 }
 
+// An incremental copy after one that wrote scheduled messages before they
+// were due: Service Bus enqueues each anew once due, after the checkpoint,
+// and the next copy writes it again; a deduplicating sink keeps one. The
+// state file names them, so the next copy expects them: it said NOT
+// verified with nothing missing (an audit, Service Bus → SQS FIFO).
+func TestIncrementalCopyExpectsScheduledMessagesAgain(t *testing.T) {
+	defer func(w time.Duration) { verifyWait = w }(verifyWait)
+	verifyWait = 0 // the memq counts are exact: no lag to wait out
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
+	all := msgs(15, 0)
+	for _, m := range all {
+		m.DedupID = m.ID // a MessageId, which the sink deduplicates on
+	}
+	b.put("in", all[:10]...)
+	sched := all[10:12]
+	for _, m := range sched {
+		m.ScheduledAt = time.Now().Add(time.Hour)
+		b.putScheduled("in", m)
+	}
+	opt := fastOptions(ModeCopy)
+	opt.StateFile = filepath.Join(t.TempDir(), "state.json")
+	if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete || rep.Jobs[0].Written != 12 {
+		t.Fatalf("first copy: %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
+	}
+	// Due now: enqueued anew, with new sequence numbers; three more.
+	for _, m := range sched {
+		m.ScheduledAt = time.Now().Add(-time.Second)
+	}
+	b.put("in", sched...)
+	b.put("in", all[12:]...)
+	rep := Run(context.Background(), pipes, opt, nil)
+	j := rep.Jobs[0]
+	if j.Written != 5 || j.recopied != 2 {
+		t.Fatalf("second copy: written %d, read again %d, want 5 and 2", j.Written, j.recopied)
+	}
+	if v := j.Verification; v == nil || !v.Verified || !strings.Contains(v.Note, "2 scheduled messages an earlier copy wrote before they were due") {
+		t.Fatalf("verification %+v", v)
+	}
+	// Once expected, no more: a third copy of the same two is not forgiven.
+	b.put("in", sched...)
+	rep = Run(context.Background(), pipes, opt, nil)
+	if v := rep.Jobs[0].Verification; v == nil || v.Verified {
+		t.Errorf("a third copy of the two: verification %+v, want not verified", v)
+	}
+}
+
 // A copy whose source fails while the sink is down: the engine nacks what
 // waited for a retry and opens the source again, and the copy reads on
 // from its checkpoint: every message is written once and the run is

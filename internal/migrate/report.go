@@ -239,6 +239,9 @@ type JobReport struct {
 	// rewritable: a resumed copy's positions past its checkpoint that the
 	// last run may have written (Verification's allowance for a copy).
 	rewritable int64
+	// recopied: messages an earlier copy wrote while they were scheduled,
+	// written again now that they are due (Verification's allowance too).
+	recopied int64
 	// deadLettersIntoSink: what the job dead-lettered went to its sink's
 	// entity too (config.Pipeline.DeadLettersIntoSink).
 	deadLettersIntoSink bool

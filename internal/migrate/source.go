@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -40,6 +41,12 @@ type tracker struct {
 	// (-scheduled leave) passes over those not due yet, as the move will
 	// (a browse reads them; a receive does not get them).
 	leaveScheduled bool
+	// scheduledCopied, in a copy with -state, holds the ids of messages
+	// copied while scheduled and not due (stateFile's Scheduled): a later
+	// copy reads them again once due (recopied), as Service Bus enqueues
+	// them anew. nil when not tracked. Guarded by mu.
+	scheduledCopied map[string]bool
+	recopied        int64
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced when something arrives
@@ -507,6 +514,7 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 		}
 		if m != nil {
 			td.stuck = t.seen(m, pos, hasPos)
+			t.recopy(m, now)
 		}
 		fresh = fresh || !td.stuck
 		out = append(out, td)
@@ -636,14 +644,46 @@ func (d *trackedDelivery) Ack(ctx context.Context) error {
 	return err
 }
 
-// acked records a delivery the source acknowledged.
+// acked records a delivery the source acknowledged (in a copy: written).
 func (d *trackedDelivery) acked() {
 	d.t.done(d.pos, d.hasPos)
-	if m := d.Message(); m != nil && m.Source.DeliveryCount > 1 {
-		d.t.mu.Lock()
-		d.t.ackedAgain++
-		d.t.mu.Unlock()
+	m := d.Message()
+	if m == nil {
+		return
 	}
+	d.t.mu.Lock()
+	defer d.t.mu.Unlock()
+	if m.Source.DeliveryCount > 1 {
+		d.t.ackedAgain++
+	}
+	if d.t.scheduledCopied != nil && m.ID != "" && m.ScheduledAt.After(time.Now()) {
+		d.t.scheduledCopied[m.ID] = true
+	}
+}
+
+// recopy notes a message an earlier copy wrote while it was scheduled,
+// read again now that it is due.
+func (t *tracker) recopy(m *mapping.Message, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.scheduledCopied[m.ID] && !m.ScheduledAt.After(now) {
+		delete(t.scheduledCopied, m.ID)
+		t.recopied++
+	}
+}
+
+// scheduledCopies returns the ids of messages copied while scheduled and
+// not read again yet (sorted, for the state file), and how many this run
+// read again once due.
+func (t *tracker) scheduledCopies() ([]string, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := make([]string, 0, len(t.scheduledCopied))
+	for id := range t.scheduledCopied {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, t.recopied
 }
 
 func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {

@@ -44,6 +44,11 @@ type checkpoint struct {
 	// that they skipped were never copied, so another selection may not
 	// resume from it.
 	Filters string `json:"filters,omitempty"`
+	// Scheduled are the MessageIds of messages a copy wrote while they were
+	// scheduled and not yet due: once due, Service Bus enqueues each anew,
+	// after the checkpoint, and the next copy writes it again. That copy
+	// expects them (the verification's allowance) and drops them here.
+	Scheduled []string `json:"scheduled,omitempty"`
 }
 
 func openState(path string) (*stateFile, error) {
@@ -146,9 +151,35 @@ func (s *stateFile) settle(job string, after, writtenUpTo uint64) error {
 	return s.writeLocked(job, max(after, old.After), max(writtenUpTo, after, old.After))
 }
 
+// scheduled is the set of the job's Scheduled ids.
+func (s *stateFile) scheduled(job string) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := s.data.Jobs[job].Scheduled
+	if len(ids) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
+}
+
+// setScheduled replaces the job's Scheduled ids; they are written with the
+// next checkpoint.
+func (s *stateFile) setScheduled(job string, ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp := s.data.Jobs[job]
+	cp.Scheduled = ids
+	s.data.Jobs[job] = cp
+}
+
 func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
 	s.data.Jobs[job] = checkpoint{After: after, WrittenUpTo: writtenUpTo,
-		Updated: time.Now().UTC(), Source: s.sources[job], Filters: s.filters[job]}
+		Updated: time.Now().UTC(), Source: s.sources[job], Filters: s.filters[job],
+		Scheduled: s.data.Jobs[job].Scheduled}
 	b, err := json.MarshalIndent(s.data, "", "  ")
 	if err != nil {
 		return err

@@ -1,6 +1,9 @@
 package migrate
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Verification is migrate's check of its own counts against the brokers':
 // the sink must have grown by what migrate wrote to it. Counts that a
@@ -65,13 +68,16 @@ func verification(j *JobReport, mode Mode) *Verification {
 	// A copy resumes where the last one left a state: after a checkpoint,
 	// or from the start when it was stopped before its first checkpoint
 	// (saved once a second) but after its lease said what it may write.
-	resumed := mode == ModeCopy && (j.ResumedFrom > 0 || j.rewritable > 0)
+	resumed := mode == ModeCopy && (j.ResumedFrom > 0 || j.rewritable > 0 || j.recopied > 0)
+	// What a resumed copy writes again: what the last run wrote past its
+	// checkpoint, as far as its state file says it may have written
+	// (rewritable; browsing raises no delivery count to tell which), and
+	// the messages an earlier copy wrote while scheduled, enqueued anew
+	// once due (recopied, by id). An incremental copy whose new messages
+	// reuse ids must not pass.
+	again := j.rewritable + j.recopied
 	if resumed {
-		// A resumed copy writes again what the last run wrote past its
-		// checkpoint, as far as its state file says it may have written
-		// (rewritable); browsing raises no delivery count to tell which.
-		// An incremental copy whose new messages reuse ids must not pass.
-		byRun = min(j.DuplicatesDropped, j.Retried+j.AckFailed+j.rewritable)
+		byRun = min(j.DuplicatesDropped, j.Retried+j.AckFailed+again)
 		forgiven, byDelivery = byRun, 0
 	}
 	merged := j.DuplicatesDropped - forgiven
@@ -115,13 +121,21 @@ func verification(j *JobReport, mode Mode) *Verification {
 		if extra := v.SinkGrowth - put; extra > 0 {
 			v.Note = fmt.Sprintf("the sink grew by %d more than migrate wrote: another producer wrote to it meanwhile", extra)
 		}
-	case resumed && -d <= j.rewritable && j.SinkAfter.Deduplicates:
+	case resumed && -d <= again && j.SinkAfter.Deduplicates:
 		// A resumed copy: what the last run wrote past its checkpoint (it
-		// is saved once a second) is written again, and a deduplicating
-		// sink keeps the first copy.
+		// is saved once a second), and scheduled messages it wrote before
+		// they were due, are written again, and a deduplicating sink keeps
+		// the first copy.
 		v.Verified = true
 		v.Allowance = -d
-		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, within the %d positions the interrupted copy may have written past its checkpoint: the sink's duplicate detection drops such copies", -d, j.rewritable)
+		var within []string
+		if j.rewritable > 0 {
+			within = append(within, fmt.Sprintf("the %d positions the interrupted copy may have written past its checkpoint", j.rewritable))
+		}
+		if j.recopied > 0 {
+			within = append(within, fmt.Sprintf("the %d scheduled messages an earlier copy wrote before they were due, read again once due", j.recopied))
+		}
+		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, within %s: the sink's duplicate detection drops such copies", -d, strings.Join(within, " and "))
 	case -d <= j.Redelivered && j.SinkAfter.Deduplicates:
 		// A resumed move: what an interrupted run wrote and did not
 		// acknowledge comes back and is written again, and a
