@@ -12,6 +12,21 @@ const require = createRequire(import.meta.url);
 export const types = require('rhea/lib/types.js');
 export const rheaMessage = require('rhea/lib/message.js');
 
+// rhea 3.0.5 reads a long or ulong as a JavaScript number unless its high
+// word is beyond 2^21, and then as its 8 bytes. Its bound is one off: a
+// high word of exactly 2^21 (values from 2^53, the last a double holds
+// exactly, up to 2^53 + 2^32) is read as a number, and rounded. Read such
+// values as their 8 bytes too, which rhea's writer copies back verbatim,
+// so that a client's long comes back as it sent it.
+for (const code of [0x80, 0x81]) {
+  const desc = types.by_code[code];
+  const read = desc.read;
+  desc.read = (buffer, offset) => {
+    const v = read(buffer, offset);
+    return typeof v === 'number' && !Number.isSafeInteger(v) ? buffer.slice(offset, offset + 8) : v;
+  };
+}
+
 export const SEC = {
   header: 0x70,
   deliveryAnnotations: 0x71,
