@@ -12,6 +12,8 @@
 # Environment:
 #   QBRIDGE_SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
 #                                         (Listen rights)
+#   QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT where migrate counts the queue; default ""
+#                                         = https://<namespace> (set it for an emulator)
 #   QBRIDGE_SERVICEBUS_TO_NATS_QUEUE      the queue to drain; default "events" (not
 #                                         "orders": sqs-fifo-to-servicebus-sessions.hcl
 #                                         fills that one, and it is session-enabled)
@@ -30,6 +32,8 @@ pipeline "servicebus-to-nats" {
     connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
     queue             = env("QBRIDGE_SERVICEBUS_TO_NATS_QUEUE", "events")
     # On a session-enabled queue, add: sessions {}
+
+    management_endpoint = env("QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT", "")
   }
 
   sink "nats" {

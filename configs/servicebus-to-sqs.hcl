@@ -16,6 +16,8 @@
 #   QBRIDGE_SERVICEBUS_CONNECTION_STRING  (required) the namespace's connection string
 #                                         (Listen rights); the test server's or the
 #                                         emulator's with UseDevelopmentEmulator=true
+#   QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT where migrate counts the queue; default ""
+#                                         = https://<namespace> (set it for an emulator)
 #   QBRIDGE_SERVICEBUS_TO_SQS_QUEUE       the Service Bus queue to drain; default "orders"
 #                                         (a session-enabled queue needs a sessions { }
 #                                         block in the source: docs/adapter-servicebus.md)
@@ -33,6 +35,8 @@ pipeline "servicebus-to-sqs" {
   source "servicebus" {
     connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
     queue             = env("QBRIDGE_SERVICEBUS_TO_SQS_QUEUE", "orders")
+
+    management_endpoint = env("QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT", "")
   }
 
   sink "sqs" {

@@ -17,6 +17,9 @@
 #   AWS_REGION                                region; default us-east-1
 #   QBRIDGE_SERVICEBUS_CONNECTION_STRING      (required) the namespace's connection string
 #                                             (Send rights)
+#   QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT    where migrate counts the queue and learns that it
+#                                             takes sessions; default "" = https://<namespace>
+#                                             (set it for an emulator)
 #   QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE      the session-enabled Service Bus queue;
 #                                             default "orders"
 #   AWS credentials come from the SDK chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY,
@@ -37,6 +40,8 @@ pipeline "sqs-fifo-to-servicebus-sessions" {
   sink "servicebus" {
     connection_string = env("QBRIDGE_SERVICEBUS_CONNECTION_STRING")
     queue             = env("QBRIDGE_SQS_FIFO_TO_SERVICEBUS_QUEUE", "orders") # SessionId = MessageGroupId
+
+    management_endpoint = env("QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT", "")
   }
 
   mapping {
