@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -358,6 +359,11 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 			s, err := env.Marshal()
 			if err != nil {
 				return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
+			}
+			if strings.IndexByte(s, 0x7f) >= 0 {
+				// JSON leaves DEL unescaped; a header value here holds no
+				// control character (valueProblem), the envelope's neither.
+				s = strings.ReplaceAll(s, "\x7f", `\u007f`)
 			}
 			setEnvelope(s)
 		}

@@ -289,6 +289,25 @@ func TestEnvelopeFields(t *testing.T) {
 	}
 }
 
+// The envelope holds no control character either: JSON leaves DEL raw,
+// which a user header value may not hold (valueProblem). It is escaped,
+// and decodes back.
+func TestEnvelopeEscapesDEL(t *testing.T) {
+	m := &mapping.Message{ID: "i", Subject: "a\x7fb", Body: []byte("x")}
+	msg, err := Encode(m, "x", EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := msg.Header.Get(mapping.EnvelopeName)
+	if strings.IndexByte(env, 0x7f) >= 0 || !strings.Contains(env, `a\u007fb`) {
+		t.Fatalf("envelope %q", env)
+	}
+	back, err := Decode(msg, DecodeOptions{})
+	if err != nil || back.Subject != m.Subject {
+		t.Fatalf("decoded subject %q, %v", back.Subject, err)
+	}
+}
+
 // Subjects a sink cannot publish to, and the reason Encode gives; the
 // first token with a problem decides.
 func TestSubjectProblem(t *testing.T) {
