@@ -335,7 +335,7 @@ func (e *Envelope) SetText(name, text string) {
 // Forget removes what the envelope records about attribute name (its type
 // and exact text): for an attribute an encoder left out after all.
 func (e *Envelope) Forget(name string) {
-	delete(e.Types, name)
+	e.DeleteType(name)
 	delete(e.Texts, name)
 }
 

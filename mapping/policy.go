@@ -66,31 +66,45 @@ type Options struct {
 }
 
 // HeldReports keeps an encode's reports (OnDrop: drops, encodings, shed
-// envelope members) until the encode is known to succeed: an encoder that
-// dropped items and then refuses the whole message (a size limit) must not
-// have them counted and logged as left out of a message that was sent.
+// envelope members; OnShed) until the encode is known to succeed: an
+// encoder that dropped items and then refuses the whole message (a size
+// limit) must not have them counted and logged as left out of a message
+// that was sent.
 type HeldReports struct {
-	to      func(field, reason string)
+	drop    func(field, reason string)
+	shed    func(fields []string)
 	pending []heldReport
 }
 
-type heldReport struct{ field, reason string }
+// heldReport is one OnDrop report, or (fields set) one OnShed report.
+type heldReport struct {
+	field, reason string
+	fields        []string
+}
 
 // Hold makes o report into the HeldReports it returns until their Flush.
-// Under Reject nothing is reported but shed members, once at the end: o
-// is left as it is, and the result is nil (nothing allocated on the hot
-// path; Flush of nil does nothing).
+// Under Reject nothing is reported but shed members, which an encoder
+// reports once at its end: o is left as it is, and the result is nil
+// (nothing allocated on the hot path; Flush of nil does nothing).
 func (o *Options) Hold() *HeldReports {
 	if o.OnDrop == nil || o.Policy == Reject {
 		return nil
 	}
-	h := &HeldReports{to: o.OnDrop}
-	o.OnDrop = h.add
-	return h
+	return o.HoldAll()
 }
 
-func (h *HeldReports) add(field, reason string) {
-	h.pending = append(h.pending, heldReport{field, reason})
+// HoldAll is Hold under every policy, for an encoder that reports shed
+// members before its last verdict (a REST batch, whose size is judged
+// once its elements are encoded).
+func (o *Options) HoldAll() *HeldReports {
+	h := &HeldReports{drop: o.OnDrop, shed: o.OnShed}
+	if o.OnDrop != nil {
+		o.OnDrop = func(field, reason string) { h.pending = append(h.pending, heldReport{field: field, reason: reason}) }
+	}
+	if o.OnShed != nil {
+		o.OnShed = func(fields []string) { h.pending = append(h.pending, heldReport{fields: fields}) }
+	}
+	return h
 }
 
 // Flush passes the held reports on, in order, and forgets them.
@@ -99,7 +113,11 @@ func (h *HeldReports) Flush() {
 		return
 	}
 	for _, r := range h.pending {
-		h.to(r.field, r.reason)
+		if r.fields != nil {
+			h.shed(r.fields)
+		} else {
+			h.drop(r.field, r.reason)
+		}
 	}
 	h.pending = h.pending[:0]
 }

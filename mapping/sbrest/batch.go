@@ -29,7 +29,7 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // Content-Type BatchContentType).
 func EncodeBatch(msgs []*mapping.Message, opt mapping.Options) ([]byte, error) {
 	limit := maxSize(&opt)
-	held := opt.Hold() // for a batch that is sent whole
+	held := opt.HoldAll() // for a batch that is sent whole: shed members too
 	dst := make([]byte, 1, 512*len(msgs)+2)
 	dst[0] = '['
 	for i, m := range msgs {
@@ -57,7 +57,7 @@ func EncodeBatch(msgs []*mapping.Message, opt mapping.Options) ([]byte, error) {
 // RenderJSON renders m as one batch element {Body, BrokerProperties,
 // UserProperties}: the JSON rendering of this wire form.
 func RenderJSON(m *mapping.Message, opt mapping.Options) ([]byte, error) {
-	held := opt.Hold()
+	held := opt.HoldAll() // the element's size is judged after its encode
 	e, err := encodeMessage(m, &opt, formBatch)
 	if err != nil {
 		return nil, err

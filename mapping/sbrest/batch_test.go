@@ -2,6 +2,7 @@ package sbrest
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -126,6 +127,33 @@ func TestEncodeBatchErrors(t *testing.T) {
 	}
 	if _, err := EncodeBatch(big[:1], mapping.Options{MaxMessageSize: 1000}); !mapping.IsReject(err) {
 		t.Fatalf("%v", err)
+	}
+}
+
+// A batch refused whole (too large, or one element refused) reports no
+// shed envelope members, under every policy: the sink encodes its messages
+// again in smaller batches, which report them (a review found them counted
+// twice under the default reject policy).
+func TestRefusedBatchReportsNoSheds(t *testing.T) {
+	v, _ := mapping.ParseValue("Number.float", "1."+strings.Repeat("0", 330))
+	m := &mapping.Message{Body: []byte("b")}
+	for i := range 100 { // their exact texts outgrow the envelope's 32 KiB
+		m.Attributes = append(m.Attributes, mapping.Attribute{Name: fmt.Sprintf("n%03d", i), Value: v})
+	}
+	big := &mapping.Message{Body: []byte(strings.Repeat("a", 200000))}
+	for _, p := range []mapping.Policy{mapping.Reject, mapping.Drop, mapping.Encode} {
+		var reports []string
+		opt := mapping.Options{Policy: p, OnDrop: func(f, r string) { reports = append(reports, f+": "+r) }}
+		if _, err := EncodeBatch([]*mapping.Message{m}, opt); err != nil || len(reports) == 0 {
+			t.Fatalf("%s: alone: %v, reports %q (want the shed)", p, err, reports)
+		}
+		reports = nil
+		if _, err := EncodeBatch([]*mapping.Message{m, big, big}, opt); !errors.Is(err, ErrBatchTooLarge) {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if len(reports) > 0 {
+			t.Errorf("%s: a refused batch reported %q", p, reports)
+		}
 	}
 }
 
