@@ -121,13 +121,20 @@ type Source struct {
 	LockToken        string    // SB lock token (canonical UUID) or SQS receipt handle
 	LockedUntil      time.Time
 	ExpiresAt        time.Time // SB ExpiresAtUtc
-	State            int       // SB message state: 0 active, 1 deferred, 2 scheduled
+	State            int       // SB message state: StateActive, StateDeferred, StateScheduled
 	PartitionID      int       // SB x-opt-partition-id; -1 when absent (decoders set it; 0 is a partition)
 	DeadLetterSource string
 	DeadLetterReason string
 	DeadLetterDesc   string
 	Address          string // the queue, subject or entity it was read from
 }
+
+// Service Bus message states (Source.State, x-opt-message-state).
+const (
+	StateActive    = 0
+	StateDeferred  = 1
+	StateScheduled = 2 // enqueued with a time in the future, not yet due
+)
 
 // TTLLeft is the time to live m has left at now, for a message passed on:
 // the TTL less the time since it was enqueued at its source, where the

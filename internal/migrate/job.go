@@ -104,12 +104,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	tr := newTracker()
 	tr.dryRun = opt.Mode == ModeDryRun
 	tr.keep = opt.filter()
-	tr.leaveScheduled = opt.Mode == ModeDryRun && !opt.WaitScheduled
+	tr.leaveScheduled = opt.leavesScheduled()
 	if j.state != nil && opt.Mode == ModeCopy {
 		tr.scheduledCopied = j.state.scheduled(j.key())
-		if tr.scheduledCopied == nil {
-			tr.scheduledCopied = map[string]bool{}
-		}
 	}
 	if opt.Rate > 0 {
 		tr.limiter = rate.NewLimiter(rate.Limit(opt.Rate), max(1, int(opt.Rate/10)))
@@ -283,9 +280,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 				// duplicates of messages this one never wrote.
 				save = j.state.settle
 			}
-			ids, recopied := tr.scheduledCopies()
+			copies, recopied := tr.scheduledCopies()
 			rep.recopied = recopied
-			j.state.setScheduled(j.key(), ids)
+			j.state.setScheduled(j.key(), copies)
 			if err := save(j.key(), snap.checkpoint, snap.highest); err != nil {
 				j.log.Error("cannot save the copy checkpoint", "error", err)
 			}
@@ -373,7 +370,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		outcome = OutcomeNotDrained
 		rep.LeftBehind = map[string]int64{"scheduled": rep.SourceAfter.Scheduled}
 		reason = fmt.Sprintf("%d scheduled messages are not due yet and stay at the source; run again once they are due, or use -scheduled wait", rep.SourceAfter.Scheduled)
-	case opt.Mode == ModeDryRun && !opt.WaitScheduled && (snap.scheduled > 0 || rep.SourceAfter != nil && rep.SourceAfter.Scheduled > 0):
+	case opt.leavesScheduled() && (snap.scheduled > 0 || rep.SourceAfter != nil && rep.SourceAfter.Scheduled > 0):
 		// What the move would do: it leaves them (its -scheduled leave),
 		// so the dry run translates them no more than the move writes them.
 		n := snap.scheduled
@@ -966,8 +963,8 @@ func (w *watch) saveCheckpoint(now time.Time, snap snapshot) {
 		return
 	}
 	w.lastSave = now
-	ids, _ := w.tr.scheduledCopies()
-	w.j.state.setScheduled(w.j.key(), ids)
+	copies, _ := w.tr.scheduledCopies()
+	w.j.state.setScheduled(w.j.key(), copies)
 	if err := w.j.state.save(w.j.key(), snap.checkpoint, snap.highest); err != nil {
 		w.j.log.Error("cannot save the copy checkpoint", "error", err)
 	}

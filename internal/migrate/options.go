@@ -227,3 +227,11 @@ func rerunDedupID(key, runID string) string {
 	h := sha256.Sum256([]byte(runID + "\x00" + key))
 	return hex.EncodeToString(h[:])
 }
+
+// leavesScheduled reports a dry run of a move that leaves scheduled
+// messages (-scheduled leave): it passes over what the broker holds as
+// scheduled, as the move will. A dry run with filters previews a copy,
+// which writes them.
+func (o *Options) leavesScheduled() bool {
+	return o.Mode == ModeDryRun && !o.WaitScheduled && o.filter() == nil
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,14 +39,15 @@ type tracker struct {
 	limiter     *rate.Limiter
 	keep        func(*mapping.Message) bool // filters; nil keeps all
 	// leaveScheduled: a dry run of a move that leaves scheduled messages
-	// (-scheduled leave) passes over those not due yet, as the move will
-	// (a browse reads them; a receive does not get them).
+	// (-scheduled leave) passes over those the broker holds as scheduled,
+	// as the move will (a browse reads them; a receive does not get them).
 	leaveScheduled bool
-	// scheduledCopied, in a copy with -state, holds the ids of messages
-	// copied while scheduled and not due (stateFile's Scheduled): a later
-	// copy reads them again once due (recopied), as Service Bus enqueues
-	// them anew. nil when not tracked. Guarded by mu.
-	scheduledCopied map[string]bool
+	// scheduledCopied, in a copy with -state, holds the messages copied
+	// while the broker held them as scheduled, by id, with their scheduled
+	// time (stateFile's Scheduled): Service Bus enqueues each anew once
+	// due, and a later copy writes it again (recopied). nil when not
+	// tracked; set before the source opens. Guarded by mu.
+	scheduledCopied map[string]time.Time
 	recopied        int64
 
 	mu         sync.Mutex
@@ -490,7 +492,6 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	var skipped, scheduled int64
 	var highest uint64
 	fresh := false
-	now := time.Now()
 	for _, d := range ds {
 		m := d.Message()
 		pos, hasPos := position(m)
@@ -498,7 +499,7 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 			highest = pos
 		}
 		td := &trackedDelivery{PassDelivery: driver.PassDelivery{Delivery: d}, t: t, pos: pos, hasPos: hasPos}
-		left := m != nil && t.leaveScheduled && m.ScheduledAt.After(now)
+		left := m != nil && t.leaveScheduled && m.Source.State == mapping.StateScheduled
 		if left || m != nil && t.keep != nil && !decodeFailed(d) && !t.keep(m) {
 			skipped++
 			if left {
@@ -514,7 +515,6 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 		}
 		if m != nil {
 			td.stuck = t.seen(m, pos, hasPos)
-			t.recopy(m, now)
 		}
 		fresh = fresh || !td.stuck
 		out = append(out, td)
@@ -646,44 +646,49 @@ func (d *trackedDelivery) Ack(ctx context.Context) error {
 
 // acked records a delivery the source acknowledged (in a copy: written).
 func (d *trackedDelivery) acked() {
+	if m := d.Message(); m != nil && (m.Source.DeliveryCount > 1 || d.t.scheduledCopied != nil) {
+		// Before done: a checkpoint saved past this message has its id.
+		d.t.mu.Lock()
+		if m.Source.DeliveryCount > 1 {
+			d.t.ackedAgain++
+		}
+		if d.t.scheduledCopied != nil {
+			d.t.copiedScheduled(m)
+		}
+		d.t.mu.Unlock()
+	}
 	d.t.done(d.pos, d.hasPos)
-	m := d.Message()
-	if m == nil {
-		return
-	}
-	d.t.mu.Lock()
-	defer d.t.mu.Unlock()
-	if m.Source.DeliveryCount > 1 {
-		d.t.ackedAgain++
-	}
-	if d.t.scheduledCopied != nil && m.ID != "" && m.ScheduledAt.After(time.Now()) {
-		d.t.scheduledCopied[m.ID] = true
-	}
 }
 
-// recopy notes a message an earlier copy wrote while it was scheduled,
-// read again now that it is due.
-func (t *tracker) recopy(m *mapping.Message, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.scheduledCopied[m.ID] && !m.ScheduledAt.After(now) {
+// copiedScheduled notes a message a copy wrote: one the broker holds as
+// scheduled, to expect again once due; or one an earlier copy wrote so,
+// enqueued anew now that it is due (the same id and scheduled time). t.mu
+// is held.
+func (t *tracker) copiedScheduled(m *mapping.Message) {
+	if m.ID == "" || m.ScheduledAt.IsZero() {
+		return
+	}
+	switch at, ok := t.scheduledCopied[m.ID]; {
+	case m.Source.State == mapping.StateScheduled:
+		t.scheduledCopied[m.ID] = m.ScheduledAt
+	case ok && at.Equal(m.ScheduledAt) && m.Source.State == mapping.StateActive:
 		delete(t.scheduledCopied, m.ID)
 		t.recopied++
 	}
 }
 
-// scheduledCopies returns the ids of messages copied while scheduled and
-// not read again yet (sorted, for the state file), and how many this run
-// read again once due.
-func (t *tracker) scheduledCopies() ([]string, int64) {
+// scheduledCopies returns the messages copied while scheduled and not
+// written again yet (sorted by id, for the state file), and how many this
+// run wrote again once due.
+func (t *tracker) scheduledCopies() ([]scheduledCopy, int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ids := make([]string, 0, len(t.scheduledCopied))
-	for id := range t.scheduledCopied {
-		ids = append(ids, id)
+	out := make([]scheduledCopy, 0, len(t.scheduledCopied))
+	for id, at := range t.scheduledCopied {
+		out = append(out, scheduledCopy{ID: id, At: at})
 	}
-	slices.Sort(ids)
-	return ids, t.recopied
+	slices.SortFunc(out, func(a, b scheduledCopy) int { return strings.Compare(a.ID, b.ID) })
+	return out, t.recopied
 }
 
 func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -20,6 +21,7 @@ type stateFile struct {
 	// sources and filters hold each job's source identity and selection,
 	// from check, for save.
 	sources, filters map[string]string
+	dirty            bool // Scheduled changed since the last write
 }
 
 type stateData struct {
@@ -44,11 +46,17 @@ type checkpoint struct {
 	// that they skipped were never copied, so another selection may not
 	// resume from it.
 	Filters string `json:"filters,omitempty"`
-	// Scheduled are the MessageIds of messages a copy wrote while they were
-	// scheduled and not yet due: once due, Service Bus enqueues each anew,
-	// after the checkpoint, and the next copy writes it again. That copy
-	// expects them (the verification's allowance) and drops them here.
-	Scheduled []string `json:"scheduled,omitempty"`
+	// Scheduled are the messages a copy wrote while the broker held them as
+	// scheduled: once due, Service Bus enqueues each anew, after the
+	// checkpoint, and the next copy writes it again. That copy expects each
+	// (the same id and scheduled time) once, and drops it here.
+	Scheduled []scheduledCopy `json:"scheduled,omitempty"`
+}
+
+// scheduledCopy is a message a copy wrote while it was scheduled.
+type scheduledCopy struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"` // its scheduled enqueue time
 }
 
 func openState(path string) (*stateFile, error) {
@@ -135,7 +143,7 @@ func (s *stateFile) save(job string, after, writtenUpTo uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.data.Jobs[job]
-	if after <= old.After && writtenUpTo <= old.WrittenUpTo {
+	if after <= old.After && writtenUpTo <= old.WrittenUpTo && !s.dirty {
 		return nil
 	}
 	return s.writeLocked(job, max(after, old.After), max(writtenUpTo, old.WrittenUpTo))
@@ -151,29 +159,29 @@ func (s *stateFile) settle(job string, after, writtenUpTo uint64) error {
 	return s.writeLocked(job, max(after, old.After), max(writtenUpTo, after, old.After))
 }
 
-// scheduled is the set of the job's Scheduled ids.
-func (s *stateFile) scheduled(job string) map[string]bool {
+// scheduled is the job's Scheduled, by id.
+func (s *stateFile) scheduled(job string) map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := s.data.Jobs[job].Scheduled
-	if len(ids) == 0 {
-		return nil
+	out := map[string]time.Time{}
+	for _, c := range s.data.Jobs[job].Scheduled {
+		out[c.ID] = c.At
 	}
-	set := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		set[id] = true
-	}
-	return set
+	return out
 }
 
-// setScheduled replaces the job's Scheduled ids; they are written with the
-// next checkpoint.
-func (s *stateFile) setScheduled(job string, ids []string) {
+// setScheduled replaces the job's Scheduled; a change is written by the
+// next save even where the positions stand still.
+func (s *stateFile) setScheduled(job string, copies []scheduledCopy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cp := s.data.Jobs[job]
-	cp.Scheduled = ids
+	if slices.EqualFunc(cp.Scheduled, copies, func(a, b scheduledCopy) bool { return a.ID == b.ID && a.At.Equal(b.At) }) {
+		return
+	}
+	cp.Scheduled = copies
 	s.data.Jobs[job] = cp
+	s.dirty = true
 }
 
 func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
@@ -184,5 +192,9 @@ func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.path, append(b, '\n'))
+	if err := writeAtomic(s.path, append(b, '\n')); err != nil {
+		return err
+	}
+	s.dirty = false
+	return nil
 }

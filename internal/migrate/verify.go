@@ -76,9 +76,14 @@ func verification(j *JobReport, mode Mode) *Verification {
 	// once due (recopied, by id). An incremental copy whose new messages
 	// reuse ids must not pass.
 	again := j.rewritable + j.recopied
+	// byRewrite is what only the lease explains: the last run may have
+	// written those positions, or not (a recopied message is known by its
+	// id and scheduled time). Relied on, it is the resume allowance.
+	var byRewrite int64
 	if resumed {
+		exact := min(j.DuplicatesDropped, j.Retried+j.AckFailed+j.recopied)
 		byRun = min(j.DuplicatesDropped, j.Retried+j.AckFailed+again)
-		forgiven, byDelivery = byRun, 0
+		forgiven, byDelivery, byRewrite = byRun, 0, byRun-exact
 	}
 	merged := j.DuplicatesDropped - forgiven
 	// What this run put there: the messages it wrote, and the dead
@@ -109,6 +114,14 @@ func verification(j *JobReport, mode Mode) *Verification {
 		// reported may be a retry of a send whose first attempt it had
 		// stored (an acknowledgement that timed out).
 		v.Verified = true
+		if byRewrite > 0 && d < byRewrite {
+			// Verified only because some duplicates count as rewrites of
+			// what an interrupted copy may have written.
+			v.Allowance = byRewrite - d
+			v.Note = fmt.Sprintf("%d of the duplicates the sink reported are taken for rewrites of what the interrupted copy may have written past its checkpoint (up to %d positions, as its state file says; "+
+				"if it wrote less, distinct messages sharing a deduplication id may have been merged; see -new-dedup-ids)", v.Allowance, j.rewritable)
+			break
+		}
 		if byDelivery > 0 && d < byDelivery {
 			// Verified only because some duplicates count as rewrites of
 			// messages delivered before.
@@ -127,7 +140,9 @@ func verification(j *JobReport, mode Mode) *Verification {
 		// they were due, are written again, and a deduplicating sink keeps
 		// the first copy.
 		v.Verified = true
-		v.Allowance = -d
+		// A recopied message is known (its id and scheduled time): only
+		// the rest relies on the lease.
+		v.Allowance = max(0, -d-j.recopied)
 		var within []string
 		if j.rewritable > 0 {
 			within = append(within, fmt.Sprintf("the %d positions the interrupted copy may have written past its checkpoint", j.rewritable))
