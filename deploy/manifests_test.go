@@ -299,6 +299,11 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, configs map[strin
 			continue
 		}
 		w := where + " container " + c.Name
+		// A :latest tag pulls Always: from a registry that has no such
+		// image unless it is pushed there (docs/deploy.md).
+		if c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("%s: imagePullPolicy %q, want IfNotPresent", w, c.ImagePullPolicy)
+		}
 		if len(c.Command) > 0 && c.Command[0] != imageEntrypoint {
 			t.Errorf("%s: command %v does not run %s", w, c.Command, imageEntrypoint)
 		}
@@ -326,7 +331,9 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, configs map[strin
 			grace = *g
 		}
 		for _, p := range cfg.Pipelines {
-			// Every embedded NATS store is on a writable volume.
+			// Every embedded NATS store is on a writable volume, and the
+			// other containers that talk to it (NATS_URL) find its port:
+			// without one it listens on a random port.
 			for _, a := range []config.Adapter{p.Spec.Source, p.Spec.Sink} {
 				if a.Kind == "nats" && a.Config != nil {
 					dir := fmt.Sprint(fieldValue(a.Config, "StoreDir"))
@@ -334,11 +341,21 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, configs map[strin
 						if v := volumeAt(c, pod, dir); v == nil || v.EmptyDir == nil {
 							t.Errorf("%s: pipeline %s keeps its NATS store in %s, not on an emptyDir volume (the root filesystem is read-only)", w, p.Name, dir)
 						}
+						port, _ := fieldValue(a.Config, "Port").(int)
+						for _, app := range pod.Containers {
+							for _, e := range app.Env {
+								if e.Name == "NATS_URL" && !strings.HasSuffix(e.Value, fmt.Sprintf(":%d", port)) {
+									t.Errorf("%s: container %s's NATS_URL %s is not pipeline %s's embedded server (port %d; 0 is a random one)", w, app.Name, e.Value, p.Name, port)
+								}
+							}
+						}
 					}
 				}
 			}
-			if float64(grace) <= p.Spec.Engine.ShutdownTimeout.Seconds() {
-				t.Errorf("%s: terminationGracePeriodSeconds %d is not above pipeline %s's shutdown_timeout %s", w, grace, p.Name, p.Spec.Engine.ShutdownTimeout)
+			// The drain, then the closes of source and sinks: the same
+			// bound as an interrupted migration's (checkJob).
+			if need := p.Spec.Engine.ShutdownTimeout + 17*time.Second; time.Duration(grace)*time.Second < need {
+				t.Errorf("%s: terminationGracePeriodSeconds %d is below pipeline %s's shutdown_timeout %s + 17 s (the closes after the drain)", w, grace, p.Name, p.Spec.Engine.ShutdownTimeout)
 			}
 		}
 		out = append(out, qbridgeContainer{where: w, c: c, pod: pod, cfg: cfg})
@@ -586,8 +603,12 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("ExecStart=%q does not run the daemon", keys["ExecStart"])
 	}
 	d, err := time.ParseDuration(keys["TimeoutStopSec"] + "s")
-	if def := defaultShutdownTimeout(t); err != nil || d <= def {
-		t.Errorf("TimeoutStopSec=%q: want more than the default shutdown_timeout %s", keys["TimeoutStopSec"], def)
+	if def := defaultShutdownTimeout(t); err != nil || d < def+17*time.Second {
+		t.Errorf("TimeoutStopSec=%q: want the default shutdown_timeout %s + 17 s (the closes after the drain) at least", keys["TimeoutStopSec"], def)
+	}
+	// A configuration that fails at start is not restarted for ever.
+	if keys["StartLimitIntervalSec"] == "" || keys["StartLimitBurst"] == "" {
+		t.Error("no StartLimitIntervalSec / StartLimitBurst: Restart=on-failure every RestartSec never reaches systemd's default start limit")
 	}
 	if keys["Environment"] != "HOME=/var/lib/qbridge" || keys["StateDirectory"] != "qbridge" {
 		t.Errorf("the state directory and HOME disagree: StateDirectory=%q Environment=%q", keys["StateDirectory"], keys["Environment"])
