@@ -528,7 +528,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	out := make([]*mapping.Message, len(msgs))
 	spans := make([]trace.Span, len(msgs))
 	for i, m := range msgs {
-		pctx := parentContext(ctx, m.Trace)
+		var pctx context.Context
 		creation := m.Trace
 		var opts []trace.SpanStartOption
 		if d := s.open.of(m.Trace); d != nil {
@@ -536,6 +536,10 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			if !creation.IsZero() {
 				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: spanContext(creation)}))
 			}
+		} else {
+			// No process span of this pipeline (a sink used alone): the
+			// message's trace is the parent.
+			pctx = parentContext(ctx, m.Trace)
 		}
 		attrs := []attribute.KeyValue{
 			system(s.ep.Kind),
