@@ -291,31 +291,16 @@ type browseSource struct {
 	drained atomic.Bool // read by the migration's watcher while Receive waits
 }
 
+// newBrowseSource takes the credential newSource resolved.
 func newBrowseSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) (*browseSource, error) {
 	if set.conn.https || set.sessions {
 		return nil, fmt.Errorf("servicebus: browsing needs transport = %q and an entity without sessions: %w", transportAMQP, driver.ErrCannotBrowse)
-	}
-	cred, err := set.conn.credentialFor(cred)
-	if err != nil {
-		return nil, fmt.Errorf("servicebus source: %w", err)
 	}
 	client, err := newSDKClient(set.conn, guardSettings{}, cred)
 	if err != nil {
 		return nil, fmt.Errorf("servicebus source: %w", err)
 	}
-	opts := &azservicebus.ReceiverOptions{}
-	switch set.subQueue {
-	case subQueueDeadLetter:
-		opts.SubQueue = azservicebus.SubQueueDeadLetter
-	case subQueueTransferDL:
-		opts.SubQueue = azservicebus.SubQueueTransfer
-	}
-	var rcv *azservicebus.Receiver
-	if set.queue != "" {
-		rcv, err = client.NewReceiverForQueue(set.queue, opts)
-	} else {
-		rcv, err = client.NewReceiverForSubscription(set.topic, set.subscription, opts)
-	}
+	rcv, err := set.newReceiver(client)
 	if err != nil {
 		_ = client.Close(ctx)
 		return nil, fmt.Errorf("servicebus source: %s: %w", set.entityPath, err)

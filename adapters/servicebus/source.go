@@ -55,19 +55,7 @@ func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred 
 	if set.sessions {
 		return newSessionSource(c), nil
 	}
-	opts := &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModePeekLock}
-	switch set.subQueue {
-	case subQueueDeadLetter:
-		opts.SubQueue = azservicebus.SubQueueDeadLetter
-	case subQueueTransferDL:
-		opts.SubQueue = azservicebus.SubQueueTransfer
-	}
-	var rcv *azservicebus.Receiver
-	if set.queue != "" {
-		rcv, err = client.NewReceiverForQueue(set.queue, opts)
-	} else {
-		rcv, err = client.NewReceiverForSubscription(set.topic, set.subscription, opts)
-	}
+	rcv, err := set.newReceiver(client)
 	if err != nil {
 		_ = client.Close(context.Background())
 		return nil, fmt.Errorf("servicebus source: %w", err)
@@ -75,6 +63,23 @@ func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred 
 	log.Info("servicebus source: ready", "namespace", set.conn.description, "entity", set.entityPath,
 		"max_messages", set.maxMessages, "decode_guard", set.guard)
 	return &amqpSource{amqpCommon: c, rcv: rcv, bo: backoff.Backoff{Base: set.conn.backoff, Max: set.conn.backoffMax}}, nil
+}
+
+// newReceiver opens a peek-lock receiver on the configured entity or its
+// dead-letter or transfer dead-letter subqueue: the source's receiver, and
+// the browsing one's (peeked messages carry no lock, so the mode is moot).
+func (set *sourceSettings) newReceiver(client *azservicebus.Client) (*azservicebus.Receiver, error) {
+	opts := &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModePeekLock}
+	switch set.subQueue {
+	case subQueueDeadLetter:
+		opts.SubQueue = azservicebus.SubQueueDeadLetter
+	case subQueueTransferDL:
+		opts.SubQueue = azservicebus.SubQueueTransfer
+	}
+	if set.queue != "" {
+		return client.NewReceiverForQueue(set.queue, opts)
+	}
+	return client.NewReceiverForSubscription(set.topic, set.subscription, opts)
 }
 
 // amqpCommon is what the plain and the session source share.
