@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 	"log/slog"
 	"sync"
 	"time"
@@ -107,13 +108,5 @@ func (h *holder) close(ctx context.Context) {
 		close(h.stop)
 	}
 	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		h.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	_ = ctxwait.Group(ctx, &h.wg) // at the deadline the locks lapse instead
 }

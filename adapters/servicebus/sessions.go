@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,15 +247,7 @@ func (s *sessionSource) Close(ctx context.Context) error {
 		close(s.closed)
 		s.cancel()
 		s.hold.close(ctx)
-		done := make(chan struct{})
-		go func() {
-			s.wg.Wait()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
+		_ = ctxwait.Group(ctx, &s.wg) // the client's Close below ends what is left
 		err = s.client.Close(ctx)
 	})
 	return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -198,15 +199,7 @@ func (s *httpsSource) Close(ctx context.Context) error {
 		close(s.closed)
 		s.cancel()
 		s.hold.close(ctx)
-		done := make(chan struct{})
-		go func() {
-			s.wg.Wait()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
+		_ = ctxwait.Group(ctx, &s.wg) // past the deadline a worker's lock lapses
 		s.c.http.CloseIdleConnections()
 	})
 	return nil

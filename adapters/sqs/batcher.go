@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/ctxwait"
 )
 
 // errClosed is returned by calls made after Close.
@@ -109,14 +111,7 @@ func (c *coalescer[T]) close(ctx context.Context) error {
 		c.cutLocked()
 	}
 	c.mu.Unlock()
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxwait.Group(ctx, &c.wg)
 }
 
 // runEntries runs a batch call for n entries and retries the entries that

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sqsmap"
 )
@@ -406,18 +407,12 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.ready.close()
 	s.signal()
-	done := make(chan struct{})
-	go func() {
-		<-s.done
-		s.flushing.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
-		return nil
+	case <-s.done:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return ctxwait.Group(ctx, &s.flushing)
 }
 
 // Ready reports whether the queue answers (GetQueueAttributes, cached).

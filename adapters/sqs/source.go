@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -407,12 +408,8 @@ func (s *Source) Close(ctx context.Context) error {
 		s.cancel()
 		s.ready.close()
 	})
-	done := make(chan struct{})
-	go func() { s.pollers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := ctxwait.Group(ctx, &s.pollers); err != nil {
+		return err
 	}
 	// Receive cannot run any more: take what it did not hand out.
 	select {
