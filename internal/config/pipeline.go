@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/internal/adaptercfg"
@@ -179,8 +180,10 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 	}
 	cfg, diags, err := decode(b.Body, e.ctx, opt)
 	if e.unknownOK && onlyUnknown(diags) {
-		// Values from unset variables (validate without -strict): the
-		// block's structure and known values were checked; the rest is not.
+		// Values from unset variables (validate without -strict): check
+		// the block without them, so that one unset secret hides only the
+		// checks that need its value.
+		decodeKnown(e, role, b, decode, opt)
 		return Adapter{Kind: b.Kind}
 	}
 	e.diags = append(e.diags, dropUnknownNoise(diags)...)
@@ -188,15 +191,140 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 		return Adapter{}
 	}
 	if err != nil {
-		e.diags = append(e.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  fmt.Sprintf("Invalid %s %s configuration", b.Kind, role),
-			Detail:   err.Error() + ".",
-			Subject:  locate(b.Body, err, b.DefRange).Ptr(),
-		})
+		e.diags = append(e.diags, invalidAdapter(role, b, err))
 		return Adapter{}
 	}
 	return Adapter{Kind: b.Kind, Config: cfg}
+}
+
+// decodeKnown decodes and validates an adapter block with a stand-in for
+// each value that is not known, and reports what is wrong with the rest.
+// An unknown string (most often a URL, a connection string or a password
+// from the environment) gets the first of standIns that its own checks
+// pass, so that the block's other checks run; any other unknown value is
+// left out. An error about a value stood in for is not reported: the real
+// value may be right. Nothing is returned: with stand-ins, the
+// configuration is not the one that will run.
+func decodeKnown(e *eval, role string, b *adapterBlock, decode func(hcl.Body, *hcl.EvalContext, mapping.Options) (any, hcl.Diagnostics, error), opt mapping.Options) {
+	sb, ok := b.Body.(*hclsyntax.Body)
+	if !ok {
+		return
+	}
+	unknown := map[string]int{} // path: index into standIns, or -1 (not a string: left out)
+	unknownValues(sb, e.ctx, "", unknown)
+	for {
+		_, diags, err := decode(standIn(sb, "", unknown), e.ctx, opt)
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError && d.Summary == "Missing required argument" && mentionsAny(d.Detail, unknown) {
+				continue
+			}
+			e.diags = append(e.diags, d)
+		}
+		if diags.HasErrors() || err == nil {
+			return
+		}
+		path, found := adaptercfg.PathOf(err)
+		if !found {
+			return // about the block as a whole
+		}
+		i, isUnknown := unknown[fieldOf(path)]
+		if !isUnknown {
+			e.diags = append(e.diags, invalidAdapter(role, b, err))
+			return
+		}
+		if i < 0 || i+1 == len(standIns) {
+			return // no stand-in passes: the block's other checks are not run
+		}
+		unknown[fieldOf(path)] = i + 1
+	}
+}
+
+// invalidAdapter is the diagnostic for an adapter block its Validate
+// refused, at the value it is about where it can be found.
+func invalidAdapter(role string, b *adapterBlock, err error) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  fmt.Sprintf("Invalid %s %s configuration", b.Kind, role),
+		Detail:   err.Error() + ".",
+		Subject:  locate(b.Body, err, b.DefRange).Ptr(),
+	}
+}
+
+// standIns are the strings tried in turn for an unknown one: plain text,
+// then the forms of the adapters' addresses (an SQS queue URL, AMQP and
+// NATS URLs, a Service Bus connection string and namespace).
+var standIns = []string{
+	"unset",
+	"https://unset.invalid/000000000000/unset",
+	"amqp://unset.invalid",
+	"nats://unset.invalid:4222",
+	"Endpoint=sb://unset.servicebus.windows.net/;SharedAccessKeyName=unset;SharedAccessKey=unset",
+	"unset.servicebus.windows.net",
+}
+
+// unknownValues records the paths ("url", "jetstream.durable") of body's
+// attributes whose value is not known, in nested blocks too: 0 for a
+// string, -1 for any other type.
+func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, unknown map[string]int) {
+	for name, a := range body.Attributes {
+		if v, _ := a.Expr.Value(ctx); !v.IsWhollyKnown() {
+			unknown[prefix+name] = -1
+			if v.Type() == cty.String {
+				unknown[prefix+name] = 0
+			}
+		}
+	}
+	for _, blk := range body.Blocks {
+		unknownValues(blk.Body, ctx, prefix+blk.Type+".", unknown)
+	}
+}
+
+// standIn copies body with each unknown attribute replaced by its
+// stand-in, or left out.
+func standIn(body *hclsyntax.Body, prefix string, unknown map[string]int) *hclsyntax.Body {
+	out := *body
+	out.Attributes = make(hclsyntax.Attributes, len(body.Attributes))
+	for name, a := range body.Attributes {
+		i, ok := unknown[prefix+name]
+		switch {
+		case !ok:
+			out.Attributes[name] = a
+		case i >= 0:
+			c := *a
+			c.Expr = &hclsyntax.LiteralValueExpr{Val: cty.StringVal(standIns[i]), SrcRange: a.Expr.Range()}
+			out.Attributes[name] = &c
+		}
+	}
+	out.Blocks = make(hclsyntax.Blocks, len(body.Blocks))
+	for i, blk := range body.Blocks {
+		c := *blk
+		c.Body = standIn(blk.Body, prefix+blk.Type+".", unknown)
+		out.Blocks[i] = &c
+	}
+	return &out
+}
+
+// fieldOf is a Validate error's path without an index: "filter_subjects[0]"
+// is about "filter_subjects".
+func fieldOf(path string) string {
+	if i := strings.IndexByte(path, '['); i >= 0 {
+		return path[:i]
+	}
+	return path
+}
+
+// mentionsAny reports whether a diagnostic's detail names ("url") the last
+// element of one of the paths.
+func mentionsAny(detail string, paths map[string]int) bool {
+	for p := range paths {
+		if i := strings.LastIndexByte(p, '.'); i >= 0 {
+			p = p[i+1:]
+		}
+		if strings.Contains(detail, `"`+p+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // onlyUnknown reports whether diags has errors and all of them are gohcl's

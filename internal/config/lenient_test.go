@@ -1,0 +1,80 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// validate without -strict: an unset variable hides only the checks that
+// need its value. A mistake elsewhere in the same block is still found
+// (it was not: the block was skipped whole), and a block whose only
+// unknowns are its secrets passes.
+func TestLenientChecksTheRestOfABlock(t *testing.T) {
+	t.Setenv("QB_LENIENT_UNSET", "")
+	for _, tc := range []struct {
+		name, block, want string
+	}{
+		{"nats url unset, subject wrong", `source "nats" {
+    url     = env("QB_LENIENT_NOT_SET")
+    subject = "bad subject"
+  }`, "white space"},
+		{"nats url unset, duration wrong", `source "nats" {
+    url     = env("QB_LENIENT_NOT_SET")
+    subject = "in"
+    jetstream {
+      stream   = "S"
+      durable  = "d"
+      ack_wait = "banana"
+    }
+  }`, "banana"},
+		{"sqs queue url unset, wait wrong", `source "sqs" {
+    region    = "us-east-1"
+    queue_url = env("QB_LENIENT_NOT_SET")
+    wait_time = "banana"
+  }`, "banana"},
+		{"nats password unset, the rest right", `source "nats" {
+    url      = "nats://127.0.0.1:4222"
+    user     = "u"
+    password = env("QB_LENIENT_NOT_SET")
+    subject  = "in"
+  }`, ""},
+		{"amqp url unset, address missing", `source "amqp" {
+    url = env("QB_LENIENT_NOT_SET")
+  }`, "address"},
+		{"servicebus connection string unset, transport wrong", `source "servicebus" {
+    connection_string = env("QB_LENIENT_NOT_SET")
+    queue             = "q"
+    transport         = "carrier-pigeon"
+  }`, "carrier-pigeon"},
+		{"nats url unset, the rest right", `source "nats" {
+    url     = env("QB_LENIENT_NOT_SET")
+    subject = "in"
+  }`, ""},
+		{"sqs queue url unset, the rest right", `source "sqs" {
+    region    = "us-east-1"
+    queue_url = env("QB_LENIENT_NOT_SET")
+  }`, ""},
+		{"servicebus connection string unset, the rest right", `source "servicebus" {
+    connection_string = env("QB_LENIENT_NOT_SET")
+    queue             = "q"
+  }`, ""},
+		{"amqp url unset, the rest right", `source "amqp" {
+    url     = env("QB_LENIENT_NOT_SET")
+    address = "/queue/q"
+  }`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "pipeline \"p\" {\n  " + tc.block + "\n  sink \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"out\"\n  }\n}\n"
+			l := NewLoader()
+			l.AllowUnsetEnv()
+			_, diags := l.LoadBytes("t.hcl", []byte(src))
+			got := diagList(diags)
+			switch {
+			case tc.want == "" && diags.HasErrors():
+				t.Errorf("refused:\n%s", got)
+			case tc.want != "" && !strings.Contains(got, tc.want):
+				t.Errorf("want an error naming %q, got:\n%s", tc.want, got)
+			}
+		})
+	}
+}
