@@ -165,9 +165,53 @@ func ParseBinary(dataType string, b []byte) (Value, error) {
 	return Binary(b).WithLabel(label), nil
 }
 
+// CheckText reports an error when text is not a value of dataType: a
+// Number that is not a decimal number, or a label that names a kind
+// ("Number.int", "String.uuid", "Number.float") and a text that does not
+// parse as one ("1.5", "maybe", "not-a-uuid"; "3.50" is a float). A free
+// label ("Binary.png", "String.sku") takes any text of its base. ParseValue
+// keeps such text as it is, since a broker may carry anything; what a user
+// writes (a constant in the configuration, a command line, a template's
+// rendering) is checked with this instead.
+func CheckText(dataType, text string) error {
+	base, _, err := SplitDataType(dataType)
+	if err != nil {
+		return err
+	}
+	if base == BaseBinary {
+		if _, err := base64.StdEncoding.DecodeString(text); err != nil {
+			return fmt.Errorf("%q is not base64, as %s needs", text, dataType)
+		}
+		return nil
+	}
+	if base == BaseNumber && !IsDecimalText(text) {
+		return fmt.Errorf("%q is not a number, as %s needs", text, dataType)
+	}
+	if k, ok := labelKind[dataType]; ok {
+		if _, ok := parseKind(k, text); !ok {
+			return fmt.Errorf("%q is not a valid %s", text, dataType)
+		}
+	}
+	return nil
+}
+
 // parseExact parses text as kind k and succeeds only when Text renders it back
 // byte for byte.
 func parseExact(k Kind, text string) (Value, bool) {
+	v, ok := parseKind(k, text)
+	if !ok {
+		return v, false
+	}
+	if k == KindDecimal32 || k == KindDecimal64 || k == KindDecimal128 {
+		return v, true // the text itself is the value
+	}
+	got, err := v.Text()
+	return v, err == nil && got == text
+}
+
+// parseKind parses text as kind k; the value may render back otherwise
+// ("3.50" is the float 3.5).
+func parseKind(k Kind, text string) (Value, bool) {
 	var v Value
 	switch k {
 	case KindBool:
@@ -257,8 +301,7 @@ func parseExact(k Kind, text string) (Value, bool) {
 	default:
 		return v, false
 	}
-	got, err := v.Text()
-	return v, err == nil && got == text
+	return v, true
 }
 
 func intBits(k Kind) int {

@@ -245,3 +245,34 @@ func TestTextRefusesInvalidUTF8(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckText(t *testing.T) {
+	for _, tc := range []struct {
+		dataType, text string
+		ok             bool
+	}{
+		{"String", "", true},
+		{"String.sku", "anything", true},
+		{"Number", "1.50", true},
+		{"Number", "abc", false},
+		{"Number.int", "007", true},
+		{"Number.int", "1.5", false},
+		{"Number.int", "99999999999", false},
+		{"Number.float", "3.50", true},
+		{"Number.float", "1e3", true},
+		{"Number.double", "19.90", true},
+		{"Number.float32", "1e39", false},
+		{"Number.decimal128", "12345678901234567890123456789012345678", true},
+		{"String.bool", "true", true},
+		{"String.bool", "maybe", false},
+		{"String.uuid", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", true},
+		{"String.uuid", "not-a-uuid", false},
+		{"Binary", "aGk=", true},
+		{"Binary.png", "!!", false},
+		{"Strng", "x", false},
+	} {
+		if err := CheckText(tc.dataType, tc.text); (err == nil) != tc.ok {
+			t.Errorf("CheckText(%q, %q) = %v, want ok=%v", tc.dataType, tc.text, err, tc.ok)
+		}
+	}
+}

@@ -210,31 +210,16 @@ func parseAttrFlag(s string) (string, mapping.Value, error) {
 		return "", mapping.Value{}, fmt.Errorf("%q: empty attribute name", s)
 	}
 	v, err := mapping.ParseValue(dt, text)
+	if err == nil {
+		// ParseValue keeps a value that does not parse as its label's type
+		// as plain text (a broker may carry anything); a command line
+		// should say the value is wrong instead of sending what an SQS
+		// target refuses.
+		err = mapping.CheckText(dt, text)
+	}
 	if err != nil {
 		return "", mapping.Value{}, fmt.Errorf("%q: %w", s, err)
-	}
-	// ParseValue keeps a value that does not parse as its label's type as
-	// plain text (a broker may carry anything); a command line should say
-	// the value is wrong instead of sending what an SQS target refuses.
-	base, label, _ := mapping.SplitDataType(dt)
-	if base == mapping.BaseNumber && v.Kind == mapping.KindNumber && !mapping.IsDecimalText(text) {
-		return "", mapping.Value{}, fmt.Errorf("%q: %q is not a number", s, text)
-	}
-	if (v.Kind == mapping.KindNumber || v.Kind == mapping.KindString) && typedLabel(label) {
-		return "", mapping.Value{}, fmt.Errorf("%q: %q is not a valid %s", s, text, dt)
 	}
 	return name, v, nil
 }
 
-// typedLabel reports whether label names one of mapping's typed kinds
-// ("int", "bool", "uuid", ...) rather than a free label ("png").
-func typedLabel(label string) bool {
-	if label == "" {
-		return false
-	}
-	if label == "float" || label == "float32" {
-		return true
-	}
-	_, ok := mapping.KindByName(label)
-	return ok
-}

@@ -65,6 +65,13 @@ func TestParseAttrFlag(t *testing.T) {
 		{"ok:String.bool=maybe", "", mapping.Value{}, true},
 		{"u:String.uuid=nope", "", mapping.Value{}, true},
 		{"c:String.custom=anything", "c", mapping.String("anything").WithLabel("custom"), false},
+		// A float's text that does not print back the same is still a
+		// float (it was refused): kept as written, the codecs give the
+		// float and the exact text.
+		{"p:Number.float=19.90", "p", mapping.Number("19.90").WithLabel("float"), false},
+		{"p:Number.double=3.50", "p", mapping.Number("3.50").WithLabel("double"), false},
+		{"p:Number.float=1e3", "p", mapping.Number("1e3").WithLabel("float"), false},
+		{"p:Number.float=1,5", "", mapping.Value{}, true},
 	}
 	for _, tt := range tests {
 		name, v, err := parseAttrFlag(tt.in)
