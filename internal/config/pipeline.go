@@ -485,23 +485,26 @@ func decodeSet(e *eval, b *setBlock) (rules.Set, bool) {
 	if !okT || !okV {
 		return rules.Set{}, false
 	}
-	base, _, err := mapping.SplitDataType(dt)
+	_, _, err := mapping.SplitDataType(dt)
 	if err != nil {
 		e.errorf(b.Type.Expr.Range(), "Invalid attribute type", "%s. Types are spelled as SQS data types: \"String\", \"Number\", \"Binary\", optionally with a label such as \"Number.int\" or \"String.uuid\".", err)
 		return rules.Set{}, false
 	}
 	if b.Template != nil {
+		if text == "" {
+			e.errorf(b.Template.Expr.Range(), "Empty template", "A template that is empty would set nothing: give it a placeholder, such as \"{correlation_id}\", or use value for a constant.")
+			return rules.Set{}, false
+		}
 		if _, err := rules.Parse(text); err != nil {
 			e.errorf(b.Template.Expr.Range(), "Invalid template", "template: %s.", templateError(err))
 			return rules.Set{}, false
 		}
 		return rules.Set{Name: b.Name, Type: dt, Template: text}, true
 	}
-	if base == mapping.BaseNumber && !mapping.IsDecimalText(text) {
-		e.errorf(b.Value.Expr.Range(), "Invalid attribute value", "%q is not a number, as type %q needs.", text, dt)
-		return rules.Set{}, false
-	}
 	v, err := mapping.ParseValue(dt, text)
+	if err == nil {
+		err = mapping.CheckText(dt, text)
+	}
 	if err != nil {
 		e.errorf(b.Value.Expr.Range(), "Invalid attribute value", "%s.", err)
 		return rules.Set{}, false

@@ -167,8 +167,8 @@ func (r *Rules) Apply(m *mapping.Message) error {
 			continue
 		}
 		v, err := mapping.ParseValue(r.set[i].Type, text)
-		if err == nil && v.Base() == mapping.BaseNumber && !mapping.IsDecimalText(text) {
-			err = fmt.Errorf("%q is not a number", text)
+		if err == nil {
+			err = mapping.CheckText(r.set[i].Type, text)
 		}
 		if err != nil {
 			return mapping.Rejectf("mapping", fmt.Sprintf("attribute %q", r.set[i].Name), "template %q rendered a value that is not a %s: %v", r.set[i].Template, r.set[i].Type, err)

@@ -225,6 +225,18 @@ func TestSetTemplate(t *testing.T) {
 	if err := r.Apply(bad); !mapping.IsReject(err) {
 		t.Errorf("a count that is not a number: %v", err)
 	}
+	// The rendering must be a value of the type's label, not only of its
+	// base (a String.bool "maybe" was set as it was).
+	typed, err := Compile(Spec{Set: []Set{{Name: "ok", Type: "String.bool", Template: "{attr.src}"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, valid := range map[string]bool{"true": true, "maybe": false, "1": false} {
+		m := &mapping.Message{Attributes: []mapping.Attribute{{Name: "src", Value: mapping.String(text)}}}
+		if err := typed.Apply(m); (err == nil) != valid || (err != nil && !mapping.IsReject(err)) {
+			t.Errorf("String.bool rendered %q: %v", text, err)
+		}
+	}
 	if _, err := Compile(Spec{Set: []Set{{Name: "x", Type: "Strng", Template: "{id}"}}}); err == nil {
 		t.Error("bad type: no error")
 	}
