@@ -46,7 +46,7 @@ Example:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() != 0 {

@@ -127,6 +127,31 @@ Run "qbridge COMMAND -h" for a command's flags.
 `)
 }
 
+// parseArgs parses args into fs with the flags anywhere among the
+// arguments ("validate FILE -strict", "migrate FILE -yes"): the flag
+// package stops at the first argument, and a flag after it was taken for
+// a path. After "--" everything is an argument (a BODY that begins with
+// '-'). fs.Args() then holds the arguments in their order.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
 // parseExit is the exit code after fs.Parse failed: 0 when the user asked
 // for the help (-h), 2 for a usage error.
 func parseExit(err error) int {

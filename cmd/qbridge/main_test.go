@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,5 +61,38 @@ func TestHelpEverywhere(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Flags may follow the arguments: "validate FILE -strict" checked FILE
+// without -strict, said "ok", then failed on a file named "-strict".
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		strict     bool
+		positional []string
+	}{
+		{[]string{"a.hcl"}, false, []string{"a.hcl"}},
+		{[]string{"-strict", "a.hcl"}, true, []string{"a.hcl"}},
+		{[]string{"a.hcl", "-strict"}, true, []string{"a.hcl"}},
+		{[]string{"a.hcl", "-strict", "b.hcl"}, true, []string{"a.hcl", "b.hcl"}},
+		{[]string{"a.hcl", "--", "-strict"}, false, []string{"a.hcl", "-strict"}},
+		{[]string{"-", "-strict"}, true, []string{"-"}},
+		{nil, false, nil},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		strict := fs.Bool("strict", false, "")
+		if err := parseArgs(fs, tc.args); err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if *strict != tc.strict || !slices.Equal(fs.Args(), tc.positional) {
+			t.Errorf("%q: strict %v, arguments %q; want %v, %q", tc.args, *strict, fs.Args(), tc.strict, tc.positional)
+		}
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if err := parseArgs(fs, []string{"a.hcl", "-nope"}); err == nil {
+		t.Error("an unknown flag after the argument: no error")
 	}
 }

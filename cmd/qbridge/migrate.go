@@ -84,7 +84,7 @@ messages finished or handed back; pipelines not started are listed as
 skipped). Running the same command again resumes: a move continues from what
 is left; a copy with -state continues after its checkpoint.
 
-Flags go before FILE_OR_DIR. Pipelines run one after the other: in the
+Flags may follow FILE_OR_DIR. Pipelines run one after the other: in the
 order of the -pipeline flags, else in file order; -parallel N runs up to N
 at once.
 
@@ -96,7 +96,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -114,11 +114,9 @@ Flags:
 		fs.Usage()
 		return 2
 	case *path != "":
-		return usageErr("-config %s and the argument %q: give the configuration once (flags go before the argument)", *path, fs.Arg(0))
+		return usageErr("-config %s and the argument %q: give the configuration once", *path, fs.Arg(0))
 	default:
-		// The flag package stops at the first argument: "file.hcl -yes"
-		// leaves -yes unparsed.
-		return usageErr("one FILE_OR_DIR argument, not %d (flags go before it: %q is taken as an argument)", fs.NArg(), fs.Arg(1))
+		return usageErr("one FILE_OR_DIR argument, not %d (%q is another)", fs.NArg(), fs.Arg(1))
 	}
 	// Durations the engine would otherwise replace with a default, or take
 	// as "no limit": a value that means nothing is refused, not replaced.

@@ -31,7 +31,7 @@ func TestMigrateUsage(t *testing.T) {
 		{"bad scheduled", []string{"-scheduled", "later", good}, 2, "leave or wait"},
 		{"move needs -yes without a terminal", []string{good}, 2, "pass -yes to confirm"},
 		{"configuration errors", []string{"-yes", writeFile(t, dir, "bad.hcl", "pipeline \"x\" {}\n")}, 1, "nothing was migrated"},
-		{"flags after the file", []string{good, "-yes"}, 2, `flags go before it: "-yes" is taken as an argument`},
+		{"two files", []string{good, good}, 2, `one FILE_OR_DIR argument, not 2`},
 		{"-config and an argument", []string{"-config", good, good}, 2, "give the configuration once"},
 		{"idle 0", []string{"-idle", "0s", good}, 2, "-idle 0s: must be more than 0"},
 		{"negative idle", []string{"-idle", "-1s", good}, 2, "-idle -1s: cannot be negative"},

@@ -56,7 +56,7 @@ Example:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return parseExit(err)
 	}
 	rest := fs.Args()

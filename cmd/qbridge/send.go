@@ -89,11 +89,11 @@ func runSend(ctx context.Context, args []string, std stdio) int {
 	fs.Var(&attrs, "attr", "typed attribute `name[:Type]=value`, e.g. n:Number.int=42, ok:String.bool=true, s=text (repeatable; Type is an SQS-style data type, default String)")
 	fs.Usage = func() {
 		fmt.Fprintln(std.Err, "usage: qbridge send -subject SUBJECT [-url URL] [-jetstream] [-header k=v]... [-attr name:Type=value]... [-group g] [-id x] BODY|-")
-		fmt.Fprintln(std.Err, "\nBODY is the message body; - reads it from standard input.")
+		fmt.Fprintln(std.Err, "\nBODY is the message body; - reads it from standard input, and after -- a BODY may begin with '-'.")
 		fmt.Fprint(std.Err, "\nExample:\n  qbridge send -url nats://127.0.0.1:4222 -subject demo.in -jetstream -attr tenant=acme -attr qty:Number.int=3 'hello'\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return parseExit(err)
 	}
 	switch {
@@ -104,7 +104,7 @@ func runSend(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprintln(std.Err, "qbridge send: the BODY argument is missing (- reads it from standard input)")
 		return 2
 	case fs.NArg() > 1:
-		fmt.Fprintf(std.Err, "qbridge send: one BODY argument, not %d (flags go before it: %q is taken as an argument)\n", fs.NArg(), fs.Arg(1))
+		fmt.Fprintf(std.Err, "qbridge send: one BODY argument, not %d (%q is another; put -- before a BODY that begins with '-')\n", fs.NArg(), fs.Arg(1))
 		return 2
 	}
 	m := &mapping.Message{
@@ -222,4 +222,3 @@ func parseAttrFlag(s string) (string, mapping.Value, error) {
 	}
 	return name, v, nil
 }
-

@@ -93,7 +93,7 @@ func TestSendUsage(t *testing.T) {
 	}{
 		{[]string{}, "-subject is required"},
 		{[]string{"-subject", "a"}, "the BODY argument is missing"},
-		{[]string{"-subject", "a", "x", "y"}, `one BODY argument, not 2 (flags go before it: "y"`},
+		{[]string{"-subject", "a", "x", "y"}, `one BODY argument, not 2 ("y" is another`},
 		{[]string{"-subject", "a", "-attr", "bad", "x"}, `-attr: "bad": want name[:Type]=value`},
 		{[]string{"-subject", "a", "-attr", "qty:Number.int=abc", "x"}, `-attr: "qty:Number.int=abc": "abc" is not a number`},
 		{[]string{"-subject", "a", "-header", "bad", "x"}, `-header "bad": want name=value`},

@@ -42,7 +42,7 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 		fmt.Fprint(std.Err, "\nExample:\n  qbridge tail -url nats://127.0.0.1:4222 -subject demo.out -jetstream -n 1\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return parseExit(err)
 	}
 	if *subject == "" || fs.NArg() != 0 || *n < 0 {

@@ -55,7 +55,7 @@ func runTranslate(_ context.Context, args []string, std stdio) int {
 		fmt.Fprint(std.Err, translateExample)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return 2
 	}
 	if *from == "" || *to == "" || fs.NArg() != 0 {

@@ -42,7 +42,7 @@ Example:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return parseExit(err)
 	}
 	if fs.NArg() == 0 {
