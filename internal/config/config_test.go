@@ -303,7 +303,7 @@ func TestDiagnostics(t *testing.T) {
 		{"dead letter both", pipe("  dead_letter {\n    native = true\n    sink \"test\" {}\n  }"), "Conflicting dead-letter destinations", "", 6, 5},
 		{"dead letter empty", pipe("  dead_letter {}"), "Missing dead-letter destination", "native = true", 4, 3},
 		{"dead letter bad kind", pipe("  dead_letter {\n    sink \"kafka\" {}\n  }"), `Unknown adapter kind "kafka"`, "", 5, 10},
-		{"duplicate pipeline", minimal + minimal, `Duplicate pipeline "orders"`, "already defined at t.hcl:2,10-18", 7, 10},
+		{"duplicate pipeline", minimal + minimal, `Duplicate pipeline "orders"`, "already defined at t.hcl:2:10", 7, 10},
 		{"bad name", "pipeline \"a b\" {\n  source \"test\" { address = \"/x\" }\n  sink \"test\" {}\n}\n", "Invalid pipeline name", `not "a b"`, 1, 10},
 		{"env unset", "pipeline \"p\" {\n  source \"test\" { address = env(\"QB_SURELY_UNSET\") }\n  sink \"test\" {}\n}\n", "Invalid function argument", `environment variable "QB_SURELY_UNSET" is not set`, 2, 34},
 		{"env too many", "pipeline \"p\" {\n  source \"test\" { address = env(\"A\", \"b\", \"c\") }\n  sink \"test\" {}\n}\n", "Error in function call", "at most one default", 2, 29},

@@ -78,3 +78,43 @@ func TestLenientChecksTheRestOfABlock(t *testing.T) {
 		})
 	}
 }
+
+// A block given twice is one error, at the second, with the first's
+// position as file:line:column; not also a "Missing source block" (gohcl
+// leaves the field empty).
+func TestDuplicateBlockIsOneError(t *testing.T) {
+	_, diags := NewLoader().LoadBytes("t.hcl", []byte(`pipeline "p" {
+  source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "a"
+  }
+  source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "b"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out"
+  }
+}
+pipeline "p" {
+  source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "a"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out"
+  }
+}
+`))
+	got := diagList(diags)
+	if len(diags.Errs()) != 2 || strings.Contains(got, "Missing source block") {
+		t.Errorf("want the duplicate source block and the duplicate pipeline, got:\n%s", got)
+	}
+	for _, want := range []string{"defined at t.hcl:2:3.", "already defined at t.hcl:1:10."} {
+		if !strings.Contains(got, want) {
+			t.Errorf("want %q in:\n%s", want, got)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 // Loader reads configurations. It keeps the parsed files, so diagnostics
@@ -151,7 +153,9 @@ func decode(files []*hcl.File, env *envMode) (*Config, hcl.Diagnostics) {
 		// gohcl fills what it can even when part of the file is wrong, so
 		// the rest is still checked and every error reported at once.
 		var root rootBlock
-		diags = append(diags, gohcl.DecodeBody(f.Body, e.ctx, &root)...)
+		rootDiags := gohcl.DecodeBody(f.Body, e.ctx, &root)
+		positionsInDetail(rootDiags)
+		diags = append(diags, rootDiags...)
 		if b := root.Log; b != nil {
 			if logDef != nil {
 				diags = append(diags, duplicate("log", logDef, b.DefRange))
@@ -179,12 +183,13 @@ func decode(files []*hcl.File, env *envMode) (*Config, hcl.Diagnostics) {
 				diags = append(diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError,
 					Summary:  fmt.Sprintf("Duplicate pipeline %q", pb.Name),
-					Detail:   fmt.Sprintf("Pipeline names must be unique; %q was already defined at %s.", pb.Name, prev),
+					Detail:   fmt.Sprintf("Pipeline names must be unique; %q was already defined at %s.", pb.Name, position(prev)),
 					Subject:  pb.NameRange.Ptr(),
 				})
 				continue
 			}
 			seen[pb.Name] = pb.NameRange
+			pb.duplicated = duplicatedBlocks(rootDiags, pb.Body)
 			if p := decodePipeline(e, pb); p != nil {
 				cfg.Pipelines = append(cfg.Pipelines, p)
 			}
@@ -208,11 +213,53 @@ func decode(files []*hcl.File, env *envMode) (*Config, hcl.Diagnostics) {
 	return cfg, diags
 }
 
+// position is where r starts, as file:line:column: the form of every
+// other position qbridge prints (hcl.Range's String is file:line,col-col).
+func position(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+// hclRangeText is hcl.Range's String of a range on one line, which gohcl
+// writes into the details of its diagnostics.
+var hclRangeText = regexp.MustCompile(`([^\s]+):(\d+),(\d+)-\d+\b`)
+
+// positionsInDetail rewrites the positions in gohcl's details ("Another
+// was defined at a.hcl:3,3-16") as file:line:column.
+func positionsInDetail(diags hcl.Diagnostics) {
+	for _, d := range diags {
+		d.Detail = hclRangeText.ReplaceAllString(d.Detail, "$1:$2:$3")
+	}
+}
+
+// duplicatedBlocks names the block types that gohcl found more than once
+// in body (a pipeline's): gohcl then leaves the field empty, and a missing
+// block is not to be reported besides.
+func duplicatedBlocks(diags hcl.Diagnostics, body hcl.Body) map[string]bool {
+	sb, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return nil
+	}
+	var out map[string]bool
+	for _, d := range diags {
+		typ, found := strings.CutPrefix(d.Summary, "Duplicate ")
+		typ, isBlock := strings.CutSuffix(typ, " block")
+		if !found || !isBlock || d.Subject == nil || d.Subject.Filename != sb.SrcRange.Filename ||
+			!sb.SrcRange.ContainsOffset(d.Subject.Start.Byte) {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[typ] = true
+	}
+	return out
+}
+
 func duplicate(block string, first *hcl.Range, again hcl.Range) *hcl.Diagnostic {
 	return &hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  fmt.Sprintf("Duplicate %s block", block),
-		Detail:   fmt.Sprintf("Only one %s block is allowed across all files. Another was defined at %s.", block, first),
+		Detail:   fmt.Sprintf("Only one %s block is allowed across all files. Another was defined at %s.", block, position(*first)),
 		Subject:  again.Ptr(),
 	}
 }

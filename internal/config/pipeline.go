@@ -33,6 +33,9 @@ type pipelineBlock struct {
 	ShutdownTimeout *hcl.Attribute `hcl:"shutdown_timeout,optional"`
 	StallAfter      *hcl.Attribute `hcl:"stall_after,optional"`
 	Readiness       *hcl.Attribute `hcl:"readiness,optional"`
+
+	Body       hcl.Body        `hcl:",body"`
+	duplicated map[string]bool // block types gohcl found twice (and left empty)
 }
 
 // adapterBlock is source "kind" { ... }: the body belongs to the adapter.
@@ -131,12 +134,16 @@ func decodePipeline(e *eval, b *pipelineBlock) *Pipeline {
 	decodeMapping(e, b.Mapping, &s.Mapping)
 
 	if b.Source == nil {
-		e.errorf(b.DefRange, "Missing source block", "Pipeline %q needs a source block, such as source \"nats\" { ... }.", b.Name)
+		if !b.duplicated["source"] {
+			e.errorf(b.DefRange, "Missing source block", "Pipeline %q needs a source block, such as source \"nats\" { ... }.", b.Name)
+		}
 	} else {
 		s.Source = decodeAdapter(e, "source", b.Source, s.Mapping.options())
 	}
 	if b.Sink == nil {
-		e.errorf(b.DefRange, "Missing sink block", "Pipeline %q needs a sink block, such as sink \"sqs\" { ... }.", b.Name)
+		if !b.duplicated["sink"] {
+			e.errorf(b.DefRange, "Missing sink block", "Pipeline %q needs a sink block, such as sink \"sqs\" { ... }.", b.Name)
+		}
 	} else {
 		s.Sink = decodeAdapter(e, "sink", b.Sink, s.Mapping.options())
 		checkFeeds(e, "sink", s.Source, s.Sink, b.Sink.DefRange)
