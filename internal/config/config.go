@@ -2,13 +2,16 @@
 // of *.hcl files, checked completely before anything starts. Every problem is
 // an hcl.Diagnostic with its file, line and column.
 //
-//	log  { level = "info"  format = "json" }
+//	log {
+//	  level  = "info"
+//	  format = "json"
+//	}
 //	http { listen = "127.0.0.1:9464" }
 //	pipeline "orders" {
 //	  source "sqs" { ... }
 //	  sink "nats" { ... }
-//	  mapping { ... }  ordering { ... }  batch { ... }  retry { ... }
-//	  lock { ... }  dead_letter { ... }  shutdown_timeout = "30s"
+//	  mapping { ... }      # and ordering, batch, retry, lock, dead_letter
+//	  shutdown_timeout = "30s"
 //	}
 //
 // docs/config.md describes every field.
