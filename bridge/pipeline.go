@@ -562,7 +562,8 @@ func (p *Pipeline) Warnings() []string {
 }
 
 // Ready reports whether the pipeline is running and its adapters say they
-// are connected (driver.ReadyChecker).
+// are connected (driver.ReadyChecker). The error does not name the
+// pipeline: its reader does (Supervisor.Ready, /readyz), once.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	p.mu.Lock()
 	running := p.running
@@ -575,25 +576,22 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 	stopping, inFlight := p.stopping, p.live.len()
 	p.mu.Unlock()
 	if stopping {
-		return fmt.Errorf("pipeline %q is stopping (%d messages in flight to finish or hand back)", p.name, inFlight)
+		return fmt.Errorf("stopping (%d messages in flight to finish or hand back)", inFlight)
 	}
 	if !running {
 		if lastErr != nil {
-			return fmt.Errorf("pipeline %q is not running (opening adapters or restarting its source): last error: %w", p.name, lastErr)
+			return fmt.Errorf("not running (opening adapters or restarting its source): last error: %w", lastErr)
 		}
-		return fmt.Errorf("pipeline %q is not running (opening adapters or restarting its source)", p.name)
+		return errors.New("not running (opening adapters or restarting its source)")
 	}
 	for _, a := range adapters {
 		if rc, ok := a.a.(driver.ReadyChecker); ok && a.a != nil {
 			if err := rc.Ready(ctx); err != nil {
-				return fmt.Errorf("pipeline %q: %s not ready: %w", p.name, a.role, err)
+				return fmt.Errorf("%s not ready: %w", a.role, err)
 			}
 		}
 	}
-	if stall != nil {
-		return fmt.Errorf("pipeline %q: %w", p.name, stall)
-	}
-	return nil
+	return stall
 }
 
 // stallLocked reports a sink that confirmed nothing for StallAfter while

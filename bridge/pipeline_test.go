@@ -509,7 +509,7 @@ func TestShutdownHandsBackUnsent(t *testing.T) {
 	})
 	// /readyz says what happens: it said "opening adapters or restarting
 	// its source" while the pipeline drained.
-	if err := h.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), `pipeline "test" is stopping (`) {
+	if err := h.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), `stopping (`) {
 		t.Errorf("Ready while stopping: %v", err)
 	}
 	close(gate)

@@ -205,7 +205,7 @@ func (s *Supervisor) Ready(ctx context.Context) error {
 	var errs []error
 	for _, p := range ps {
 		if err := p.Ready(ctx); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("pipeline %q: %w", p.name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -106,7 +106,7 @@ func TestSupervisorReadyReportsNotRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := sup.Ready(context.Background())
-	if err == nil || !strings.Contains(err.Error(), `pipeline "a" is not running`) {
+	if err == nil || !strings.Contains(err.Error(), `pipeline "a": not running`) {
 		t.Fatalf("Ready = %v", err)
 	}
 }

@@ -21,7 +21,7 @@ func TestHandler(t *testing.T) {
 	c.Add(3)
 	var state Readiness
 	h := Handler(reg, func(context.Context) Readiness { return state })
-	down := errors.New(`pipeline "a" is not running (opening adapters or restarting its source): last error: dial tcp 127.0.0.1:5672: connection refused`)
+	down := errors.New(`not running (opening adapters or restarting its source): last error: dial tcp 127.0.0.1:5672: connection refused`)
 
 	tests := []struct {
 		name, path string

@@ -31,7 +31,7 @@ func TestHealth(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
-	down := errors.New(`pipeline "a" is not running (opening adapters or restarting its source): last error: connection refused`)
+	down := errors.New(`not running (opening adapters or restarting its source): last error: connection refused`)
 
 	tests := []struct {
 		name   string

@@ -354,7 +354,7 @@ func TestDaemonReadinessPerPipeline(t *testing.T) {
 	case c := <-d.code:
 		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
 	}
-	want := "pipeline down: not ready: pipeline \"down\" is not running (opening adapters or restarting its source): last error: open memtest source: dial tcp 127.0.0.1:5672: connection refused (readiness ignored)\n"
+	want := "pipeline down: not ready: not running (opening adapters or restarting its source): last error: open memtest source: dial tcp 127.0.0.1:5672: connection refused (readiness ignored)\n"
 	eventually(t, "the down pipeline's cause in /readyz", func() bool {
 		code, body := get(t, base+"/readyz")
 		return code == 200 && strings.Contains(body, "pipeline up: ready\n") && strings.Contains(body, want)
