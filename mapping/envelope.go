@@ -15,6 +15,11 @@ import (
 // user attribute of this name is refused.
 const EnvelopeName = "qbridge.envelope"
 
+// RefusedEnvelopeAttr carries, on the dead-letter copy of a message whose
+// carry envelope could not be read, that envelope's text as it came (the
+// dead-letter sink writes a carry envelope of its own).
+const RefusedEnvelopeAttr = "qbridge-refused-envelope"
+
 // EnvelopeDataType is the SQS data type of the envelope attribute.
 const EnvelopeDataType = "String.qbridge-envelope"
 

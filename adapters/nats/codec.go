@@ -54,9 +54,8 @@ func jsMeta(meta *jetstream.MsgMetadata) *natsmap.JetStreamMeta {
 	}
 }
 
-// RefusedEnvelopeAttr carries, on the dead-letter copy of a message whose
-// carry envelope could not be read, that envelope's text as it came.
-const RefusedEnvelopeAttr = "qbridge-refused-envelope"
+// RefusedEnvelopeAttr is mapping.RefusedEnvelopeAttr.
+const RefusedEnvelopeAttr = mapping.RefusedEnvelopeAttr
 
 // decodeRaw is what a message natsmap refused still yields, for the
 // dead-letter copy (driver.DecodeErrorer): decoded without the carry

@@ -143,10 +143,41 @@ func decodeReceived(rm *azservicebus.ReceivedMessage, address string) (*mapping.
 		err = mapping.Rejectf(sbmap.Wire, "message", "no AMQP message")
 	}
 	if err != nil {
-		m = rawModel(rm)
+		if m = withoutEnvelope(rm.RawAMQPMessage); m == nil {
+			m = rawModel(rm)
+		}
 	}
 	m.Source.Address = address
 	return m, err
+}
+
+// withoutEnvelope decodes a refused message without its carry envelope
+// (the usual culprit), for the dead-letter copy: its properties are kept,
+// and the envelope's text travels on as mapping.RefusedEnvelopeAttr. Nil
+// when the message has no envelope or is refused without it too.
+func withoutEnvelope(am *azservicebus.AMQPAnnotatedMessage) *mapping.Message {
+	if am == nil {
+		return nil
+	}
+	env, ok := am.ApplicationProperties[mapping.EnvelopeName]
+	if !ok {
+		return nil
+	}
+	msg := toAMQP(am)
+	props := make(map[string]any, len(am.ApplicationProperties))
+	for k, v := range am.ApplicationProperties {
+		if k != mapping.EnvelopeName {
+			props[k] = v
+		}
+	}
+	msg.ApplicationProperties = props
+	m, err := sbmap.Decode(msg)
+	if err != nil {
+		return nil
+	}
+	text, _ := env.(string)
+	m.SetAttr(mapping.RefusedEnvelopeAttr, mapping.String(text))
+	return m
 }
 
 // rawModel keeps what can be trusted of an undecodable message, for the

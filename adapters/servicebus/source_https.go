@@ -155,11 +155,35 @@ func (s *httpsSource) peekLock(ctx context.Context) (*httpsDelivery, error) {
 	if derr != nil {
 		s.log.Error("servicebus source: cannot decode a received message; it must be dead-lettered",
 			"entity", s.set.restPath, "lock_token", lock.LockToken, "error", derr)
-		m, d.err = rawRESTModel(resp.Header, body, lock), derr
+		m, d.err = restWithoutEnvelope(resp.Header, body), derr
+		if m == nil {
+			m = rawRESTModel(resp.Header, body, lock)
+		}
 	}
 	m.Source.Address = s.set.entityPath
 	d.m = m
 	return d, nil
+}
+
+// restWithoutEnvelope decodes a refused message without its carry
+// envelope (the usual culprit), for the dead-letter copy: its properties
+// are kept, and the envelope header's text travels on as
+// mapping.RefusedEnvelopeAttr. Nil when the message has no envelope or is
+// refused without it too.
+func restWithoutEnvelope(h http.Header, body []byte) *mapping.Message {
+	name := http.CanonicalHeaderKey(mapping.EnvelopeName)
+	env, ok := h[name]
+	if !ok || len(env) == 0 {
+		return nil
+	}
+	bare := h.Clone()
+	bare.Del(name)
+	m, err := sbrest.Decode(bare, body)
+	if err != nil {
+		return nil
+	}
+	m.SetAttr(mapping.RefusedEnvelopeAttr, mapping.String(env[0]))
+	return m
 }
 
 // rawRESTModel keeps what can be read of a message sbrest refuses: the

@@ -55,7 +55,7 @@ func (s *Source) newDelivery(raw types.Message, received time.Time) *delivery {
 		s.log.Error("sqs: received a message that cannot be decoded; it must be dead-lettered",
 			"message_id", d.id, "error", err)
 		d.decodeErr = err
-		d.msg = rawMessage(raw, s.queue.url)
+		d.msg = rawMessage(raw, s.queue.url, err)
 		return d
 	}
 	d.msg = m
@@ -63,9 +63,28 @@ func (s *Source) newDelivery(raw types.Message, received time.Time) *delivery {
 }
 
 // rawMessage keeps what can be trusted of an undecodable message for the
-// dead-letter sink: the body as received, the message id and the system
-// attributes.
-func rawMessage(raw types.Message, address string) *mapping.Message {
+// dead-letter sink. Where the digests matched (they are checked first), the
+// message attributes are trusted: it is decoded without its carry envelope
+// (the usual culprit), whose text travels on as the attribute
+// mapping.RefusedEnvelopeAttr. Otherwise, or if that fails too: the body as
+// received, the message id and the system attributes.
+func rawMessage(raw types.Message, address string, cause error) *mapping.Message {
+	var rej *mapping.RejectError
+	digestsOK := errors.As(cause, &rej) && rej.Field != "MD5OfBody" && rej.Field != "MD5OfMessageAttributes"
+	if env, ok := raw.MessageAttributes[mapping.EnvelopeName]; ok && digestsOK {
+		attrs := make(map[string]types.MessageAttributeValue, len(raw.MessageAttributes))
+		for k, v := range raw.MessageAttributes {
+			if k != mapping.EnvelopeName {
+				attrs[k] = v
+			}
+		}
+		bare := raw
+		bare.MessageAttributes, bare.MD5OfMessageAttributes = attrs, nil // its digest matched
+		if m, err := sqsmap.Decode(bare, sqsmap.DecodeOptions{Address: address}); err == nil {
+			m.SetAttr(mapping.RefusedEnvelopeAttr, mapping.String(aws.ToString(env.StringValue)))
+			return m
+		}
+	}
 	bare := types.Message{Body: raw.Body, MessageId: raw.MessageId, ReceiptHandle: raw.ReceiptHandle, Attributes: raw.Attributes}
 	if m, err := sqsmap.Decode(bare, sqsmap.DecodeOptions{Address: address}); err == nil {
 		return m

@@ -1055,3 +1055,46 @@ func TestStubHeartbeatDeprecated(t *testing.T) {
 		t.Errorf("no deprecation warning in %q", buf.String())
 	}
 }
+
+// A message whose digests match but whose carry envelope cannot be read is
+// dead-lettered with its message attributes, and the envelope's text as
+// mapping.RefusedEnvelopeAttr (they were all left out: only the body and
+// the system attributes reached the dead-letter sink).
+func TestStubCorruptEnvelopeKeepsAttributes(t *testing.T) {
+	t.Parallel()
+	out, err := sqsmap.Encode(&mapping.Message{Body: []byte("b"), Attributes: []mapping.Attribute{
+		{Name: "tenant", Value: mapping.String("t")}, {Name: "qty", Value: mapping.Int32(3)}}}, sqsmap.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Attributes[mapping.EnvelopeName] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("oops")}
+	msg := sqsmap.Deliver(out, "mid-1", "h1", time.Now())
+	stub := &stubAPI{}
+	stub.receive = func(n int, _ *awssqs.ReceiveMessageInput) (*awssqs.ReceiveMessageOutput, error) {
+		if n == 0 {
+			return &awssqs.ReceiveMessageOutput{Messages: []types.Message{msg}}, nil
+		}
+		return nil, nil
+	}
+	src := stubSource(t, stub, false, SourceConfig{Pollers: 1})
+	ds, err := src.Receive(context.Background(), 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("%v %v", ds, err)
+	}
+	if err := ds[0].(driver.DecodeErrorer).DecodeError(); err == nil || !mapping.IsReject(err) {
+		t.Fatalf("decode error %v, want a reject", err)
+	}
+	m := ds[0].Message()
+	if v, ok := m.Attr("tenant"); !ok || v.Str() != "t" {
+		t.Errorf("tenant = %v %v", v, ok)
+	}
+	if _, ok := m.Attr("qty"); !ok {
+		t.Error("qty left out")
+	}
+	if v, ok := m.Attr(mapping.RefusedEnvelopeAttr); !ok || v.Str() != "oops" {
+		t.Errorf("%s = %v %v, want the refused text", mapping.RefusedEnvelopeAttr, v, ok)
+	}
+	if m.ID != "mid-1" || string(m.Body) != "b" {
+		t.Errorf("id %q body %q", m.ID, m.Body)
+	}
+}
