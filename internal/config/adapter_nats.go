@@ -18,6 +18,8 @@ func init() {
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
 			c.Policy, c.MaxMessageSize, c.CarrySource, c.Envelope = o.Policy, o.MaxMessageSize, o.CarrySource, o.Envelope
 		},
+		SourceServer: func(c nats.SourceConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
+		SinkServer:   func(c nats.SinkConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
 		CountSource:  nats.CountSource,
 		CountSink:    nats.CountSink,
 		Browse:       nats.Browse,

@@ -19,6 +19,15 @@ type eval struct {
 	// unknownOK: a value not known (env() of an unset variable in lenient
 	// mode) is skipped without a diagnostic, as are the checks needing it.
 	unknownOK bool
+	// servers are the process's shared servers (AdapterKind.SourceServer)
+	// the blocks decoded so far start, by key, across every file.
+	servers map[string]serverUse
+}
+
+// serverUse is the first block to name a shared server.
+type serverUse struct {
+	settings, described string
+	at                  hcl.Range
 }
 
 func (e *eval) errorf(rng hcl.Range, summary, format string, args ...any) {

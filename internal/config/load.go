@@ -148,8 +148,9 @@ func decode(files []*hcl.File, env *envMode) (*Config, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	var logDef, httpDef *hcl.Range
 	seen := map[string]hcl.Range{}
+	servers := map[string]serverUse{}
 	for _, f := range files {
-		e := &eval{ctx: evalContext(f.Body.MissingItemRange().Filename, env), unknownOK: env.lenient}
+		e := &eval{ctx: evalContext(f.Body.MissingItemRange().Filename, env), unknownOK: env.lenient, servers: servers}
 		// gohcl fills what it can even when part of the file is wrong, so
 		// the rest is still checked and every error reported at once.
 		var root rootBlock

@@ -201,7 +201,37 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 		e.diags = append(e.diags, invalidAdapter(role, b, err))
 		return Adapter{}
 	}
+	if k.server != nil {
+		key, settings, described := k.server(role, cfg)
+		checkSharedServer(e, b, key, settings, described)
+	}
 	return Adapter{Kind: b.Kind, Config: cfg}
+}
+
+// checkSharedServer refuses a block that starts the same server as an
+// earlier one (an embedded NATS server on the same store_dir) with other
+// settings: the first to open starts it, and the other then failed to open
+// for ever at run time ("already running with another port or
+// credentials"), whichever opened first.
+func checkSharedServer(e *eval, b *adapterBlock, key, settings, described string) {
+	if key == "" || e.servers == nil {
+		return
+	}
+	first, seen := e.servers[key]
+	if !seen {
+		e.servers[key] = serverUse{settings: settings, described: described, at: b.DefRange}
+		return
+	}
+	if first.settings == settings {
+		return
+	}
+	differ := fmt.Sprintf("that one has %s, this one %s", first.described, described)
+	if first.described == described {
+		differ = "their passwords or tokens differ"
+	}
+	e.errorf(b.DefRange, "Conflicting embedded server settings",
+		"This block and the one at %s start one embedded server (store_dir %s), so they must agree: %s. Give both the same port, user, password and token, or another store_dir.",
+		position(first.at), key, differ)
 }
 
 // decodeKnown decodes and validates an adapter block with a stand-in for

@@ -48,6 +48,13 @@ type AdapterKind[S, K any] struct {
 	// visibility_timeout); 0 where it does not. config refuses a lock
 	// block whose extend_every is not shorter (optional).
 	SourceLock func(cfg S) (name string, d time.Duration)
+	// SourceServer and SinkServer name a server that blocks of this kind
+	// start in the process and share (an embedded NATS server): key
+	// names it ("" for none), and every block with that key must have the
+	// same settings, since the first to open starts it; described says
+	// what they are, without secrets. nil where the kind starts none.
+	SourceServer func(cfg S) (key, settings, described string)
+	SinkServer   func(cfg K) (key, settings, described string)
 
 	// What qbridge migrate needs; each optional (nil: the kind cannot).
 
@@ -98,6 +105,9 @@ type kind struct {
 	openSink     func(ctx context.Context, cfg any, opt mapping.Options, log *slog.Logger) (driver.Sink, error)
 	// feeds is AdapterKind.Feeds; nil where the kind has none.
 	feeds func(src, sink any) (why string, loops bool)
+	// server is AdapterKind.SourceServer or SinkServer, by role ("source"
+	// or "sink"); nil where the kind starts none.
+	server func(role string, cfg any) (key, settings, described string)
 	// sourceLock is AdapterKind.SourceLock; nil where the kind has none.
 	sourceLock func(cfg any) (name string, d time.Duration)
 
@@ -168,6 +178,17 @@ func Register[S, K any](a AdapterKind[S, K]) {
 				return "", false
 			}
 			return a.Feeds(s, t)
+		}
+	}
+	if a.SourceServer != nil || a.SinkServer != nil {
+		k.server = func(role string, cfg any) (string, string, string) {
+			if c, ok := cfg.(S); ok && role == "source" && a.SourceServer != nil {
+				return a.SourceServer(c)
+			}
+			if c, ok := cfg.(K); ok && role == "sink" && a.SinkServer != nil {
+				return a.SinkServer(c)
+			}
+			return "", "", ""
 		}
 	}
 	if a.SourceLock != nil {

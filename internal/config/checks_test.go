@@ -118,3 +118,44 @@ pipeline "p" {
 		}
 	}
 }
+
+// Blocks on one embedded store_dir share one server, started by the first
+// to open: their settings must agree, or the later one failed to open for
+// ever at run time (validate passed it).
+func TestEmbeddedServerSettingsAgree(t *testing.T) {
+	dir := t.TempDir()
+	block := func(role, extra string) string {
+		return role + " \"nats\" {\n    embedded  = true\n    store_dir = \"" + dir + "\"\n    subject   = \"" + role + "\"\n" + extra + "  }\n"
+	}
+	for _, tc := range []struct {
+		name, src, sink string
+		conflict        bool
+	}{
+		{"same port", "    port = 24873\n", "    port = 24873\n", false},
+		{"no port either", "", "", false},
+		{"ports differ", "    port = 24873\n", "    port = 24874\n", true},
+		{"one port", "    port = 24873\n", "", true},
+		{"users differ", "    user = \"a\"\n    password = \"s3cret-1\"\n", "    user = \"b\"\n    password = \"s3cret-1\"\n", true},
+		{"passwords differ", "    user = \"a\"\n    password = \"s3cret-1\"\n", "    user = \"a\"\n    password = \"s3cret-2\"\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "pipeline \"p\" {\n  " + block("source", tc.src) + "  " + block("sink", tc.sink) + "}\n"
+			_, diags := NewLoader().LoadBytes("t.hcl", []byte(src))
+			got := diagList(diags)
+			if conflict := strings.Contains(got, "Conflicting embedded server settings"); conflict != tc.conflict {
+				t.Errorf("conflict %v, want %v:\n%s", conflict, tc.conflict, got)
+			}
+			if tc.conflict && (!strings.Contains(got, "t.hcl:2:3") || strings.Contains(got, "s3cret")) {
+				t.Errorf("want the first block's position, no secret:\n%s", got)
+			}
+		})
+	}
+	// Across pipelines too, and not across store directories.
+	other := t.TempDir()
+	two := "pipeline \"a\" {\n  " + block("source", "    port = 24873\n") + "  sink \"nats\" {\n    url = \"nats://127.0.0.1:4222\"\n    subject = \"x\"\n  }\n}\n" +
+		"pipeline \"b\" {\n  " + block("source", "    port = 24874\n") + "  sink \"nats\" {\n    embedded = true\n    store_dir = \"" + other + "\"\n    subject = \"y\"\n  }\n}\n"
+	_, diags := NewLoader().LoadBytes("t.hcl", []byte(two))
+	if got := diagList(diags); strings.Count(got, "Conflicting embedded server settings") != 1 {
+		t.Errorf("want one conflict, pipeline b's source:\n%s", got)
+	}
+}
