@@ -319,6 +319,11 @@ func publishErr(err error) error {
 		return nil
 	}
 	wrapped := fmt.Errorf("nats: publish: %w", err)
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		// With no reconnect buffer (conn.go), this is how nats.go refuses
+		// a publish while the connection is down.
+		return fmt.Errorf("nats: publish: the connection is down, reconnecting: %w", err)
+	}
 	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) ||
 		errors.Is(err, nats.ErrBadSubject) || errors.Is(err, nats.ErrBadHeaderMsg) {
 		return driver.Permanent(wrapped)
