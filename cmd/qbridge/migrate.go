@@ -42,7 +42,7 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 		pipelines  listFlag
 		dryRun     = fs.Bool("dry-run", false, "read and translate without writing or settling anything; report what would happen")
 		copyMode   = fs.Bool("copy", false, "copy: leave the source untouched (brokers that can browse: Service Bus, JetStream, AMQP with copy mode)")
-		reportPath = fs.String("report", "", "write the final report to this file as JSON")
+		reportPath = fs.String("report", "", "write the final report to this file as JSON (-: to standard output, and the summary and progress to standard error)")
 		rateCap    = fs.Float64("rate", 0, "take at most this many messages per second from the source (0: no cap)")
 		deadLetter = fs.Bool("include-dead-letters", false, "also migrate the source's dead-letter queue (Service Bus $DeadLetterQueue, the SQS redrive target)")
 		yes        = fs.Bool("yes", false, "do not ask for confirmation")
@@ -137,7 +137,7 @@ Flags:
 			return usageErr("-%s 0s: must be more than 0 (%s)", d.name, d.why)
 		}
 	}
-	if *reportPath != "" {
+	if *reportPath != "" && *reportPath != "-" {
 		// Found out before anything moves, not after a completed move.
 		if err := checkWritable(*reportPath); err != nil {
 			return usageErr("-report: %v", err)
@@ -195,21 +195,27 @@ Flags:
 	if err := opt.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	stdoutTTY := isTerminal(std.Out)
+	// out takes the summary and the bars; with -report -, standard output
+	// is the report's alone.
+	out, outName := std.Out, "standard output"
+	if *reportPath == "-" {
+		out, outName = std.Err, "standard error"
+	}
+	outTTY := isTerminal(out)
 	mode := *progress
 	switch mode {
 	case "auto":
 		mode = "log"
-		if stdoutTTY && hasSize(std.Out) {
+		if outTTY && hasSize(out) {
 			mode = "bar"
 		}
 	case "bar":
 		switch {
-		case !stdoutTTY:
+		case !outTTY:
 			// A bar needs a terminal: without one it draws nothing.
-			fmt.Fprintln(std.Err, "qbridge migrate: -progress bar: standard output is not a terminal, so progress goes to log lines on standard error instead (-progress log)")
+			fmt.Fprintf(std.Err, "qbridge migrate: -progress bar: %s is not a terminal, so progress goes to log lines on standard error instead (-progress log)\n", outName)
 			mode = "log"
-		case !hasSize(std.Out):
+		case !hasSize(out):
 			fmt.Fprintln(std.Err, "qbridge migrate: -progress bar: the terminal reports no size (stty size: set rows and columns), so progress goes to log lines on standard error instead (-progress log)")
 			mode = "log"
 		}
@@ -280,7 +286,7 @@ Flags:
 	var prog migrate.Progress
 	switch mode {
 	case "bar":
-		bar := migrate.NewBarProgress(std.Out)
+		bar := migrate.NewBarProgress(out)
 		if isTerminal(std.Err) {
 			// Both on the terminal: log lines go above the bars.
 			logOut.set(bar.Above(std.Err))
@@ -297,9 +303,13 @@ Flags:
 		prog = migrate.NoProgress{}
 	}
 	rep := migrate.Run(ctx, pipes, opt, prog)
-	rep.Summary(std.Out)
+	rep.Summary(out)
 	if *reportPath != "" {
-		if err := rep.WriteFile(*reportPath); err != nil {
+		write := func() error { return rep.WriteFile(*reportPath) }
+		if *reportPath == "-" {
+			write = func() error { return rep.WriteJSON(std.Out) }
+		}
+		if err := write(); err != nil {
 			fmt.Fprintln(std.Err, "qbridge migrate:", err)
 			if rep.ExitCode == 0 {
 				return 1
@@ -412,6 +422,8 @@ func sameFile(a, b string) bool {
 func checkWritable(path string) error {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory", path)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return nil // a pipe or a device (/dev/stdout): written in place
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check.*")
 	if err != nil {

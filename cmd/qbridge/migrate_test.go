@@ -173,3 +173,41 @@ func TestSampleCostNamesTheBroker(t *testing.T) {
 		}
 	}
 }
+
+// -report - writes the JSON report to standard output, alone (the summary
+// goes to standard error): it wrote a file named "-".
+func TestMigrateReportToStdout(t *testing.T) {
+	dir := t.TempDir()
+	// Nothing listens on port 1: the pipeline fails after -connect-timeout.
+	cfg := writeFile(t, dir, "one.hcl", `
+pipeline "a" {
+  source "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "in.a"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "out.a"
+  }
+}
+`)
+	t.Chdir(dir)
+	var out, errb bytes.Buffer
+	code := dispatch(context.Background(), []string{"migrate", "-yes", "-progress", "off", "-connect-timeout", "300ms", "-report", "-", cfg},
+		stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	var rep struct {
+		Pipelines []struct{ Pipeline, Outcome string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Pipelines) != 1 || rep.Pipelines[0].Outcome != "failed" {
+		t.Fatalf("standard output is not the report (%v):\n%s", err, out.String())
+	}
+	if !strings.Contains(errb.String(), "  a: nats → nats, failed") {
+		t.Errorf("the summary is not on standard error:\n%s", errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
+		t.Error(`a file named "-" was written`)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -1140,5 +1141,34 @@ func TestInterruptedReasonByMode(t *testing.T) {
 				t.Errorf("%s: %q, want interrupted: %q", j.Outcome, j.Reason, tc.want)
 			}
 		})
+	}
+}
+
+// A report to a pipe or a device (-report /dev/stdout) is written in
+// place: the rename of an atomic write replaced /dev/stdout with a
+// regular file (as root) or failed (as anyone else).
+func TestReportToAPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	path := fmt.Sprintf("/proc/self/fd/%d", w.Fd())
+	rep := &Report{Outcome: OutcomeComplete}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- b
+	}()
+	if err := rep.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("%s is no longer the pipe's link: %v %v", path, fi, err)
+	}
+	w.Close()
+	var back map[string]any
+	if err := json.Unmarshal(<-got, &back); err != nil || back["outcome"] != string(OutcomeComplete) {
+		t.Errorf("read from the pipe: %v %v", back, err)
 	}
 }

@@ -292,13 +292,44 @@ func (e Example) Name() string {
 	return "a message without an id"
 }
 
-// WriteFile writes the report as indented JSON, atomically.
+// WriteFile writes the report as indented JSON: atomically to a regular
+// file, in place to anything else (a pipe, /dev/stdout), which a rename
+// would replace with a regular file.
 func (r *Report) WriteFile(path string) error {
+	b, err := r.json()
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		_, werr := f.Write(b)
+		if err := firstErr(werr, f.Close()); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	}
+	return writeAtomic(path, b)
+}
+
+// WriteJSON writes the report as indented JSON to w (-report -).
+func (r *Report) WriteJSON(w io.Writer) error {
+	b, err := r.json()
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func (r *Report) json() ([]byte, error) {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode the report: %w", err)
+		return nil, fmt.Errorf("encode the report: %w", err)
 	}
-	return writeAtomic(path, append(b, '\n'))
+	return append(b, '\n'), nil
 }
 
 // writeAtomic writes path through a temporary file and a rename, so a
