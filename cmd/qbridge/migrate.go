@@ -139,11 +139,16 @@ Flags:
 	}
 	if *reportPath != "" && *reportPath != "-" {
 		// Found out before anything moves, not after a completed move.
-		if err := checkWritable(*reportPath); err != nil {
+		if err := migrate.CheckWritable(*reportPath); err != nil {
 			return usageErr("-report: %v", err)
 		}
 		if *stateFile != "" && sameFile(*reportPath, *stateFile) {
 			return usageErr("-state and -report name the same file, %s: the report would replace the checkpoints, and the next run would copy everything again; give each its own file", *stateFile)
+		}
+	}
+	if *stateFile != "" {
+		if err := migrate.CheckWritable(*stateFile); err != nil {
+			return usageErr("-state: %v (the checkpoints could not be saved, and the next run would copy everything again)", err)
 		}
 	}
 	opt := migrate.Options{
@@ -415,27 +420,6 @@ func sameFile(a, b string) bool {
 	fa, errA := os.Stat(a)
 	fb, errB := os.Stat(b)
 	return errA == nil && errB == nil && os.SameFile(fa, fb)
-}
-
-// checkWritable reports whether a file can be written at path the way the
-// report is (a temporary file in its directory, renamed over it).
-func checkWritable(path string) error {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
-	} else if err == nil && !fi.Mode().IsRegular() {
-		return nil // a pipe or a device (/dev/stdout): written in place
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check.*")
-	if err != nil {
-		// Name the file asked for, not the probe's temporary name.
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	f.Close()
-	return os.Remove(f.Name())
 }
 
 func sourceCount(ctx context.Context, p *config.Pipeline, log *slog.Logger) string {

@@ -255,6 +255,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	runErr := <-done
 	w.stoppedAt = time.Now()
 	snap := tr.snapshot()
+	var checkpointErr error // the last save of a copy's checkpoint failed
 	rep.Counts = readCounts(reg)
 	rep.Read = snap.taken
 	rep.Redelivered = snap.ackedAgain
@@ -285,6 +286,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			j.state.setScheduled(j.key(), copies)
 			if err := save(j.key(), snap.checkpoint, snap.highest); err != nil {
 				j.log.Error("cannot save the copy checkpoint", "error", err)
+				checkpointErr = err
 			}
 		}
 	}
@@ -388,6 +390,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		}
 	default:
 		outcome = OutcomeComplete
+	}
+	if checkpointErr != nil {
+		// What was copied is at the sink, but not known to the state
+		// file: the same command would copy it all again.
+		why := fmt.Sprintf("the checkpoint could not be saved in %s (%v): running the same command again would copy everything again; fix the file's place and run it again, or give -state another file (a copy then starts from the beginning)", opt.StateFile, checkpointErr)
+		if outcome == OutcomeComplete || outcome == OutcomeDeadLettered {
+			outcome, reason = OutcomeFailed, why
+		} else {
+			reason += "; " + why
+		}
 	}
 	rep.Outcome, rep.Reason = outcome, reason
 	rep.Drained = outcome == OutcomeComplete || outcome == OutcomeDeadLettered

@@ -1172,3 +1172,39 @@ func TestReportToAPipe(t *testing.T) {
 		t.Errorf("read from the pipe: %v %v", back, err)
 	}
 }
+
+// removeOnStart removes a directory when the job starts: the state file
+// opened, then its place went away (a full disk, a volume gone).
+type removeOnStart struct {
+	NoProgress
+	dir string
+}
+
+func (r removeOnStart) Start(string, int64) { os.RemoveAll(r.dir) }
+
+// A copy whose checkpoint could not be saved fails, saying that the next
+// run would copy everything again: it said complete, exit 0, and the next
+// run duplicated every message.
+func TestCopyWhoseCheckpointCannotBeSavedFails(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(20, 0)...)
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opt := fastOptions(ModeCopy)
+	opt.StateFile = filepath.Join(dir, "state.json")
+	rep := Run(context.Background(), pipes, opt, removeOnStart{dir: dir})
+	if rep.Outcome != OutcomeFailed || rep.ExitCode == 0 || !strings.Contains(rep.Jobs[0].Reason, "the checkpoint could not be saved") ||
+		!strings.Contains(rep.Jobs[0].Reason, "copy everything again") {
+		t.Fatalf("outcome %s (exit %d): %s", rep.Outcome, rep.ExitCode, rep.Jobs[0].Reason)
+	}
+	if j := rep.Jobs[0]; j.Written != 20 {
+		t.Errorf("written %d, want 20 (the copy itself went through)", j.Written)
+	}
+	// Found before anything moves where the place is missing already.
+	rep = Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "cannot write") || rep.Jobs[0].Written != 0 {
+		t.Errorf("with no directory for the state file: %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
+	}
+}

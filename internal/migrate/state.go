@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -61,6 +62,11 @@ type scheduledCopy struct {
 
 func openState(path string) (*stateFile, error) {
 	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}, sources: map[string]string{}, filters: map[string]string{}}
+	// Found out before anything is copied: a checkpoint that cannot be
+	// saved makes the next run copy everything again.
+	if err := CheckWritable(path); err != nil {
+		return nil, fmt.Errorf("state file: %w", err)
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil
@@ -197,4 +203,26 @@ func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
 	}
 	s.dirty = false
 	return nil
+}
+
+// CheckWritable reports whether a file can be written at path the way the
+// state file and the report are (a temporary file in its directory,
+// renamed over it); a pipe or a device is written in place.
+func CheckWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check.*")
+	if err != nil {
+		// Name the file asked for, not the probe's temporary name.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
