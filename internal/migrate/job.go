@@ -406,6 +406,10 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if runErr != nil {
 		j.log.Warn("closing the pipeline's adapters", "error", runErr)
 	}
+	if opt.Mode == ModeMove && w.total >= 0 && rep.SourceAfter != nil {
+		// The last count: what was done, and what is left.
+		w.total = w.done(rep.Counts, snap) + rep.SourceAfter.Ready + rep.SourceAfter.InFlight
+	}
 	f := w.figures(rep.Counts, snap)
 	timing()
 	f.Rate = rep.Rate // over the active time, as the report's
@@ -741,9 +745,10 @@ type watch struct {
 	start    time.Time
 	total    int64
 
-	lastCount  time.Time
-	lastExtend time.Time
-	lastSave   time.Time
+	lastCount   time.Time
+	lastRecount time.Time // recount's last count
+	lastExtend  time.Time
+	lastSave    time.Time
 	// lastDone is the most messages seen done, lastDoneAt when: the
 	// report's rate is over the time until then.
 	lastDone   int64
@@ -870,6 +875,7 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 				w.countErr = nil // moving again: not what a later stall is about
 			}
 			if now.Sub(lastProgress) >= 250*time.Millisecond {
+				w.recount(ctx, now, w.done(counts, snap))
 				prog.Update(w.j.key(), w.figures(counts, snap))
 				lastProgress = now
 			}
@@ -879,6 +885,32 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 		}
 	}
 }
+
+// recount refreshes the total of a move whose source grew past the count
+// at the start (producers still sending): what is done and what is left.
+// It showed "moved=430 total=300 percent=100.0", without an ETA, while
+// hundreds were left. At most every totalRecountEvery, and only then.
+func (w *watch) recount(ctx context.Context, now time.Time, done int64) {
+	if w.j.opt.Mode != ModeMove || w.browsing || w.tr.hold || w.total < 0 || done <= w.total ||
+		now.Sub(w.lastRecount) < totalRecountEvery {
+		return
+	}
+	w.lastRecount = now
+	cctx, cancel := context.WithTimeout(ctx, w.j.countTimeout(false))
+	b, err := w.j.pipe.CountSource(cctx, w.j.log)
+	cancel()
+	if err != nil {
+		return // the drain's own counts say what fails
+	}
+	left := b.Ready + b.InFlight
+	if w.j.opt.WaitScheduled {
+		left += b.Scheduled
+	}
+	w.total = done + left
+}
+
+// totalRecountEvery paces recount (a variable for tests).
+var totalRecountEvery = 5 * time.Second
 
 // sayUnanswered logs once that an idle source's broker does not answer
 // its pings, so a job that waits for it says why.

@@ -67,6 +67,11 @@ type memBroker struct {
 	// vanish > 0: the next receive first removes that many messages, as
 	// another consumer (or expiry) would.
 	vanish int
+	// growAfter > 0: once the sinks have written that many, grow is put
+	// at the source queue growInto, as producers still sending would.
+	growAfter int
+	growInto  string
+	grow      []*mapping.Message
 }
 
 type memQueue struct {
@@ -501,9 +506,23 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 				continue // dropped, and the sender is not told
 			}
 			s.b.put(s.cfg.Queue, m)
+			s.b.growIfDue(s.cfg.Queue)
 		}
 	}
 	return errs
+}
+
+// growIfDue puts grow at the source once the sink queue holds growAfter.
+func (b *memBroker) growIfDue(sink string) {
+	b.mu.Lock()
+	due := b.growAfter > 0 && len(b.queue(sink).msgs) >= b.growAfter
+	if due {
+		b.growAfter = 0
+	}
+	b.mu.Unlock()
+	if due {
+		b.put(b.growInto, b.grow...)
+	}
 }
 
 func (s *memSink) Close(context.Context) error { return nil }

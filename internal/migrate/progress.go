@@ -120,9 +120,13 @@ type barState struct {
 }
 
 // NewBarProgress draws on w, which should be a terminal.
-func NewBarProgress(w io.Writer) *BarProgress {
+func NewBarProgress(w io.Writer) *BarProgress { return newBarProgress(w) }
+
+// newBarProgress takes more of mpb's options (tests draw to a buffer with
+// mpb.WithAutoRefresh).
+func newBarProgress(w io.Writer, opts ...mpb.ContainerOption) *BarProgress {
 	return &BarProgress{
-		p:    mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(150*time.Millisecond)),
+		p:    mpb.New(append([]mpb.ContainerOption{mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(150 * time.Millisecond)}, opts...)...),
 		bars: map[string]*barState{},
 	}
 }
@@ -188,12 +192,18 @@ func (b *BarProgress) Start(job string, total int64) {
 			}, decor.WCSyncSpace),
 		),
 	}
+	// Created with no total, so that mpb never completes a bar on its
+	// own: with the count at the start as its total, a source that grew
+	// during the run completed it there, and mpb drew nothing after (the
+	// last frame said "1000 / 300 99 %"). The total shown is set apart;
+	// Finish completes the bar.
 	if total < 0 {
 		// Unknown: a spinner. A bar whose total followed what was read
 		// stood near full all the time.
 		st.bar = b.p.New(0, mpb.SpinnerStyle(), opts...)
 	} else {
-		st.bar = b.p.AddBar(total, opts...)
+		st.bar = b.p.New(0, mpb.BarStyle(), opts...)
+		st.bar.SetTotal(total, false)
 	}
 	b.mu.Lock()
 	b.bars[job] = st
@@ -216,6 +226,8 @@ func (b *BarProgress) Update(job string, f Figures) {
 	st.mu.Unlock()
 	if f.Total < 0 || f.Done > f.Total {
 		st.bar.SetTotal(f.Done+1, false)
+	} else {
+		st.bar.SetTotal(f.Total, false) // the job recounts a source that grows
 	}
 	st.bar.SetCurrent(f.Done)
 }
@@ -225,16 +237,18 @@ func (b *BarProgress) Finish(job string, f Figures, o Outcome) {
 	if st == nil {
 		return
 	}
+	// A drained source completes the bar at 100 % of what was moved; any
+	// other ending leaves it where it stood, with a total still unknown
+	// if it was (an interrupted AMQP move read "405 / 405 101 %").
+	complete := o == OutcomeComplete || o == OutcomeDeadLettered
 	st.mu.Lock()
-	if f.Total < 0 || f.Done > f.Total {
+	if complete || f.Total >= 0 && f.Done > f.Total {
 		f.Total = f.Done
 	}
 	st.f = f
 	st.mu.Unlock()
 	st.bar.SetCurrent(f.Done)
-	// A drained source completes the bar at 100 % of what was moved; any
-	// other ending leaves it where it stood.
-	if o == OutcomeComplete || o == OutcomeDeadLettered {
+	if complete {
 		st.bar.SetTotal(f.Done, true)
 	} else {
 		st.bar.Abort(false)

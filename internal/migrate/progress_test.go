@@ -1,0 +1,94 @@
+package migrate
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+)
+
+// lastFrame is the bar's last drawn line.
+func lastFrame(out string) string {
+	lines := strings.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "job") {
+			return lines[i]
+		}
+	}
+	return ""
+}
+
+// The bar's last frame is the end of the job: a source that grew past the
+// count at the start completed the bar there, and mpb drew nothing after
+// ("1000 / 300 99 %"); an interrupted job of unknown total read
+// "405 / 405 101 %".
+func TestBarLastFrame(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		total         int64
+		updates       []int64
+		done          int64
+		outcome       Outcome
+		want, wantNot string
+	}{
+		{"grown and complete", 300, []int64{100, 300, 400}, 1000, OutcomeComplete, "1000 / 1000", "/ 300"},
+		{"unknown and interrupted", -1, []int64{100, 405}, 405, OutcomeInterrupted, "405 / ?", "%"},
+		{"known and interrupted", 500, []int64{100, 297}, 297, OutcomeInterrupted, "297 / 500", "100 %"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out syncBuffer
+			bar := newBarProgress(&out, mpb.WithAutoRefresh())
+			bar.Start("job", tc.total)
+			for _, d := range tc.updates {
+				bar.Update("job", Figures{Done: d, Total: tc.total})
+			}
+			// mpb completed a bar at the total it was created with, and
+			// drew nothing after.
+			if bar.state("job").bar.Completed() {
+				t.Error("the bar completed before the job finished")
+			}
+			bar.Finish("job", Figures{Done: tc.done, Total: tc.total}, tc.outcome)
+			bar.Close()
+			frame := lastFrame(out.String())
+			if !strings.Contains(frame, tc.want) || strings.Contains(frame, tc.wantNot) {
+				t.Errorf("last frame %q: want %q, not %q", frame, tc.want, tc.wantNot)
+			}
+		})
+	}
+}
+
+// figureLog keeps the figures a job shows.
+type figureLog struct {
+	NoProgress
+	updates []Figures
+	final   Figures
+}
+
+func (l *figureLog) Update(_ string, f Figures)            { l.updates = append(l.updates, f) }
+func (l *figureLog) Finish(_ string, f Figures, _ Outcome) { l.final = f }
+
+// A move whose source grows during the run shows the new total, recounted:
+// it kept the count at the start ("moved=430 total=300 percent=100.0",
+// without an ETA, while hundreds were left).
+func TestMoveRecountsAGrowingSource(t *testing.T) {
+	defer func(d time.Duration) { totalRecountEvery = d }(totalRecountEvery)
+	totalRecountEvery = 0
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(10, 0)...)
+	b.growAfter, b.growInto, b.grow = 5, "in", msgs(20, 0)
+	prog := &figureLog{}
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), prog)
+	if rep.Outcome != OutcomeComplete || rep.Jobs[0].Written != 30 {
+		t.Fatalf("outcome %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
+	}
+	for _, f := range prog.updates {
+		if f.Done > f.Total {
+			t.Errorf("shown %d of %d", f.Done, f.Total)
+		}
+	}
+	if prog.final.Done != 30 || prog.final.Total != 30 {
+		t.Errorf("finished at %d of %d, want 30 of 30", prog.final.Done, prog.final.Total)
+	}
+}
