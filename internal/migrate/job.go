@@ -251,8 +251,18 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		tr.quiesce()
 		j.release(tr)
 	}
+	if outcome == OutcomeInterrupted && !tr.hold {
+		// The drain can take up to shutdown_timeout, with the sink
+		// stalled: say what happens, and keep the figures moving (the
+		// bar stood still, and nothing was said until the end).
+		msg := "interrupted: stopping; the messages in flight are finished or handed back to the source, for at most the pipeline's shutdown_timeout; interrupt again to quit at once (they then come back when their lock lapses)"
+		if browsing {
+			msg = "interrupted: stopping once the writes in flight are confirmed, for at most the pipeline's shutdown_timeout; interrupt again to quit at once"
+		}
+		j.log.Warn(msg, "pipeline", j.pipe.Name, "in_flight", p.Stats().InFlight, "shutdown_timeout", cfg.ShutdownTimeout)
+	}
 	stop()
-	runErr := <-done
+	runErr := w.drain(done, prog)
 	w.stoppedAt = time.Now()
 	snap := tr.snapshot()
 	var checkpointErr error // the last save of a copy's checkpoint failed
@@ -792,9 +802,9 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 		case <-ctx.Done():
 			if w.browsing {
 				// A copy or a browsing dry run takes nothing from the source.
-				return OutcomeInterrupted, "", "interrupted: the source was only read and is as it was"
+				return OutcomeInterrupted, "", "interrupted: the source was only read and is as it was" + w.resumeHint()
 			}
-			return OutcomeInterrupted, "", "interrupted: in-flight messages were finished or handed back to the source"
+			return OutcomeInterrupted, "", "interrupted: in-flight messages were finished or handed back to the source; run the same command again to go on"
 		case err := <-done:
 			// Run returns only after its context ends; this is a bug guard.
 			return OutcomeFailed, "", fmt.Sprintf("the pipeline stopped by itself: %v", err)
@@ -882,6 +892,32 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			if by, ok := w.drained(ctx, now, st, snap, counts); ok {
 				return "", by, ""
 			}
+		}
+	}
+}
+
+// resumeHint says how a copy goes on after an interrupt.
+func (w *watch) resumeHint() string {
+	switch {
+	case w.j.opt.Mode != ModeCopy:
+		return ""
+	case w.j.state != nil:
+		return "; run the same command again to go on from its checkpoint"
+	default:
+		return "; without -state, the same command copies everything again"
+	}
+}
+
+// drain waits for the engine to stop, showing the figures meanwhile.
+func (w *watch) drain(done <-chan error, prog Progress) error {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			prog.Update(w.j.key(), w.figures(readCounts(w.reg), w.tr.snapshot()))
 		}
 	}
 }

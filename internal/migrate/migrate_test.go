@@ -1114,8 +1114,8 @@ func TestInterruptedReasonByMode(t *testing.T) {
 		mode Mode
 		want string
 	}{
-		{ModeCopy, "interrupted: the source was only read and is as it was"},
-		{ModeMove, "interrupted: in-flight messages were finished or handed back to the source"},
+		{ModeCopy, "interrupted: the source was only read and is as it was; without -state, the same command copies everything again"},
+		{ModeMove, "interrupted: in-flight messages were finished or handed back to the source; run the same command again to go on"},
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			b, pipes := setup(t, moveHCL)
@@ -1127,7 +1127,10 @@ func TestInterruptedReasonByMode(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan *Report, 1)
-			go func() { done <- Run(ctx, pipes, fastOptions(tc.mode), nil) }()
+			var logs syncBuffer
+			opt := fastOptions(tc.mode)
+			opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
+			go func() { done <- Run(ctx, pipes, opt, nil) }()
 			select {
 			case <-failed:
 			case rep := <-done:
@@ -1139,6 +1142,10 @@ func TestInterruptedReasonByMode(t *testing.T) {
 			rep := <-done
 			if j := rep.Jobs[0]; j.Outcome != OutcomeInterrupted || j.Reason != tc.want {
 				t.Errorf("%s: %q, want interrupted: %q", j.Outcome, j.Reason, tc.want)
+			}
+			// The stop is said when it starts, not only at the end.
+			if !strings.Contains(logs.String(), "interrupted: stopping") || !strings.Contains(logs.String(), "interrupt again to quit at once") {
+				t.Errorf("no word of the stop in the log:\n%s", logs.String())
 			}
 		})
 	}
