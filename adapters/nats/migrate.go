@@ -104,7 +104,43 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	}
 	// The stream drops a Nats-Msg-Id it stored within its duplicate
 	// window; the sink sends the message's dedup key as one.
-	return driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0}, nil
+	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0}
+	b.Limits, b.KeepsAtMost = streamLimits(info.Config)
+	return b, nil
+}
+
+// streamLimits describes what makes a stream drop stored messages while
+// it accepts every publish: its limits under discard old (the default),
+// and a retention that keeps a message only while a consumer wants it.
+// Under discard new a full stream refuses the publish, which the engine
+// sees.
+func streamLimits(c jetstream.StreamConfig) (limits string, keepsAtMost int64) {
+	var parts []string
+	if c.Discard == jetstream.DiscardOld {
+		if c.MaxMsgs > 0 {
+			parts = append(parts, fmt.Sprintf("max_msgs %d", c.MaxMsgs))
+			keepsAtMost = c.MaxMsgs
+		}
+		if c.MaxBytes > 0 {
+			parts = append(parts, fmt.Sprintf("max_bytes %d", c.MaxBytes))
+		}
+		if c.MaxMsgsPerSubject > 0 {
+			parts = append(parts, fmt.Sprintf("max_msgs_per_subject %d", c.MaxMsgsPerSubject))
+		}
+	}
+	if c.MaxAge > 0 {
+		parts = append(parts, fmt.Sprintf("max_age %s", c.MaxAge))
+	}
+	if len(parts) > 0 && c.Discard == jetstream.DiscardOld {
+		parts = append(parts, "discard old")
+	}
+	switch c.Retention {
+	case jetstream.InterestPolicy:
+		parts = append(parts, "interest retention (a message is kept only for the consumers there are)")
+	case jetstream.WorkQueuePolicy:
+		parts = append(parts, "work-queue retention (a consumer's ack removes it)")
+	}
+	return strings.Join(parts, ", "), keepsAtMost
 }
 
 // sinkStreamMissing marks wrapped as permanent when err says that no

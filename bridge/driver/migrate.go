@@ -36,6 +36,13 @@ type Backlog struct {
 	// Service Bus duplicate detection, a JetStream stream's duplicate
 	// window), so that a resume's rewrites need not grow it.
 	Deduplicates bool `json:"-"`
+	// Limits describes, for a sink, the limits by which the counted entity
+	// drops what it holds without refusing a write (a JetStream stream
+	// with discard old: "max_msgs 100, discard old"), and KeepsAtMost is
+	// its limit on the number of messages (0: none): a move into it loses
+	// what goes past them.
+	Limits      string `json:"-"`
+	KeepsAtMost int64  `json:"-"`
 	// Entity names the counted entity as the broker knows it (SQS
 	// QueueArn), or is empty: a source and a sink configured in different
 	// words but naming one entity have the same Entity.

@@ -148,6 +148,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		return fail(fmt.Errorf("the sink writes into the source: both are %s; its messages would circulate without end and the source would never drain", src.Entity))
 	}
 
+	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil && snk.KeepsAtMost > 0 &&
+		snk.Pending()+src.Pending() > snk.KeepsAtMost {
+		// It would take every write and drop the oldest: a move then
+		// emptied the source and lost the difference, "complete".
+		return fail(driver.Permanent(fmt.Errorf("the sink keeps at most %d messages (%s): the %d at the source and the %d it holds would not fit, and it would drop %d of them without refusing a write; raise its limits, or migrate into another stream",
+			snk.KeepsAtMost, snk.Limits, src.Pending(), snk.Pending(), snk.Pending()+src.Pending()-snk.KeepsAtMost)))
+	}
+	if snk := rep.SinkBefore; snk != nil && snk.Limits != "" {
+		j.log.Warn("the sink drops what it holds beyond its limits without refusing a write; check that they keep what this migration writes", "limits", snk.Limits)
+	}
 	if tr.hold {
 		tr.sample = opt.Sample
 		tr.releaseHeld = func() { j.release(tr) }

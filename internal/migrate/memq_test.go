@@ -211,6 +211,9 @@ type memSinkConfig struct {
 	// Dedup makes the sink keep one message per DedupID and drop the rest
 	// silently, as SQS FIFO does within its window.
 	Dedup bool `hcl:"dedup,optional"`
+	// KeepsAtMost makes the sink's count say that it keeps at most that
+	// many (a JetStream stream's max_msgs under discard old).
+	KeepsAtMost int64 `hcl:"keeps_at_most,optional"`
 
 	opt mapping.Options
 }
@@ -262,6 +265,9 @@ func init() {
 			}
 			b := br.backlog(c.Queue)
 			b.Deduplicates = c.Dedup
+			if c.KeepsAtMost > 0 {
+				b.KeepsAtMost, b.Limits = c.KeepsAtMost, fmt.Sprintf("max_msgs %d, discard old", c.KeepsAtMost)
+			}
 			return b, nil
 		},
 		Browse: func(c memSourceConfig, after uint64) (memSourceConfig, error) {

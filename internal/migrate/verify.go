@@ -163,6 +163,9 @@ func verification(j *JobReport, mode Mode) *Verification {
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, within the %d messages the source had "+
 			"delivered before, which an earlier, interrupted run may have written: the sink's duplicate detection drops such copies "+
 			"(a dry run's sample and other consumers raise delivery counts too: check the sink if no move was interrupted)", -d, j.Redelivered)
+	case j.SinkAfter.Limits != "":
+		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote: its limits (%s) dropped them, most likely, "+
+			"or another consumer removed them meanwhile", -d, j.SinkAfter.Limits)
 	case j.SinkAfter.Deduplicates:
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote: its broker dropped them as duplicates "+
 			"(its duplicate detection: a re-run within the window, or messages sharing a "+

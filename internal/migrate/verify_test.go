@@ -307,3 +307,37 @@ func TestIncrementalCopyWithReusedIDsIsNotVerified(t *testing.T) {
 		t.Fatalf("incremental copy: verification %+v, reason %q", v, rep.Reason)
 	}
 }
+
+// A sink that drops what goes past its limits without refusing a write (a
+// JetStream stream with max_msgs under discard old) is refused before the
+// move when the source would not fit: the move emptied the source, lost
+// the difference and said complete, exit 0. What fits goes.
+func TestMoveIntoASinkThatWouldDropFails(t *testing.T) {
+	for _, tc := range []struct {
+		mode            Mode
+		keeps, have, in int
+		fails           bool
+	}{
+		{ModeMove, 100, 0, 300, true},
+		{ModeMove, 100, 90, 20, true},
+		{ModeDryRun, 100, 0, 300, true},
+		{ModeMove, 100, 50, 50, false},
+	} {
+		t.Run(fmt.Sprintf("%s %d+%d into %d", tc.mode, tc.have, tc.in, tc.keeps), func(t *testing.T) {
+			b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, fmt.Sprintf("keeps_at_most = %d", tc.keeps), 1))
+			b.put("in", msgs(tc.in, 0)...)
+			b.put("out", msgs(tc.have, 0)...)
+			rep := Run(context.Background(), pipes, fastOptions(tc.mode), nil)
+			j := rep.Jobs[0]
+			if tc.fails {
+				if rep.Outcome != OutcomeFailed || !strings.Contains(j.Reason, "max_msgs 100, discard old") || j.Read != 0 || b.backlog("in").Ready != int64(tc.in) {
+					t.Errorf("%s, read %d, %d left at the source: %s", rep.Outcome, j.Read, b.backlog("in").Ready, j.Reason)
+				}
+				return
+			}
+			if rep.Outcome != OutcomeComplete || j.Written != int64(tc.in) {
+				t.Errorf("%s, written %d: %s", rep.Outcome, j.Written, j.Reason)
+			}
+		})
+	}
+}
