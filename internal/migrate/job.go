@@ -362,11 +362,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	case outcome != "":
 		// Interrupted, failed, timed out: decided by the loop.
 		if outcome == OutcomeNotDrained && snap.stuck > 0 {
-			reason += "; " + j.stuckReason(snap.stuck, stuck, stuckExamples)
+			reason += "; " + j.stuckReason(snap.stuck, stuck, stuckExamples) + uncountedBehind(opt.Mode, rep)
 		}
 	case snap.stuck > 0:
 		// Everything else is done: these will not be.
-		outcome, reason, by = OutcomeNotDrained, j.stuckReason(snap.stuck, stuck, stuckExamples), ""
+		outcome, reason, by = OutcomeNotDrained, j.stuckReason(snap.stuck, stuck, stuckExamples)+uncountedBehind(opt.Mode, rep), ""
 		rep.DrainedBy = ""
 	case opt.Mode == ModeCopy && snap.notCopied > 0:
 		outcome = OutcomeNotDrained
@@ -527,6 +527,17 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 		return fmt.Sprintf("%d messages are stuck: %s (%s); they stay in the stream and running the same command again tries them again, unless the consumer has a max_deliver: at it the durable terminates them and never delivers them again. Give the pipeline a dead-letter destination that takes them (a dry run finds them), or move them otherwise", n, why, strings.Join(parts, "; "))
 	}
 	return fmt.Sprintf("%d messages are stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount): give the pipeline a dead-letter destination that takes them, or move them otherwise", n, why, strings.Join(parts, "; "))
+}
+
+// uncountedBehind warns, for a move from a source that cannot be counted
+// (AMQP), that messages may wait behind the stuck ones: a broker that
+// puts a handed-back message at the head of its queue (RabbitMQ) delivers
+// it again before them, and only a count would show them.
+func uncountedBehind(mode Mode, rep *JobReport) string {
+	if mode != ModeMove || rep.SourceAfter != nil {
+		return ""
+	}
+	return "; the source cannot be counted, so messages queued behind them may be at the source too: run the same command again once they are dealt with"
 }
 
 // quickCount bounds a count that is not worth waiting for: after an

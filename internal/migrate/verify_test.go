@@ -341,3 +341,23 @@ func TestMoveIntoASinkThatWouldDropFails(t *testing.T) {
 		})
 	}
 }
+
+// Stuck messages at a source that cannot be counted (AMQP) may have others
+// queued behind them, which only a count would show: the reason says so.
+func TestUncountedBehind(t *testing.T) {
+	counted := &JobReport{SourceAfter: &driver.Backlog{}}
+	for _, tc := range []struct {
+		mode Mode
+		rep  *JobReport
+		says bool
+	}{
+		{ModeMove, &JobReport{}, true},
+		{ModeMove, counted, false},
+		{ModeCopy, &JobReport{}, false},
+		{ModeDryRun, &JobReport{}, false},
+	} {
+		if got := uncountedBehind(tc.mode, tc.rep); (got != "") != tc.says || tc.says && !strings.Contains(got, "queued behind them") {
+			t.Errorf("%s, counted %v: %q", tc.mode, tc.rep.SourceAfter != nil, got)
+		}
+	}
+}
