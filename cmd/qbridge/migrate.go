@@ -194,6 +194,11 @@ Flags:
 	if *sample < 1 {
 		return usageErr("-sample must be at least 1")
 	}
+	sampleSet := false
+	fs.Visit(func(f *flag.Flag) { sampleSet = sampleSet || f.Name == "sample" })
+	if sampleSet && !*dryRun {
+		return usageErr("-sample is for a dry run (-dry-run): a move or a copy reads every message")
+	}
 	if *parallel < 1 {
 		return usageErr("-parallel %d: must be at least 1 (1 runs the pipelines one after the other)", *parallel)
 	}
@@ -375,7 +380,7 @@ func confirm(ctx context.Context, std stdio, pipes []*config.Pipeline, mode migr
 		fmt.Fprintf(std.Err, "qbridge migrate: a %s changes the brokers; pass -yes to confirm (there is no terminal to ask on), or try -dry-run first\n", mode)
 		return migrate.ExitUsage, false
 	}
-	verb := "Move every message (the source is emptied)"
+	verb := "Move every message (each is acknowledged at the source once written: a queue is emptied; a JetStream stream keeps them unless its retention is work-queue, and the durable consumer moves past them)"
 	if mode == migrate.ModeCopy {
 		verb = "Copy every message (the source stays as it is)"
 	}
@@ -446,8 +451,8 @@ func warnSampled(w io.Writer, pipes []*config.Pipeline, sample int64) {
 		if _, err := p.WithBrowsingSource(0); err == nil {
 			continue
 		}
-		fmt.Fprintf(w, "qbridge migrate: pipeline %s: a %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; %s\n",
-			p.Name, p.Spec.Source.Kind, sample, sampleCost(p.Spec.Source.Kind))
+		fmt.Fprintf(w, "qbridge migrate: pipeline %s: %s %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; %s\n",
+			p.Name, article(p.Spec.Source.Kind), p.Spec.Source.Kind, sample, sampleCost(p.Spec.Source.Kind))
 	}
 }
 
@@ -461,4 +466,12 @@ func sampleCost(kind string) string {
 		return "each one counts as a delivery (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs many times), and on a session entity, which hands out one message at a time, the sample is one message per session"
 	}
 	return "each one counts as a delivery where the broker counts them (a redelivery limit may act on it)"
+}
+
+// article is "an" before a kind that begins with a vowel (amqp), else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }

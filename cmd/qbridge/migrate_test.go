@@ -40,6 +40,7 @@ func TestMigrateUsage(t *testing.T) {
 		{"progress-every 0", []string{"-progress-every", "0s", good}, 2, "-progress-every 0s: must be more than 0"},
 		{"unwritable report", []string{"-yes", "-report", filepath.Join(dir, "no-such-dir", "r.json"), good}, 2, "-report: cannot write " + filepath.Join(dir, "no-such-dir", "r.json") + ": no such file or directory"},
 		{"unwritable state", []string{"-copy", "-yes", "-state", filepath.Join(dir, "no-such-dir", "s.json"), good}, 2, "-state: cannot write " + filepath.Join(dir, "no-such-dir", "s.json") + ": no such file or directory (the checkpoints could not be saved"},
+		{"sample on a move", []string{"-yes", "-sample", "10", good}, 2, "-sample is for a dry run"},
 		{"report is a directory", []string{"-yes", "-report", dir, good}, 2, "is a directory"},
 		{"state and report the same file", []string{"-copy", "-yes", "-state", filepath.Join(dir, "same.json"), "-report", filepath.Join(dir, ".", "same.json"), good}, 2, "-state and -report name the same file"},
 		{"parallel 0", []string{"-parallel", "0", good}, 2, "-parallel 0: must be at least 1"},

@@ -250,7 +250,7 @@ func TestStuckMessagesNamedOnTimeout(t *testing.T) {
 	opt := fastOptions(ModeMove)
 	opt.Timeout = 500 * time.Millisecond
 	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeNotDrained || !strings.Contains(rep.Reason, "-timeout") || !strings.Contains(rep.Reason, "1 messages are stuck") {
+	if rep.Outcome != OutcomeNotDrained || !strings.Contains(rep.Reason, "-timeout") || !strings.Contains(rep.Reason, "1 message is stuck") {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
 }
@@ -269,7 +269,7 @@ func TestDryRunFindsStuckMessages(t *testing.T) {
 			if rep.Outcome != OutcomeNotDrained || d == nil || d.WouldStick["rejected"] != 1 || d.WouldReject["rejected"] != 1 {
 				t.Fatalf("outcome %s (%s), dry run %+v", rep.Outcome, rep.Reason, d)
 			}
-			if !strings.Contains(rep.Reason, "1 messages would be stuck") || !strings.Contains(rep.Reason, "m0004") {
+			if !strings.Contains(rep.Reason, "1 message would be stuck") || !strings.Contains(rep.Reason, "m0004") {
 				t.Errorf("reason: %s", rep.Reason)
 			}
 			if s := summaryOf(rep); !strings.Contains(s, "would be stuck 1: the dead-letter sink (memq) refuses it too (rejected)") {

@@ -517,16 +517,31 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 	}
 	switch j.opt.Mode {
 	case ModeDryRun:
-		return fmt.Sprintf("%d messages would be stuck: %s (%s); a move would leave them at the source, redelivered until its redrive limit", n, why, strings.Join(parts, "; "))
+		return fmt.Sprintf("%s would be stuck: %s (%s); a move would leave them at the source, redelivered until its redrive limit", messages(n), why, strings.Join(parts, "; "))
 	case ModeCopy:
-		return fmt.Sprintf("%d messages are stuck: %s (%s); they were not copied, and the checkpoint stays before the first of them", n, why, strings.Join(parts, "; "))
+		return fmt.Sprintf("%s stuck: %s (%s); they were not copied, and the checkpoint stays before the first of them", messagesAre(n), why, strings.Join(parts, "; "))
 	}
 	if j.pipe.Spec.Source.Kind == "nats" {
 		// The nats source terminates a message on its last delivery
 		// where max_deliver is set: a re-run does not see it then.
-		return fmt.Sprintf("%d messages are stuck: %s (%s); they stay in the stream and running the same command again tries them again, unless the consumer has a max_deliver: at it the durable terminates them and never delivers them again. Give the pipeline a dead-letter destination that takes them (a dry run finds them), or move them otherwise", n, why, strings.Join(parts, "; "))
+		return fmt.Sprintf("%s stuck: %s (%s); they stay in the stream and running the same command again tries them again, unless the consumer has a max_deliver: at it the durable terminates them and never delivers them again. Give the pipeline a dead-letter destination that takes them (a dry run finds them), or move them otherwise", messagesAre(n), why, strings.Join(parts, "; "))
 	}
-	return fmt.Sprintf("%d messages are stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount): give the pipeline a dead-letter destination that takes them, or move them otherwise", n, why, strings.Join(parts, "; "))
+	return fmt.Sprintf("%s stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount): give the pipeline a dead-letter destination that takes them, or move them otherwise", messagesAre(n), why, strings.Join(parts, "; "))
+}
+
+// messages is "1 message" or "n messages"; messagesAre adds the verb.
+func messages(n int64) string {
+	if n == 1 {
+		return "1 message"
+	}
+	return fmt.Sprintf("%d messages", n)
+}
+
+func messagesAre(n int64) string {
+	if n == 1 {
+		return "1 message is"
+	}
+	return fmt.Sprintf("%d messages are", n)
 }
 
 // uncountedBehind warns, for a move from a source that cannot be counted

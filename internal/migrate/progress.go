@@ -56,6 +56,10 @@ type LogProgress struct {
 }
 
 func (l *LogProgress) Start(job string, total int64) {
+	if total < 0 {
+		l.Log.Info("migration started", "pipeline", job) // no total, as in the progress lines
+		return
+	}
 	l.Log.Info("migration started", "pipeline", job, "total", total)
 }
 
