@@ -199,6 +199,12 @@ func (s *jsSource) checkBound(have, want jetstream.ConsumerConfig) error {
 	}
 	hf, wf := filters(have), filters(want)
 	if len(wf) > 0 && !slices.Equal(hf, wf) {
+		if s.set.js.noCreate {
+			// A migration would move what the configuration does not
+			// name, or leave what it does, and say complete.
+			return driver.Permanent(fmt.Errorf("nats: the existing consumer %q filters %v, and the configuration asks for %v: a migration through it would move other messages than those it names; delete the consumer, name another durable, or set filter_subjects to %v",
+				want.Durable, hf, wf, hf))
+		}
 		diff = append(diff, fmt.Sprintf("filter_subjects %v (config %v)", hf, wf))
 	}
 	if have.PriorityPolicy == jetstream.PriorityPolicyPinned && want.PriorityPolicy == jetstream.PriorityPolicyPinned &&
