@@ -460,6 +460,11 @@ func (r *Report) Summary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "    source %s → %s; sink %s → %s\n",
 			backlogText(j.SourceBefore), backlogText(j.SourceAfter), backlogText(j.SinkBefore), backlogText(j.SinkAfter))
+		if j.DrainedBy == "idle" && r.Mode == ModeMove && j.SourceAfter == nil {
+			// A source that cannot be counted (AMQP): a held message came
+			// back after a "complete" that said nothing of it.
+			fmt.Fprintln(w, "    drained as nothing more arrived for -idle: the source cannot be counted, so messages another consumer holds, or that come later, are not seen; run the same command again after they are back")
+		}
 		if v := j.Verification; v != nil {
 			switch {
 			case v.Verified:

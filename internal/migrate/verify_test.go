@@ -361,3 +361,23 @@ func TestUncountedBehind(t *testing.T) {
 		}
 	}
 }
+
+// A move from a source that cannot be counted says how it was found
+// drained, and what that cannot see (another consumer's held messages
+// came back after a "complete" that said nothing of them).
+func TestSummarySaysIdleDrainCannotSeeHeldMessages(t *testing.T) {
+	b, pipes := setup(t, strings.Replace(moveHCL, `source "memq"`, `source "memqplain"`, 1))
+	b.put("in", msgs(5, 0)...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if rep.Outcome != OutcomeComplete || rep.Jobs[0].DrainedBy != "idle" {
+		t.Fatalf("%s, drained by %q: %s", rep.Outcome, rep.Jobs[0].DrainedBy, rep.Reason)
+	}
+	if s := summaryOf(rep); !strings.Contains(s, "the source cannot be counted, so messages another consumer holds") {
+		t.Errorf("summary:\n%s", s)
+	}
+	b2, pipes2 := setup(t, moveHCL)
+	b2.put("in", msgs(5, 0)...)
+	if s := summaryOf(Run(context.Background(), pipes2, fastOptions(ModeMove), nil)); strings.Contains(s, "cannot be counted") {
+		t.Errorf("a counted source:\n%s", s)
+	}
+}
