@@ -349,8 +349,12 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// them, or they expired.
 		if n := leftTheSource(rep, nativeDeadLettered(tr), brokerDLQ, j.pipe.Spec.Source.Kind == "sqs"); n > 0 {
 			v.LeftTheSource, v.Verified = n, false
-			note := fmt.Sprintf("%d messages left the source other than through this migration (its count fell from %d to %d while %d were acknowledged: another consumer, expiry without dead-lettering, a purge, or the queue's own redrive to its dead-letter queue, which -include-dead-letters moves); they are not at the sink",
-				n, rep.SourceBefore.Pending(), rep.SourceAfter.Pending(), rep.Acknowledged)
+			causes := "another consumer, expiry without dead-lettering, a purge, or the queue's own redrive to its dead-letter queue, which -include-dead-letters moves"
+			if k := j.pipe.Spec.Source.Kind; k != "sqs" && k != "servicebus" {
+				causes = "another consumer, expiry, or a purge" // no dead-letter queue to move
+			}
+			note := fmt.Sprintf("%s left the source other than through this migration (its count fell from %d to %d while %d were acknowledged: %s); they are not at the sink",
+				messages(n), rep.SourceBefore.Pending(), rep.SourceAfter.Pending(), rep.Acknowledged, causes)
 			if v.Note != "" {
 				note += "; " + v.Note
 			}
