@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -112,56 +111,6 @@ type delivery struct {
 	// engine's fallback when the dead-letter sink failed) hands it back, so
 	// the dead-letter copy is retried (at-least-once).
 	decodeErr error
-	// later holds a Nack for its delay (nil: hand back at once).
-	later *delayedReleases
-}
-
-// delayedSettleTimeout bounds the hand-back of a Nack held for its delay.
-const delayedSettleTimeout = 15 * time.Second
-
-// delayedReleases are the Nacks a source holds for their delay: a timer
-// each, stopped when the source closes (closing the link hands the
-// deliveries back).
-type delayedReleases struct {
-	mu     sync.Mutex
-	closed bool
-	timers map[*time.Timer]struct{}
-}
-
-// after runs handBack after d, unless the source closes first; false when
-// it is closed already.
-func (r *delayedReleases) after(d time.Duration, handBack func()) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return false
-	}
-	if r.timers == nil {
-		r.timers = map[*time.Timer]struct{}{}
-	}
-	var t *time.Timer
-	t = time.AfterFunc(d, func() {
-		r.mu.Lock() // after t is set: after holds the lock until then
-		_, live := r.timers[t]
-		delete(r.timers, t)
-		r.mu.Unlock()
-		if live {
-			handBack()
-		}
-	})
-	r.timers[t] = struct{}{}
-	return true
-}
-
-// close stops the timers; the link's end hands their deliveries back.
-func (r *delayedReleases) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	for t := range r.timers {
-		t.Stop()
-	}
-	r.timers = nil
 }
 
 func (d *delivery) Message() *mapping.Message { return d.m }
@@ -189,28 +138,11 @@ func (d *delivery) Release(ctx context.Context) error {
 }
 
 // Nack hands the message back: Modify(delivery-failed) where the broker
-// takes it, else Release. AMQP has no redelivery delay: the delivery is
-// kept unsettled for delay and handed back then (the link's end hands it
-// back sooner). Handed back at once, a message nothing takes came straight
-// back, thousands of times a second, with an error logged each time; at
-// the head of a RabbitMQ queue, it held back what queued behind it.
-func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
+// takes it, else Release. AMQP has no redelivery delay: delay is ignored.
+func (d *delivery) Nack(ctx context.Context, _ time.Duration) error {
 	if err, done := d.begin("nack", true); done {
 		return err
 	}
-	if delay > 0 && d.later != nil && d.later.after(delay, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), delayedSettleTimeout)
-		defer cancel()
-		// An error: the link is gone, and with it the delivery went back.
-		_ = d.handBack(ctx)
-	}) {
-		return nil
-	}
-	return d.handBack(ctx)
-}
-
-// handBack is Nack's settlement.
-func (d *delivery) handBack(ctx context.Context) error {
 	if !d.pol.useModify() {
 		return settleErr("release", d.st.ReleaseMessage(ctx, d.msg))
 	}

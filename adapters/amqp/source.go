@@ -58,7 +58,6 @@ type source struct {
 	undecodable  atomic.Int64 // messages handed over as undecodable (driver.DecodeErrorer)
 	reconnects   atomic.Int64
 	peerSettled  atomic.Int64 // dispositions the broker sent on its own (OnDeliveryStateChanged)
-	later        delayedReleases
 }
 
 func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*source, error) {
@@ -145,7 +144,7 @@ func (s *source) deliver(l *rlink, msg *amqp.Message) driver.Delivery {
 		return s.undecodableDelivery(l, msg, raw, len(raw), err)
 	}
 	m.Source.Address = s.set.address
-	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, later: &s.later})
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent})
 }
 
 // track registers d with its link's peer settlements; nil when the broker
@@ -194,7 +193,7 @@ func (s *source) undecodableDelivery(l *rlink, msg *amqp.Message, raw []byte, si
 		args = append(args, "size", size)
 	}
 	s.log.Warn("amqp source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)", args...)
-	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, decodeErr: cause, later: &s.later})
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, decodeErr: cause})
 }
 
 // current returns the live link, connecting with backoff while ctx lasts.
@@ -509,7 +508,6 @@ func (s *source) Close(ctx context.Context) error {
 	l := s.cur
 	s.cur = nil
 	s.mu.Unlock()
-	s.later.close()
 	if l != nil {
 		s.shutdown(ctx, l)
 	}
