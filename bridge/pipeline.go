@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -36,6 +38,12 @@ type Pipeline struct {
 	opt  Options
 	log  *slog.Logger
 	met  *pipelineMetrics
+	// nackLog paces the error logged for each message handed back with no
+	// dead_letter: one that nothing takes and whose broker has no
+	// redelivery delay (AMQP) came back thousands of times a second, a
+	// line each time. unlogged counts the lines left out.
+	nackLog  rate.Sometimes
+	unlogged atomic.Int64
 
 	started atomic.Bool
 
@@ -108,6 +116,7 @@ func New(cfg Config) (*Pipeline, error) {
 		met:     met.forPipeline(cfg.Name, cfg.SourceKind, cfg.SinkKind),
 		ackWake: make(chan struct{}, 1),
 		groups:  map[string]*group{},
+		nackLog: rate.Sometimes{Interval: time.Second},
 	}, nil
 }
 

@@ -489,7 +489,11 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 		p.done(it)
 
 	default:
-		log.Error("message cannot be delivered and no dead_letter is configured; nacking it for redelivery (the broker's redrive policy applies)")
+		p.unlogged.Add(1)
+		p.nackLog.Do(func() {
+			log.Error("message cannot be delivered and no dead_letter is configured; nacking it for redelivery (the broker's redrive policy applies)",
+				"like_it_since_the_last_line", p.unlogged.Swap(0)-1)
+		})
 		p.undeliverable(it, reason, cause)
 		p.nackGroup(it)
 	}
