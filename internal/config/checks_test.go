@@ -58,6 +58,28 @@ func TestLenientChecksTheRestOfABlock(t *testing.T) {
     connection_string = env("QB_LENIENT_NOT_SET")
     queue             = "q"
   }`, ""},
+		// Not strings: left out, and no check that their value may decide
+		// is reported (these were refused, though right).
+		{"embedded port unset", `source "nats" {
+    embedded  = true
+    store_dir = "/tmp/qb-lenient"
+    port      = env("QB_LENIENT_NOT_SET")
+    subject   = "in"
+  }`, ""},
+		{"max_deliver unset", `source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "in"
+    jetstream {
+      stream      = "S"
+      durable     = "d"
+      max_deliver = env("QB_LENIENT_NOT_SET")
+    }
+  }`, ""},
+		{"embedded from a comparison", `source "nats" {
+    embedded  = env("QB_LENIENT_NOT_SET") == "1"
+    store_dir = "/tmp/qb-lenient"
+    subject   = "in"
+  }`, ""},
 		{"amqp url unset, the rest right", `source "amqp" {
     url     = env("QB_LENIENT_NOT_SET")
     address = "/queue/q"

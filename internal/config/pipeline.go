@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -247,10 +249,17 @@ func decodeKnown(e *eval, role string, b *adapterBlock, decode func(hcl.Body, *h
 	if !ok {
 		return
 	}
-	unknown := map[string]int{} // path: index into standIns, or -1 (not a string: left out)
-	unknownValues(sb, e.ctx, "", unknown)
+	unknown := map[string]int{}      // path: index into standIns, or -1 (left out)
+	ranges := map[string]hcl.Range{} // path: the value's range
+	unknownValues(sb, e.ctx, "", unknown, ranges)
 	for {
 		_, diags, err := decode(standIn(sb, "", unknown), e.ctx, opt)
+		if path, ok := aboutUnknown(diags, ranges); ok && unknown[path] >= 0 {
+			// A stand-in string where the field is of another type (a
+			// number, a bool from env()): left out instead.
+			unknown[path] = -1
+			continue
+		}
 		for _, d := range diags {
 			if d.Severity == hcl.DiagError && d.Summary == "Missing required argument" && mentionsAny(d.Detail, unknown) {
 				continue
@@ -258,6 +267,12 @@ func decodeKnown(e *eval, role string, b *adapterBlock, decode func(hcl.Body, *h
 			e.diags = append(e.diags, d)
 		}
 		if diags.HasErrors() || err == nil {
+			return
+		}
+		if slices.Contains(slices.Collect(maps.Values(unknown)), -1) {
+			// A value left out takes its default, which may be what the
+			// error is about, though on a field of its own (embedded
+			// false, and store_dir "only valid with embedded = true").
 			return
 		}
 		path, found := adaptercfg.PathOf(err)
@@ -269,11 +284,27 @@ func decodeKnown(e *eval, role string, b *adapterBlock, decode func(hcl.Body, *h
 			e.diags = append(e.diags, invalidAdapter(role, b, err))
 			return
 		}
-		if i < 0 || i+1 == len(standIns) {
+		if i+1 == len(standIns) {
 			return // no stand-in passes: the block's other checks are not run
 		}
 		unknown[fieldOf(path)] = i + 1
 	}
+}
+
+// aboutUnknown finds an error in diags at the value of an unknown
+// attribute, and returns its path.
+func aboutUnknown(diags hcl.Diagnostics, ranges map[string]hcl.Range) (string, bool) {
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError || d.Subject == nil {
+			continue
+		}
+		for path, r := range ranges {
+			if d.Subject.Filename == r.Filename && d.Subject.Overlaps(r) {
+				return path, true
+			}
+		}
+	}
+	return "", false
 }
 
 // invalidAdapter is the diagnostic for an adapter block its Validate
@@ -301,18 +332,19 @@ var standIns = []string{
 
 // unknownValues records the paths ("url", "jetstream.durable") of body's
 // attributes whose value is not known, in nested blocks too: 0 for a
-// string, -1 for any other type.
-func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, unknown map[string]int) {
+// string, -1 for any other type; and their values' ranges.
+func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, unknown map[string]int, ranges map[string]hcl.Range) {
 	for name, a := range body.Attributes {
 		if v, _ := a.Expr.Value(ctx); !v.IsWhollyKnown() {
 			unknown[prefix+name] = -1
 			if v.Type() == cty.String {
 				unknown[prefix+name] = 0
 			}
+			ranges[prefix+name] = a.Expr.Range()
 		}
 	}
 	for _, blk := range body.Blocks {
-		unknownValues(blk.Body, ctx, prefix+blk.Type+".", unknown)
+		unknownValues(blk.Body, ctx, prefix+blk.Type+".", unknown, ranges)
 	}
 }
 
