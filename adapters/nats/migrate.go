@@ -105,16 +105,16 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	// The stream drops a Nats-Msg-Id it stored within its duplicate
 	// window; the sink sends the message's dedup key as one.
 	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0}
-	b.Limits, b.KeepsAtMost = streamLimits(info.Config)
+	b.Limits, b.KeepsAtMost, b.KeepsNone = streamLimits(info.Config, info.State.Consumers)
 	return b, nil
 }
 
 // streamLimits describes what makes a stream drop stored messages while
 // it accepts every publish: its limits under discard old (the default),
-// and a retention that keeps a message only while a consumer wants it.
-// Under discard new a full stream refuses the publish, which the engine
-// sees.
-func streamLimits(c jetstream.StreamConfig) (limits string, keepsAtMost int64) {
+// and interest retention, which keeps a message only for the consumers
+// there are (with none, nothing). Under discard new a full stream refuses
+// the publish, which the engine sees.
+func streamLimits(c jetstream.StreamConfig, consumers int) (limits string, keepsAtMost int64, keepsNone bool) {
 	var parts []string
 	if c.Discard == jetstream.DiscardOld {
 		if c.MaxMsgs > 0 {
@@ -134,13 +134,11 @@ func streamLimits(c jetstream.StreamConfig) (limits string, keepsAtMost int64) {
 	if len(parts) > 0 && c.Discard == jetstream.DiscardOld {
 		parts = append(parts, "discard old")
 	}
-	switch c.Retention {
-	case jetstream.InterestPolicy:
-		parts = append(parts, "interest retention (a message is kept only for the consumers there are)")
-	case jetstream.WorkQueuePolicy:
-		parts = append(parts, "work-queue retention (a consumer's ack removes it)")
+	if c.Retention == jetstream.InterestPolicy && consumers == 0 {
+		parts = append(parts, "interest retention with no consumer (a message is kept only for the consumers there are)")
+		keepsNone = true
 	}
-	return strings.Join(parts, ", "), keepsAtMost
+	return strings.Join(parts, ", "), keepsAtMost, keepsNone
 }
 
 // sinkStreamMissing marks wrapped as permanent when err says that no

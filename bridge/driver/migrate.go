@@ -39,10 +39,13 @@ type Backlog struct {
 	// Limits describes, for a sink, the limits by which the counted entity
 	// drops what it holds without refusing a write (a JetStream stream
 	// with discard old: "max_msgs 100, discard old"), and KeepsAtMost is
-	// its limit on the number of messages (0: none): a move into it loses
-	// what goes past them.
+	// its limit on the number of messages (0: none): what goes past it
+	// pushes out the oldest.
 	Limits      string `json:"-"`
 	KeepsAtMost int64  `json:"-"`
+	// KeepsNone says that it keeps nothing written to it (a JetStream
+	// stream with interest retention and no consumer).
+	KeepsNone bool `json:"-"`
 	// Entity names the counted entity as the broker knows it (SQS
 	// QueueArn), or is empty: a source and a sink configured in different
 	// words but naming one entity have the same Entity.

@@ -148,15 +148,22 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		return fail(fmt.Errorf("the sink writes into the source: both are %s; its messages would circulate without end and the source would never drain", src.Entity))
 	}
 
-	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil && snk.KeepsAtMost > 0 &&
-		snk.Pending()+src.Pending() > snk.KeepsAtMost {
-		// It would take every write and drop the oldest: a move then
-		// emptied the source and lost the difference, "complete".
-		return fail(driver.Permanent(fmt.Errorf("the sink keeps at most %d messages (%s): the %d at the source and the %d it holds would not fit, and it would drop %d of them without refusing a write; raise its limits, or migrate into another stream",
-			snk.KeepsAtMost, snk.Limits, src.Pending(), snk.Pending(), snk.Pending()+src.Pending()-snk.KeepsAtMost)))
-	}
-	if snk := rep.SinkBefore; snk != nil && snk.Limits != "" {
-		j.log.Warn("the sink drops what it holds beyond its limits without refusing a write; check that they keep what this migration writes", "limits", snk.Limits)
+	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil {
+		// The sink takes every write and drops what goes past its limits:
+		// a move then emptied the source, lost the difference and said
+		// complete.
+		switch over := src.Pending() - snk.KeepsAtMost; {
+		case snk.KeepsNone:
+			return fail(driver.Permanent(fmt.Errorf("the sink keeps nothing written to it (%s): every message moved would be lost; add a consumer to it, or migrate into another stream", snk.Limits)))
+		case snk.KeepsAtMost > 0 && over > 0:
+			return fail(driver.Permanent(fmt.Errorf("the sink keeps at most %d messages (%s): of the %d at the source it would drop %d, without refusing a write; raise its limits, or migrate into another stream",
+				snk.KeepsAtMost, snk.Limits, src.Pending(), over)))
+		case snk.KeepsAtMost > 0 && snk.Pending()+src.Pending() > snk.KeepsAtMost:
+			j.log.Warn("the sink keeps at most so many messages: what this migration writes pushes out the oldest it holds",
+				"limits", snk.Limits, "pushed_out", snk.Pending()+src.Pending()-snk.KeepsAtMost)
+		case snk.Limits != "":
+			j.log.Warn("the sink drops what it holds beyond its limits without refusing a write; check that they keep what this migration writes", "limits", snk.Limits)
+		}
 	}
 	if tr.hold {
 		tr.sample = opt.Sample

@@ -214,6 +214,9 @@ type memSinkConfig struct {
 	// KeepsAtMost makes the sink's count say that it keeps at most that
 	// many (a JetStream stream's max_msgs under discard old).
 	KeepsAtMost int64 `hcl:"keeps_at_most,optional"`
+	// KeepsNone makes it say that it keeps nothing (interest retention
+	// with no consumer).
+	KeepsNone bool `hcl:"keeps_none,optional"`
 
 	opt mapping.Options
 }
@@ -267,6 +270,9 @@ func init() {
 			b.Deduplicates = c.Dedup
 			if c.KeepsAtMost > 0 {
 				b.KeepsAtMost, b.Limits = c.KeepsAtMost, fmt.Sprintf("max_msgs %d, discard old", c.KeepsAtMost)
+			}
+			if c.KeepsNone {
+				b.KeepsNone, b.Limits = true, "interest retention with no consumer"
 			}
 			return b, nil
 		},

@@ -310,8 +310,8 @@ func TestIncrementalCopyWithReusedIDsIsNotVerified(t *testing.T) {
 
 // A sink that drops what goes past its limits without refusing a write (a
 // JetStream stream with max_msgs under discard old) is refused before the
-// move when the source would not fit: the move emptied the source, lost
-// the difference and said complete, exit 0. What fits goes.
+// move when what the move writes would not fit: the move emptied the
+// source, lost the difference and said complete, exit 0. What fits goes.
 func TestMoveIntoASinkThatWouldDropFails(t *testing.T) {
 	for _, tc := range []struct {
 		mode            Mode
@@ -319,9 +319,11 @@ func TestMoveIntoASinkThatWouldDropFails(t *testing.T) {
 		fails           bool
 	}{
 		{ModeMove, 100, 0, 300, true},
-		{ModeMove, 100, 90, 20, true},
 		{ModeDryRun, 100, 0, 300, true},
 		{ModeMove, 100, 50, 50, false},
+		// What goes past pushes out the stream's own oldest (its rolling
+		// window), not what the move writes: a warning.
+		{ModeMove, 100, 90, 20, false},
 	} {
 		t.Run(fmt.Sprintf("%s %d+%d into %d", tc.mode, tc.have, tc.in, tc.keeps), func(t *testing.T) {
 			b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, fmt.Sprintf("keeps_at_most = %d", tc.keeps), 1))
@@ -339,6 +341,17 @@ func TestMoveIntoASinkThatWouldDropFails(t *testing.T) {
 				t.Errorf("%s, written %d: %s", rep.Outcome, j.Written, j.Reason)
 			}
 		})
+	}
+}
+
+// A sink that keeps nothing written to it (a JetStream stream with
+// interest retention and no consumer) is refused before anything moves.
+func TestMoveIntoASinkThatKeepsNothingFails(t *testing.T) {
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "keeps_none = true", 1))
+	b.put("in", msgs(3, 0)...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if j := rep.Jobs[0]; rep.Outcome != OutcomeFailed || !strings.Contains(j.Reason, "keeps nothing") || j.Read != 0 {
+		t.Errorf("%s, read %d: %s", rep.Outcome, j.Read, j.Reason)
 	}
 }
 
