@@ -142,7 +142,7 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 		if len(rest) == 0 {
 			break
 		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" && !takesValue(fs, args[:n-1]) {
 			positional = append(positional, rest...)
 			break
 		}
@@ -150,6 +150,26 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 		args = rest[1:]
 	}
 	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// takesValue reports whether the last of before is a flag that takes the
+// argument after it as its value ("-subject --": the "--" is the subject,
+// not the end of the flags).
+func takesValue(fs *flag.FlagSet, before []string) bool {
+	if len(before) == 0 {
+		return false
+	}
+	a := before[len(before)-1]
+	name, ok := strings.CutPrefix(a, "-")
+	if !ok || strings.Contains(a, "=") {
+		return false
+	}
+	f := fs.Lookup(strings.TrimPrefix(name, "-"))
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
 
 // parseExit is the exit code after fs.Parse failed: 0 when the user asked

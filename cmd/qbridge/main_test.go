@@ -78,10 +78,13 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"a.hcl", "-strict", "b.hcl"}, true, []string{"a.hcl", "b.hcl"}},
 		{[]string{"a.hcl", "--", "-strict"}, false, []string{"a.hcl", "-strict"}},
 		{[]string{"-", "-strict"}, true, []string{"-"}},
+		// "--" as a flag's value is not the end of the flags.
+		{[]string{"-name", "--", "a.hcl", "-strict"}, true, []string{"a.hcl"}},
 		{nil, false, nil},
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		strict := fs.Bool("strict", false, "")
+		fs.String("name", "", "")
 		if err := parseArgs(fs, tc.args); err != nil {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
