@@ -147,7 +147,7 @@ Flags:
 		}
 	}
 	if *stateFile != "" {
-		if err := migrate.CheckWritable(*stateFile); err != nil {
+		if err := migrate.CheckStateFile(*stateFile); err != nil {
 			return usageErr("-state: %v (the checkpoints could not be saved, and the next run would copy everything again)", err)
 		}
 	}

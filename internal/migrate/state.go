@@ -64,8 +64,8 @@ func openState(path string) (*stateFile, error) {
 	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}, sources: map[string]string{}, filters: map[string]string{}}
 	// Found out before anything is copied: a checkpoint that cannot be
 	// saved makes the next run copy everything again.
-	if err := CheckWritable(path); err != nil {
-		return nil, fmt.Errorf("state file: %w", err)
+	if err := CheckStateFile(path); err != nil {
+		return nil, err
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -202,6 +202,22 @@ func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
 		return err
 	}
 	s.dirty = false
+	return nil
+}
+
+// CheckStateFile reports whether path can hold the checkpoints: a regular
+// file (a pipe or a device would be replaced by the atomic write, as
+// -report /dev/stdout once was) that can be written.
+func CheckStateFile(path string) error {
+	if path == "-" {
+		return errors.New("state file: - is not a file (the checkpoints are read back by the next run)")
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		return fmt.Errorf("state file: %s is not a regular file", path)
+	}
+	if err := CheckWritable(path); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
 	return nil
 }
 
