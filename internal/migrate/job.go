@@ -979,7 +979,9 @@ func (w *watch) recount(ctx context.Context, now time.Time, done int64) {
 		return
 	}
 	w.lastRecount = now
-	cctx, cancel := context.WithTimeout(ctx, w.j.countTimeout(false))
+	// Short: the watch waits for it, and a slow count only costs the
+	// total's refresh.
+	cctx, cancel := context.WithTimeout(ctx, quickCount)
 	b, err := w.j.pipe.CountSource(cctx, w.j.log)
 	cancel()
 	if err != nil {
