@@ -175,7 +175,10 @@ func withoutEnvelope(am *azservicebus.AMQPAnnotatedMessage) *mapping.Message {
 	if err != nil {
 		return nil
 	}
-	text, _ := env.(string)
+	text, ok := env.(string)
+	if !ok {
+		text = fmt.Sprint(env) // not even a string: its value, for whoever inspects it
+	}
 	m.SetAttr(mapping.RefusedEnvelopeAttr, mapping.String(text))
 	return m
 }

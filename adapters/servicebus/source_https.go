@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/backoff"
-	"github.com/qbridge/qbridge/internal/ctxwait"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sbmap"
 	"github.com/qbridge/qbridge/mapping/sbrest"
@@ -182,7 +183,11 @@ func restWithoutEnvelope(h http.Header, body []byte) *mapping.Message {
 	if err != nil {
 		return nil
 	}
-	m.SetAttr(mapping.RefusedEnvelopeAttr, mapping.String(env[0]))
+	text := env[0]
+	if u, err := strconv.Unquote(text); err == nil {
+		text = u // a string property's header is JSON-quoted
+	}
+	m.SetAttr(mapping.RefusedEnvelopeAttr, mapping.String(text))
 	return m
 }
 
