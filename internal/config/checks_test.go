@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/hcl/v2"
 )
 
 // validate without -strict: an unset variable hides only the checks that
@@ -179,5 +181,19 @@ func TestEmbeddedServerSettingsAgree(t *testing.T) {
 	_, diags := NewLoader().LoadBytes("t.hcl", []byte(two))
 	if got := diagList(diags); strings.Count(got, "Conflicting embedded server settings") != 1 {
 		t.Errorf("want one conflict, pipeline b's source:\n%s", got)
+	}
+}
+
+func TestPositionsInDetail(t *testing.T) {
+	for in, want := range map[string]string{
+		"Another was defined at a.hcl:1,3-16.":       "Another was defined at a.hcl:1:3.",
+		"Another was defined at dir/a.hcl:1,3-2,5.":  "Another was defined at dir/a.hcl:1:3.",
+		"no position here, 1,2-3 is not one either.": "no position here, 1,2-3 is not one either.",
+	} {
+		d := &hcl.Diagnostic{Detail: in}
+		positionsInDetail(hcl.Diagnostics{d})
+		if d.Detail != want {
+			t.Errorf("%q → %q, want %q", in, d.Detail, want)
+		}
 	}
 }

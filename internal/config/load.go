@@ -220,9 +220,10 @@ func position(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
 }
 
-// hclRangeText is hcl.Range's String of a range on one line, which gohcl
-// writes into the details of its diagnostics.
-var hclRangeText = regexp.MustCompile(`([^\s]+):(\d+),(\d+)-\d+\b`)
+// hclRangeText is hcl.Range's String, which gohcl writes into the details
+// of its diagnostics: file:line,col-col on one line, file:line,col-line,col
+// over several.
+var hclRangeText = regexp.MustCompile(`([^\s]+):(\d+),(\d+)-(?:\d+,)?\d+\b`)
 
 // positionsInDetail rewrites the positions in gohcl's details ("Another
 // was defined at a.hcl:3,3-16") as file:line:column.
