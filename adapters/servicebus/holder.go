@@ -2,10 +2,11 @@ package servicebus
 
 import (
 	"context"
-	"github.com/qbridge/qbridge/internal/ctxwait"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/ctxwait"
 )
 
 // settleTimeout bounds a settlement or renewal the adapter makes on its own.

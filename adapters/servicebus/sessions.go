@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/backoff"
-	"github.com/qbridge/qbridge/internal/ctxwait"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +11,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 )
 
 // sessionSource consumes a session-enabled queue or subscription: up to

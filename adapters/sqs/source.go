@@ -5,7 +5,6 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/ctxwait"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/ctxwait"
 )
 
 const (
