@@ -215,15 +215,16 @@ func parseKind(k Kind, text string) (Value, bool) {
 	var v Value
 	switch k {
 	case KindBool:
-		switch text {
-		case "true":
+		// Any case: .NET writes True and False. Only true and false
+		// render back exactly (parseExact).
+		switch {
+		case strings.EqualFold(text, "true"):
 			v = Bool(true)
-		case "false":
+		case strings.EqualFold(text, "false"):
 			v = Bool(false)
 		default:
 			return v, false
 		}
-		return v, true
 	case KindInt8, KindInt16, KindInt32, KindInt64:
 		n, err := strconv.ParseInt(text, 10, intBits(k))
 		if err != nil {

@@ -265,6 +265,7 @@ func TestCheckText(t *testing.T) {
 		{"Number.decimal128", "12345678901234567890123456789012345678", true},
 		{"String.bool", "true", true},
 		{"String.bool", "maybe", false},
+		{"String.bool", "True", true}, // .NET's; travels as the text it is
 		{"String.uuid", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", true},
 		{"String.uuid", "not-a-uuid", false},
 		{"Binary", "aGk=", true},
@@ -274,5 +275,17 @@ func TestCheckText(t *testing.T) {
 		if err := CheckText(tc.dataType, tc.text); (err == nil) != tc.ok {
 			t.Errorf("CheckText(%q, %q) = %v, want ok=%v", tc.dataType, tc.text, err, tc.ok)
 		}
+	}
+}
+
+// "True" is a bool to CheckText, but not an exact one: ParseValue keeps it
+// as the text it is, as before.
+func TestParseValueKeepsACapitalisedBoolAsText(t *testing.T) {
+	v, err := ParseValue("String.bool", "True")
+	if err != nil || v.Kind != KindString || v.Str() != "True" {
+		t.Errorf("%v %v, want the string True", v, err)
+	}
+	if v, _ := ParseValue("String.bool", "true"); v.Kind != KindBool {
+		t.Errorf("true: %v, want the bool", v)
 	}
 }
