@@ -208,6 +208,9 @@ Flags:
 	// out takes the summary and the bars; with -report -, standard output
 	// is the report's alone.
 	out, outName := std.Out, "standard output"
+	if *reportPath != "-" && isStdout(std.Out, *reportPath) {
+		*reportPath = "-" // -report /dev/stdout: the report, alone
+	}
 	if *reportPath == "-" {
 		out, outName = std.Err, "standard error"
 	}
@@ -414,9 +417,23 @@ func confirm(ctx context.Context, std stdio, pipes []*config.Pipeline, mode migr
 	return migrate.ExitUsage, false
 }
 
+// isStdout reports whether path names the file standard output writes to
+// (/dev/stdout, /proc/self/fd/1, or the file it was sent to).
+func isStdout(stdout io.Writer, path string) bool {
+	f, ok := stdout.(*os.File)
+	if !ok || path == "" {
+		return false
+	}
+	fo, errO := f.Stat()
+	fp, errP := os.Stat(path)
+	return errO == nil && errP == nil && os.SameFile(fo, fp)
+}
+
 // sameFile reports whether two paths name one file: the same path once
 // cleaned and made absolute, or the same existing file.
 func sameFile(a, b string) bool {
+	a, _ = migrate.ResolveLinks(a) // a link to a file not written yet
+	b, _ = migrate.ResolveLinks(b)
 	aa, errA := filepath.Abs(a)
 	bb, errB := filepath.Abs(b)
 	if errA == nil && errB == nil && aa == bb {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -213,5 +214,21 @@ pipeline "a" {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
 		t.Error(`a file named "-" was written`)
+	}
+}
+
+// -report /dev/stdout is -report -: the report alone on standard output
+// (the summary went there first, and jq read it).
+func TestIsStdout(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !isStdout(f, fmt.Sprintf("/proc/self/fd/%d", f.Fd())) || !isStdout(f, f.Name()) {
+		t.Error("the file standard output writes to is not recognised")
+	}
+	if isStdout(f, filepath.Join(t.TempDir(), "other")) || isStdout(&bytes.Buffer{}, f.Name()) {
+		t.Error("another file taken for standard output")
 	}
 }

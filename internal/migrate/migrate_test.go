@@ -1215,3 +1215,47 @@ func TestCopyWhoseCheckpointCannotBeSavedFails(t *testing.T) {
 		t.Errorf("with no directory for the state file: %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
 	}
 }
+
+// A report through a symbolic link replaces the file the link names, and
+// the link stays (the rename replaced the link: -report /dev/stdout, with
+// standard output sent to a file, made /dev/stdout a regular file). One
+// through a descriptor (/proc/self/fd/N, as /dev/stdout is) is appended
+// to the file behind it, after what was written there.
+func TestReportThroughLinks(t *testing.T) {
+	dir := t.TempDir()
+	rep := &Report{Outcome: OutcomeComplete}
+
+	target, link := filepath.Join(dir, "report.json"), filepath.Join(dir, "link.json")
+	if err := os.Symlink("report.json", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteFile(link); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi, err)
+	}
+	if b, err := os.ReadFile(target); err != nil || !strings.Contains(string(b), `"outcome"`) {
+		t.Errorf("the link's file: %q %v", b, err)
+	}
+
+	out, err := os.Create(filepath.Join(dir, "stdout.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	fmt.Fprintln(out, "summary first")
+	fd := fmt.Sprintf("/proc/self/fd/%d", out.Fd())
+	if err := rep.WriteFile(fd); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(fd); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("%s was replaced: %v %v", fd, fi, err)
+	}
+	if b, _ := os.ReadFile(out.Name()); !strings.HasPrefix(string(b), "summary first\n{") {
+		t.Errorf("the file behind the descriptor: %q", b)
+	}
+	if err := CheckStateFile(fd); err == nil {
+		t.Error("a descriptor taken for a state file")
+	}
+}

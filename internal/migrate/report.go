@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -300,18 +301,49 @@ func (r *Report) WriteFile(path string) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	target, stream := ResolveLinks(path)
+	fi, statErr := os.Stat(path)
+	if stream || statErr == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		// Appended: /dev/stdout sent to a file holds what was written
+		// to it before.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
+			return writeErr(path, err)
 		}
 		_, werr := f.Write(b)
 		if err := firstErr(werr, f.Close()); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
+			return writeErr(path, err)
 		}
 		return nil
 	}
-	return writeAtomic(path, b)
+	return writeAtomic(target, b)
+}
+
+// ResolveLinks follows the symbolic links at path to the file they name,
+// which need not exist yet: an atomic write replaces that file, where it
+// replaced the link (-report /dev/stdout with standard output sent to a
+// file made /dev/stdout a regular file). stream says the chain goes
+// through /proc (/dev/stdout, /proc/self/fd/N): a descriptor, written in
+// place.
+func ResolveLinks(path string) (target string, stream bool) {
+	for range 40 { // as the kernel's limit on links followed
+		if strings.HasPrefix(filepath.Clean(path), "/proc/") {
+			return path, true
+		}
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return path, false
+		}
+		to, err := os.Readlink(path)
+		if err != nil {
+			return path, false
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(path), to)
+		}
+		path = to
+	}
+	return path, false
 }
 
 // WriteJSON writes the report as indented JSON to w (-report -).
@@ -337,20 +369,30 @@ func (r *Report) json() ([]byte, error) {
 func writeAtomic(path string, b []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return writeErr(path, err)
 	}
 	_, werr := tmp.Write(b)
 	serr := tmp.Sync()
 	cerr := tmp.Close()
 	if err := firstErr(werr, serr, cerr); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
+		return writeErr(path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
+		return writeErr(path, err)
 	}
 	return nil
+}
+
+// writeErr says that writing path failed, with the cause alone: the
+// *os.PathError's own path is a temporary file's, or path again.
+func writeErr(path string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("write %s: %w", path, err)
 }
 
 func firstErr(errs ...error) error {

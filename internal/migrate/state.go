@@ -198,7 +198,8 @@ func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(s.path, append(b, '\n')); err != nil {
+	target, _ := ResolveLinks(s.path) // a link to the state file stays one
+	if err := writeAtomic(target, append(b, '\n')); err != nil {
 		return err
 	}
 	s.dirty = false
@@ -215,6 +216,9 @@ func CheckStateFile(path string) error {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
 		return fmt.Errorf("state file: %s is not a regular file", path)
 	}
+	if _, stream := ResolveLinks(path); stream {
+		return fmt.Errorf("state file: %s is a file descriptor, not a file of its own", path)
+	}
 	if err := CheckWritable(path); err != nil {
 		return fmt.Errorf("state file: %w", err)
 	}
@@ -230,7 +234,11 @@ func CheckWritable(path string) error {
 	} else if err == nil && !fi.Mode().IsRegular() {
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check.*")
+	target, stream := ResolveLinks(path)
+	if stream {
+		return nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".check.*")
 	if err != nil {
 		// Name the file asked for, not the probe's temporary name.
 		var pe *os.PathError
