@@ -200,10 +200,7 @@ func (s *jsSource) checkBound(have, want jetstream.ConsumerConfig) error {
 	hf, wf := filters(have), filters(want)
 	if len(wf) > 0 && !slices.Equal(hf, wf) {
 		if s.set.js.noCreate {
-			// A migration would move what the configuration does not
-			// name, or leave what it does, and say complete.
-			return driver.Permanent(fmt.Errorf("nats: the existing consumer %q filters %v, and the configuration asks for %v: a migration through it would move other messages than those it names; delete the consumer, name another durable, or set filter_subjects to %v",
-				want.Durable, hf, wf, hf))
+			return filterMismatch(want.Durable, hf, wf)
 		}
 		diff = append(diff, fmt.Sprintf("filter_subjects %v (config %v)", hf, wf))
 	}
@@ -222,9 +219,22 @@ func filters(c jetstream.ConsumerConfig) []string {
 	if c.FilterSubject != "" {
 		return []string{c.FilterSubject}
 	}
-	f := slices.Clone(c.FilterSubjects)
+	return sortedFilters(c.FilterSubjects)
+}
+
+func sortedFilters(f []string) []string {
+	f = slices.Clone(f)
 	slices.Sort(f)
 	return f
+}
+
+// filterMismatch refuses, for a migration, a durable whose filter subjects
+// are not the configuration's: a migration through it would move, copy or
+// count other messages than those the configuration names, and say
+// complete.
+func filterMismatch(durable string, have, want []string) error {
+	return driver.Permanent(fmt.Errorf("nats: the existing consumer %q filters %v, and the configuration asks for %v: a migration through it would move other messages than those it names; delete the consumer, name another durable, or set filter_subjects to %v",
+		durable, have, want, have))
 }
 
 // ensureStream returns the stream, creating it when allowed.

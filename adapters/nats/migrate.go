@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,7 +253,7 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 		c.close()
 		return nil, fmt.Errorf("nats: stream %s info: %w", j.stream, err)
 	}
-	filters := j.filterSubjects
+	subjects := j.filterSubjects
 	// A durable that exists decides what the pipeline reads: browse the
 	// same, from where it stands. Everything up to its ack floor is
 	// acknowledged (gone to the sink of an earlier run): a dry run that
@@ -260,8 +261,14 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 	// from its own checkpoint (after > 0) keeps that.
 	if dc, err := js.Consumer(ctx, j.stream, j.durable); err == nil {
 		if ci, err := dc.Info(ctx); err == nil {
-			if f := filters0(ci.Config); len(f) > 0 {
-				filters = f
+			if f := filters(ci.Config); len(f) > 0 {
+				if want := sortedFilters(j.filterSubjects); len(want) > 0 && !slices.Equal(f, want) {
+					// As the move refuses it: the dry run said what
+					// the durable's filter gives, a copy copied it.
+					c.close()
+					return nil, filterMismatch(j.durable, f, want)
+				}
+				subjects = f
 			}
 			if after == 0 && ci.AckFloor.Stream > 0 {
 				after = ci.AckFloor.Stream
@@ -269,7 +276,7 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 			}
 		}
 	}
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
@@ -285,16 +292,6 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 	s.drained = s.end <= after
 	log.Info("nats jetstream browsing", "stream", j.stream, "after", after, "last_seq", s.end, "filter_subjects", filters)
 	return s, nil
-}
-
-func filters0(c jetstream.ConsumerConfig) []string {
-	if len(c.FilterSubjects) > 0 {
-		return c.FilterSubjects
-	}
-	if c.FilterSubject != "" {
-		return []string{c.FilterSubject}
-	}
-	return nil
 }
 
 func (s *browseSource) Receive(ctx context.Context, max int) ([]driver.Delivery, error) {

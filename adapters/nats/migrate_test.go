@@ -316,3 +316,42 @@ func TestMigrateRefusedCredentials(t *testing.T) {
 		t.Fatalf("count with the right password: %v; want stream not found", err)
 	}
 }
+
+// A migration refuses an existing durable whose filter is not the
+// configuration's, in all its modes: the move did, but a dry run said what
+// the durable's filter gives, and a copy copied it.
+func TestMigrateRefusesADurableWithAnotherFilter(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	f.publish(t, "orders.eu.1", "eu")
+	f.publish(t, "orders.us.1", "us")
+	wide := f.sourceConfig()
+	js := *wide.JetStream
+	js.FilterSubjects = []string{"orders.>"}
+	wide.JetStream = &js
+	src, _ := mustSource(t, wide) // the daemon creates the durable on orders.>
+	if err := src.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.sourceConfig() // orders.eu.>
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := NewSource(ctx, ForMigration(cfg), nil); !driver.IsPermanent(err) || !strings.Contains(err.Error(), "[orders.>]") {
+		t.Errorf("move: %v; want the durable refused", err)
+	}
+	bcfg, err := Browse(ForMigration(cfg), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := NewSource(ctx, bcfg, nil); err == nil {
+		_ = s.Close(context.Background())
+		t.Error("browse (dry run, copy): opened through the durable's other filter")
+	} else if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "[orders.>]") {
+		t.Errorf("browse: %v; want the durable refused", err)
+	}
+	// The daemon binds to it as it is.
+	if s, err := NewSource(ctx, cfg, nil); err != nil {
+		t.Errorf("daemon: %v", err)
+	} else {
+		_ = s.Close(context.Background())
+	}
+}
