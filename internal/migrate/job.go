@@ -271,12 +271,14 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if outcome == OutcomeInterrupted && !tr.hold {
 		// The drain can take up to shutdown_timeout, with the sink
 		// stalled: say what happens, and keep the figures moving (the
-		// bar stood still, and nothing was said until the end).
+		// bar stood still, and nothing was said until the end). The
+		// engine's count of what is in flight leaves out what it holds
+		// unstarted (it said 0 while it handed back 20).
 		msg := "interrupted: stopping; the messages in flight are finished or handed back to the source, for at most the pipeline's shutdown_timeout; interrupt again to quit at once (they then come back when their lock lapses)"
 		if browsing {
 			msg = "interrupted: stopping once the writes in flight are confirmed, for at most the pipeline's shutdown_timeout; interrupt again to quit at once"
 		}
-		j.log.Warn(msg, "pipeline", j.pipe.Name, "in_flight", p.Stats().InFlight, "shutdown_timeout", cfg.ShutdownTimeout)
+		j.log.Warn(msg, "shutdown_timeout", cfg.ShutdownTimeout) // the engine logs how many it hands back
 	}
 	stop()
 	runErr := w.drain(done, prog)
@@ -995,7 +997,7 @@ func (w *watch) recount(ctx context.Context, now time.Time, done int64) {
 }
 
 // totalRecountEvery paces recount (a variable for tests).
-var totalRecountEvery = 5 * time.Second
+var totalRecountEvery = time.Second
 
 // sayUnanswered logs once that an idle source's broker does not answer
 // its pings, so a job that waits for it says why.
