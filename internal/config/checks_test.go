@@ -77,6 +77,18 @@ func TestLenientChecksTheRestOfABlock(t *testing.T) {
       max_deliver = env("QB_LENIENT_NOT_SET")
     }
   }`, ""},
+		// A number or bool stood in for: the rest is still checked.
+		{"embedded port unset, subject wrong", `source "nats" {
+    embedded  = true
+    store_dir = "/tmp/qb-lenient"
+    port      = env("QB_LENIENT_NOT_SET")
+    subject   = "in a"
+  }`, "white space"},
+		{"embedded from a comparison, subject wrong", `source "nats" {
+    embedded  = env("QB_LENIENT_NOT_SET") == "1"
+    store_dir = "/tmp/qb-lenient"
+    subject   = "in a"
+  }`, "white space"}, // wrong both ways (embedded false: store_dir), so wrong
 		{"embedded from a comparison", `source "nats" {
     embedded  = env("QB_LENIENT_NOT_SET") == "1"
     store_dir = "/tmp/qb-lenient"

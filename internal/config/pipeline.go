@@ -3,8 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -240,71 +238,135 @@ func checkSharedServer(e *eval, b *adapterBlock, key, settings, described string
 // each value that is not known, and reports what is wrong with the rest.
 // An unknown string (most often a URL, a connection string or a password
 // from the environment) gets the first of standIns that its own checks
-// pass, so that the block's other checks run; any other unknown value is
-// left out. An error about a value stood in for is not reported: the real
-// value may be right. Nothing is returned: with stand-ins, the
-// configuration is not the one that will run.
+// pass, a number 1, a bool true and false in turn (an error must then
+// hold for both); an unknown of any other type is left out. A
+// configuration check the stand-ins cannot decide is not reported: an
+// error about a value stood in for (the real value may be right), or any
+// error while a value is left out (its default may be what the error is
+// about: embedded false, and store_dir "only valid with embedded = true").
+// Nothing is returned: with stand-ins, the configuration is not the one
+// that will run.
 func decodeKnown(e *eval, role string, b *adapterBlock, decode func(hcl.Body, *hcl.EvalContext, mapping.Options) (any, hcl.Diagnostics, error), opt mapping.Options) {
 	sb, ok := b.Body.(*hclsyntax.Body)
 	if !ok {
 		return
 	}
-	unknown := map[string]int{}      // path: index into standIns, or -1 (left out)
-	ranges := map[string]hcl.Range{} // path: the value's range
-	unknownValues(sb, e.ctx, "", unknown, ranges)
+	unknown := map[string]*unknownValue{}
+	unknownValues(sb, e.ctx, "", unknown)
+	var bools []*unknownValue
+	for _, u := range unknown {
+		if u.isBool {
+			bools = append(bools, u)
+		}
+	}
+	if len(bools) > 3 {
+		return // too many to try each way
+	}
+	var found error
+	for combo := range 1 << len(bools) {
+		for k, u := range bools {
+			u.i = combo >> k & 1
+		}
+		diags, err, decided := tryStandIns(decode, sb, e.ctx, opt, unknown)
+		if combo == 0 {
+			e.diags = append(e.diags, diags...)
+		}
+		if diags.HasErrors() || !decided || err == nil {
+			return // reported, or not for the stand-ins to say
+		}
+		if found == nil {
+			found = err
+		}
+	}
+	if found != nil {
+		e.diags = append(e.diags, invalidAdapter(role, b, found))
+	}
+}
+
+// unknownValue is an attribute whose value is not known, and what may
+// stand in for it.
+type unknownValue struct {
+	rng     hcl.Range
+	cands   []cty.Value // tried in turn
+	i       int         // the one in use; -1: left out
+	isBool  bool        // true and false: a check must hold for both
+	retyped bool        // its field turned out not to take a string
+}
+
+// tryStandIns decodes and validates with the stand-ins, moving an unknown
+// string to its next stand-in while Validate refuses it. It returns gohcl's
+// diagnostics (but those about the stand-ins), and an error of Validate
+// about a value that was known; decided is false when the stand-ins cannot
+// decide (a value left out, or no stand-in its checks pass).
+func tryStandIns(decode func(hcl.Body, *hcl.EvalContext, mapping.Options) (any, hcl.Diagnostics, error), sb *hclsyntax.Body, ctx *hcl.EvalContext, opt mapping.Options, unknown map[string]*unknownValue) (hcl.Diagnostics, error, bool) {
 	for {
-		_, diags, err := decode(standIn(sb, "", unknown), e.ctx, opt)
-		if path, ok := aboutUnknown(diags, ranges); ok && unknown[path] >= 0 {
-			// A stand-in string where the field is of another type (a
-			// number, a bool from env()): left out instead.
-			unknown[path] = -1
+		_, diags, err := decode(standIn(sb, "", unknown), ctx, opt)
+		if u, d := aboutUnknown(diags, unknown); u != nil {
+			// The field does not take a string (a number, a bool from
+			// env()): a stand-in of its type, or left out.
+			u.retype(d.Detail)
 			continue
 		}
+		var out hcl.Diagnostics
 		for _, d := range diags {
 			if d.Severity == hcl.DiagError && d.Summary == "Missing required argument" && mentionsAny(d.Detail, unknown) {
 				continue
 			}
-			e.diags = append(e.diags, d)
+			out = append(out, d)
 		}
-		if diags.HasErrors() || err == nil {
-			return
+		if out.HasErrors() || err == nil {
+			return out, nil, true
 		}
-		if slices.Contains(slices.Collect(maps.Values(unknown)), -1) {
-			// A value left out takes its default, which may be what the
-			// error is about, though on a field of its own (embedded
-			// false, and store_dir "only valid with embedded = true").
-			return
+		for _, u := range unknown {
+			if u.i < 0 {
+				return out, nil, false
+			}
 		}
 		path, found := adaptercfg.PathOf(err)
 		if !found {
-			return // about the block as a whole
+			return out, nil, false // about the block as a whole
 		}
-		i, isUnknown := unknown[fieldOf(path)]
-		if !isUnknown {
-			e.diags = append(e.diags, invalidAdapter(role, b, err))
-			return
+		u, isUnknown := unknown[fieldOf(path)]
+		switch {
+		case !isUnknown:
+			return out, err, true
+		case u.isBool || u.i+1 == len(u.cands):
+			return out, nil, false // no stand-in passes its checks
 		}
-		if i+1 == len(standIns) {
-			return // no stand-in passes: the block's other checks are not run
-		}
-		unknown[fieldOf(path)] = i + 1
+		u.i++
 	}
 }
 
-// aboutUnknown finds an error in diags at the value of an unknown
-// attribute, and returns its path.
-func aboutUnknown(diags hcl.Diagnostics, ranges map[string]hcl.Range) (string, bool) {
+// retype gives an unknown whose field refused a string (gohcl's detail
+// says what it wants) a stand-in of that type, once; else it is left out.
+func (u *unknownValue) retype(detail string) {
+	switch {
+	case u.retyped:
+		u.i = -1
+	case strings.Contains(detail, "number is required"):
+		u.cands, u.i = []cty.Value{cty.NumberIntVal(1)}, 0
+	case strings.Contains(detail, "bool is required"):
+		u.cands, u.i = []cty.Value{cty.True}, 0 // not tried both ways: found late
+	default:
+		u.i = -1
+	}
+	u.retyped = true
+}
+
+// aboutUnknown finds an error in diags at the value of an unknown that is
+// stood in for.
+func aboutUnknown(diags hcl.Diagnostics, unknown map[string]*unknownValue) (*unknownValue, *hcl.Diagnostic) {
 	for _, d := range diags {
 		if d.Severity != hcl.DiagError || d.Subject == nil {
 			continue
 		}
-		for path, r := range ranges {
-			if d.Subject.Filename == r.Filename && d.Subject.Overlaps(r) {
-				return path, true
+		for _, u := range unknown {
+			if u.i >= 0 && d.Subject.Filename == u.rng.Filename && d.Subject.Overlaps(u.rng) {
+				return u, d
 			}
 		}
 	}
-	return "", false
+	return nil, nil
 }
 
 // invalidAdapter is the diagnostic for an adapter block its Validate
@@ -330,37 +392,48 @@ var standIns = []string{
 	"unset.servicebus.windows.net",
 }
 
-// unknownValues records the paths ("url", "jetstream.durable") of body's
-// attributes whose value is not known, in nested blocks too: 0 for a
-// string, -1 for any other type; and their values' ranges.
-func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, unknown map[string]int, ranges map[string]hcl.Range) {
+// unknownValues records body's attributes whose value is not known, by
+// path ("url", "jetstream.durable"), in nested blocks too, with what may
+// stand in for them.
+func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, unknown map[string]*unknownValue) {
 	for name, a := range body.Attributes {
-		if v, _ := a.Expr.Value(ctx); !v.IsWhollyKnown() {
-			unknown[prefix+name] = -1
-			if v.Type() == cty.String {
-				unknown[prefix+name] = 0
-			}
-			ranges[prefix+name] = a.Expr.Range()
+		v, _ := a.Expr.Value(ctx)
+		if v.IsWhollyKnown() {
+			continue
 		}
+		u := &unknownValue{rng: a.Expr.Range()}
+		switch v.Type() {
+		case cty.String:
+			for _, s := range standIns {
+				u.cands = append(u.cands, cty.StringVal(s))
+			}
+		case cty.Number:
+			u.cands = []cty.Value{cty.NumberIntVal(1)}
+		case cty.Bool:
+			u.cands, u.isBool = []cty.Value{cty.True, cty.False}, true
+		default:
+			u.i = -1
+		}
+		unknown[prefix+name] = u
 	}
 	for _, blk := range body.Blocks {
-		unknownValues(blk.Body, ctx, prefix+blk.Type+".", unknown, ranges)
+		unknownValues(blk.Body, ctx, prefix+blk.Type+".", unknown)
 	}
 }
 
 // standIn copies body with each unknown attribute replaced by its
 // stand-in, or left out.
-func standIn(body *hclsyntax.Body, prefix string, unknown map[string]int) *hclsyntax.Body {
+func standIn(body *hclsyntax.Body, prefix string, unknown map[string]*unknownValue) *hclsyntax.Body {
 	out := *body
 	out.Attributes = make(hclsyntax.Attributes, len(body.Attributes))
 	for name, a := range body.Attributes {
-		i, ok := unknown[prefix+name]
+		u, ok := unknown[prefix+name]
 		switch {
 		case !ok:
 			out.Attributes[name] = a
-		case i >= 0:
+		case u.i >= 0:
 			c := *a
-			c.Expr = &hclsyntax.LiteralValueExpr{Val: cty.StringVal(standIns[i]), SrcRange: a.Expr.Range()}
+			c.Expr = &hclsyntax.LiteralValueExpr{Val: u.cands[u.i], SrcRange: a.Expr.Range()}
 			out.Attributes[name] = &c
 		}
 	}
@@ -384,7 +457,7 @@ func fieldOf(path string) string {
 
 // mentionsAny reports whether a diagnostic's detail names ("url") the last
 // element of one of the paths.
-func mentionsAny(detail string, paths map[string]int) bool {
+func mentionsAny(detail string, paths map[string]*unknownValue) bool {
 	for p := range paths {
 		if i := strings.LastIndexByte(p, '.'); i >= 0 {
 			p = p[i+1:]
