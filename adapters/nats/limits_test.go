@@ -23,7 +23,7 @@ func TestStreamLimits(t *testing.T) {
 		{"discard new refuses instead", jetstream.StreamConfig{MaxMsgs: 100, Discard: jetstream.DiscardNew}, 0, "", 0, false},
 		{"max_age", jetstream.StreamConfig{MaxAge: time.Hour, Discard: jetstream.DiscardNew}, 0, "max_age 1h0m0s", 0, false},
 		{"bytes and per subject", jetstream.StreamConfig{MaxBytes: 1 << 20, MaxMsgsPerSubject: 5}, 0, "max_bytes 1048576, max_msgs_per_subject 5, discard old", 0, false},
-		{"interest, no consumer", jetstream.StreamConfig{Retention: jetstream.InterestPolicy}, 0, "interest retention with no consumer (a message is kept only for the consumers there are)", 0, true},
+		{"interest, no consumer", jetstream.StreamConfig{Retention: jetstream.InterestPolicy}, 0, "interest retention with no consumer: a message is kept only for the consumers there are", 0, true},
 		{"interest with a consumer", jetstream.StreamConfig{Retention: jetstream.InterestPolicy}, 1, "", 0, false},
 		{"work queue", jetstream.StreamConfig{Retention: jetstream.WorkQueuePolicy}, 0, "", 0, false},
 	} {

@@ -136,7 +136,7 @@ func streamLimits(c jetstream.StreamConfig, consumers int) (limits string, keeps
 		parts = append(parts, "discard old")
 	}
 	if c.Retention == jetstream.InterestPolicy && consumers == 0 {
-		parts = append(parts, "interest retention with no consumer (a message is kept only for the consumers there are)")
+		parts = append(parts, "interest retention with no consumer: a message is kept only for the consumers there are")
 		keepsNone = true
 	}
 	return strings.Join(parts, ", "), keepsAtMost, keepsNone

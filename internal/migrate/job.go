@@ -34,6 +34,9 @@ type job struct {
 	rewritable uint64
 	log        *slog.Logger
 	state      *stateFile
+	// saveFailing: the last save of the checkpoint failed (saved).
+	saveMu      sync.Mutex
+	saveFailing bool
 	// noBrowse: a dry run whose broker refused to browse when the source
 	// opened; it samples instead.
 	noBrowse bool
@@ -171,9 +174,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	if browsing && opt.Mode == ModeCopy && j.state != nil {
 		tr.lease = func(upTo uint64) {
-			if err := j.state.save(j.key(), 0, upTo); err != nil {
-				j.log.Error("cannot save the copy checkpoint", "error", err)
-			}
+			j.saved(j.state.save(j.key(), 0, upTo))
 		}
 	}
 	cfg := def.Config
@@ -313,10 +314,8 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			copies, recopied := tr.scheduledCopies()
 			rep.recopied = recopied
 			j.state.setScheduled(j.key(), copies)
-			if err := save(j.key(), snap.checkpoint, snap.highest); err != nil {
-				j.log.Error("cannot save the copy checkpoint", "error", err)
-				checkpointErr = err
-			}
+			checkpointErr = save(j.key(), snap.checkpoint, snap.highest)
+			j.saved(checkpointErr)
 		}
 	}
 	if opt.Mode == ModeDryRun {
@@ -1096,9 +1095,21 @@ func (w *watch) saveCheckpoint(now time.Time, snap snapshot) {
 	w.lastSave = now
 	copies, _ := w.tr.scheduledCopies()
 	w.j.state.setScheduled(w.j.key(), copies)
-	if err := w.j.state.save(w.j.key(), snap.checkpoint, snap.highest); err != nil {
-		w.j.log.Error("cannot save the copy checkpoint", "error", err)
+	w.j.saved(w.j.state.save(w.j.key(), snap.checkpoint, snap.highest))
+}
+
+// saved logs a failed save of the copy's checkpoint once while saves keep
+// failing (it was an error line every second), and when one works again.
+func (j *job) saved(err error) {
+	j.saveMu.Lock()
+	defer j.saveMu.Unlock()
+	switch {
+	case err != nil && !j.saveFailing:
+		j.log.Error("cannot save the copy checkpoint; trying again (said once until a save works)", "error", err)
+	case err == nil && j.saveFailing:
+		j.log.Info("the copy checkpoint is saved again")
 	}
+	j.saveFailing = err != nil
 }
 
 // extendHeld keeps a dry run's held sample locked at the source.

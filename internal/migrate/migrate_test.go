@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -429,6 +430,8 @@ func TestOptionsRefuseContradictions(t *testing.T) {
 		"state on a move":  {Mode: ModeMove, StateFile: "s.json"},
 		"until before":     {Mode: ModeCopy, Since: time.Unix(100, 0), Until: time.Unix(50, 0)},
 		"negative rate":    {Mode: ModeMove, Rate: -1},
+		"rate NaN":         {Mode: ModeMove, Rate: math.NaN()}, // taken as no cap
+		"rate Inf":         {Mode: ModeMove, Rate: math.Inf(1)},
 	} {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -1201,7 +1204,15 @@ func TestCopyWhoseCheckpointCannotBeSavedFails(t *testing.T) {
 	}
 	opt := fastOptions(ModeCopy)
 	opt.StateFile = filepath.Join(dir, "state.json")
+	opt.Rate = 10 // two seconds: periodic saves fail too
+	var logs syncBuffer
+	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	rep := Run(context.Background(), pipes, opt, removeOnStart{dir: dir})
+	// Said once while it keeps failing, and once at the end: it was an
+	// error line every second.
+	if n := strings.Count(logs.String(), "cannot save the copy checkpoint"); n < 1 || n > 2 {
+		t.Errorf("%d lines about the failing saves:\n%s", n, logs.String())
+	}
 	if rep.Outcome != OutcomeFailed || rep.ExitCode == 0 || !strings.Contains(rep.Jobs[0].Reason, "the checkpoint could not be saved") ||
 		!strings.Contains(rep.Jobs[0].Reason, "copy everything again") {
 		t.Fatalf("outcome %s (exit %d): %s", rep.Outcome, rep.ExitCode, rep.Jobs[0].Reason)

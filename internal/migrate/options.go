@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,8 +120,8 @@ func (o *Options) Validate() error {
 	if o.StateFile != "" && o.Mode != ModeCopy {
 		errs = append(errs, errors.New("-state keeps copy mode's checkpoints: it goes with -copy (a move resumes from the source itself)"))
 	}
-	if o.Rate < 0 {
-		errs = append(errs, errors.New("-rate cannot be negative"))
+	if o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
+		errs = append(errs, fmt.Errorf("-rate %v: want a number of messages per second, 0 for no cap", o.Rate))
 	}
 	for _, d := range []struct {
 		flag string
