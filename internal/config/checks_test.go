@@ -94,6 +94,40 @@ func TestLenientChecksTheRestOfABlock(t *testing.T) {
     store_dir = "/tmp/qb-lenient"
     subject   = "in"
   }`, ""},
+		// Right once the variable is set (a review found each refused):
+		// the error must hold every way the value may be.
+		{"embedded from env, url set", `source "nats" {
+    embedded = env("QB_LENIENT_NOT_SET")
+    url      = "nats://127.0.0.1:4222"
+    subject  = "in"
+  }`, ""},
+		{"amqp durable from env", `source "amqp" {
+    url     = "amqp://127.0.0.1:5672"
+    address = "/queue/q"
+    durable = env("QB_LENIENT_NOT_SET")
+  }`, ""},
+		{"jetstream bind from env, create_stream", `source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "in"
+    jetstream {
+      stream          = "S"
+      durable         = "d"
+      bind            = env("QB_LENIENT_NOT_SET")
+      create_stream   = true
+      stream_subjects = ["in"]
+    }
+  }`, ""},
+		{"jetstream partitions from env", `source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "orders.>"
+    jetstream {
+      stream          = "S"
+      durable         = "d-{partition}"
+      partitions      = env("QB_LENIENT_NOT_SET")
+      partition       = 2
+      filter_subjects = ["orders.{partition}.*"]
+    }
+  }`, ""},
 		{"amqp url unset, the rest right", `source "amqp" {
     url     = env("QB_LENIENT_NOT_SET")
     address = "/queue/q"

@@ -238,8 +238,9 @@ func checkSharedServer(e *eval, b *adapterBlock, key, settings, described string
 // each value that is not known, and reports what is wrong with the rest.
 // An unknown string (most often a URL, a connection string or a password
 // from the environment) gets the first of standIns that its own checks
-// pass, a number 1, a bool true and false in turn (an error must then
-// hold for both); an unknown of any other type is left out. A
+// pass; a number or a bool (also a string from env() in such a field) is
+// tried each way (numberStandIns, boolStandIns), and an error must hold
+// every way to be reported; an unknown of any other type is left out. A
 // configuration check the stand-ins cannot decide is not reported: an
 // error about a value stood in for (the real value may be right), or any
 // error while a value is left out (its default may be what the error is
@@ -253,26 +254,33 @@ func decodeKnown(e *eval, role string, b *adapterBlock, decode func(hcl.Body, *h
 	}
 	unknown := map[string]*unknownValue{}
 	unknownValues(sb, e.ctx, "", unknown)
-	var bools []*unknownValue
+	// A first pass finds the fields that do not take a string (retype);
+	// then every way of the values tried each way (numbers, bools).
+	diags, _, _ := tryStandIns(decode, sb, e.ctx, opt, unknown)
+	e.diags = append(e.diags, diags...)
+	if diags.HasErrors() {
+		return
+	}
+	var ways []*unknownValue
+	combos := 1
 	for _, u := range unknown {
-		if u.isBool {
-			bools = append(bools, u)
+		if u.allWays && u.i >= 0 {
+			ways = append(ways, u)
+			combos *= len(u.cands)
 		}
 	}
-	if len(bools) > 3 {
+	if combos > 16 {
 		return // too many to try each way
 	}
 	var found error
-	for combo := range 1 << len(bools) {
-		for k, u := range bools {
-			u.i = combo >> k & 1
+	for combo := range combos {
+		k := combo
+		for _, u := range ways {
+			u.i, k = k%len(u.cands), k/len(u.cands)
 		}
 		diags, err, decided := tryStandIns(decode, sb, e.ctx, opt, unknown)
-		if combo == 0 {
-			e.diags = append(e.diags, diags...)
-		}
 		if diags.HasErrors() || !decided || err == nil {
-			return // reported, or not for the stand-ins to say
+			return // not for the stand-ins to say
 		}
 		if found == nil {
 			found = err
@@ -289,7 +297,7 @@ type unknownValue struct {
 	rng     hcl.Range
 	cands   []cty.Value // tried in turn
 	i       int         // the one in use; -1: left out
-	isBool  bool        // true and false: a check must hold for both
+	allWays bool        // a number or a bool: an error must hold with each of cands
 	retyped bool        // its field turned out not to take a string
 }
 
@@ -330,7 +338,7 @@ func tryStandIns(decode func(hcl.Body, *hcl.EvalContext, mapping.Options) (any, 
 		switch {
 		case !isUnknown:
 			return out, err, true
-		case u.isBool || u.i+1 == len(u.cands):
+		case u.allWays || u.i+1 == len(u.cands):
 			return out, nil, false // no stand-in passes its checks
 		}
 		u.i++
@@ -341,17 +349,25 @@ func tryStandIns(decode func(hcl.Body, *hcl.EvalContext, mapping.Options) (any, 
 // says what it wants) a stand-in of that type, once; else it is left out.
 func (u *unknownValue) retype(detail string) {
 	switch {
-	case u.retyped:
+	case u.retyped || u.allWays:
 		u.i = -1
 	case strings.Contains(detail, "number is required"):
-		u.cands, u.i = []cty.Value{cty.NumberIntVal(1)}, 0
+		u.cands, u.i, u.allWays = numberStandIns, 0, true
 	case strings.Contains(detail, "bool is required"):
-		u.cands, u.i = []cty.Value{cty.True}, 0 // not tried both ways: found late
+		u.cands, u.i, u.allWays = boolStandIns, 0, true
 	default:
 		u.i = -1
 	}
 	u.retyped = true
 }
+
+// numberStandIns and boolStandIns stand in for an unknown number or bool,
+// each in turn: a check that depends on the value (partitions = 1 makes
+// partition 2 wrong) holds, or not, for all of them.
+var (
+	numberStandIns = []cty.Value{cty.NumberIntVal(1), cty.NumberIntVal(1024)}
+	boolStandIns   = []cty.Value{cty.True, cty.False}
+)
 
 // aboutUnknown finds an error in diags at the value of an unknown that is
 // stood in for.
@@ -408,9 +424,9 @@ func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, un
 				u.cands = append(u.cands, cty.StringVal(s))
 			}
 		case cty.Number:
-			u.cands = []cty.Value{cty.NumberIntVal(1)}
+			u.cands, u.allWays = numberStandIns, true
 		case cty.Bool:
-			u.cands, u.isBool = []cty.Value{cty.True, cty.False}, true
+			u.cands, u.allWays = boolStandIns, true
 		default:
 			u.i = -1
 		}
