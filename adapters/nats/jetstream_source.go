@@ -233,8 +233,12 @@ func sortedFilters(f []string) []string {
 // count other messages than those the configuration names, and say
 // complete.
 func filterMismatch(durable string, have, want []string) error {
-	return driver.Permanent(fmt.Errorf("nats: the existing consumer %q filters %v, and the configuration asks for %v: a migration through it would move other messages than those it names; delete the consumer, name another durable, or set filter_subjects to %v",
-		durable, have, want, have))
+	filtered, fix := fmt.Sprintf("filters %v", have), fmt.Sprintf("set filter_subjects to %v", have)
+	if len(have) == 0 {
+		filtered, fix = "has no filter (the whole stream)", "leave filter_subjects out"
+	}
+	return driver.Permanent(fmt.Errorf("nats: the existing consumer %q %s, and the configuration asks for %v: a migration through it would move other messages than those it names; delete the consumer, name another durable, or %s",
+		durable, filtered, want, fix))
 }
 
 // ensureStream returns the stream, creating it when allowed.

@@ -261,13 +261,14 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 	// from its own checkpoint (after > 0) keeps that.
 	if dc, err := js.Consumer(ctx, j.stream, j.durable); err == nil {
 		if ci, err := dc.Info(ctx); err == nil {
-			if f := filters(ci.Config); len(f) > 0 {
-				if want := sortedFilters(j.filterSubjects); len(want) > 0 && !slices.Equal(f, want) {
-					// As the move refuses it: the dry run said what
-					// the durable's filter gives, a copy copied it.
-					c.close()
-					return nil, filterMismatch(j.durable, f, want)
-				}
+			f := filters(ci.Config)
+			if want := sortedFilters(j.filterSubjects); len(want) > 0 && !slices.Equal(f, want) {
+				// As the move refuses it: the dry run said what the
+				// durable's filter gives, a copy copied it.
+				c.close()
+				return nil, filterMismatch(j.durable, f, want)
+			}
+			if len(f) > 0 {
 				subjects = f
 			}
 			if after == 0 && ci.AckFloor.Stream > 0 {
@@ -290,7 +291,7 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 		end: info.State.LastSeq, wait: min(j.fetchWait, time.Second), last: after,
 	}
 	s.drained = s.end <= after
-	log.Info("nats jetstream browsing", "stream", j.stream, "after", after, "last_seq", s.end, "filter_subjects", filters)
+	log.Info("nats jetstream browsing", "stream", j.stream, "after", after, "last_seq", s.end, "filter_subjects", subjects)
 	return s, nil
 }
 

@@ -355,3 +355,28 @@ func TestMigrateRefusesADurableWithAnotherFilter(t *testing.T) {
 		_ = s.Close(context.Background())
 	}
 }
+
+// A durable with no filter (the whole stream) is refused for a
+// configuration that names one, by the browse as by the move: the dry run
+// read what the configuration names while the count and the move took the
+// whole stream.
+func TestMigrateRefusesAnUnfilteredDurable(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	f.publish(t, "orders.eu.1", "eu")
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := f.js.CreateOrUpdateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{Durable: "bridge", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.sourceConfig()
+	bcfg, err := Browse(ForMigration(cfg), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := NewSource(ctx, bcfg, nil); err == nil {
+		_ = s.Close(context.Background())
+		t.Error("browse opened through a durable with no filter")
+	} else if !strings.Contains(err.Error(), "has no filter (the whole stream)") {
+		t.Errorf("browse: %v", err)
+	}
+}
