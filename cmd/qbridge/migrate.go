@@ -432,8 +432,8 @@ func isStdout(stdout io.Writer, path string) bool {
 // sameFile reports whether two paths name one file: the same path once
 // cleaned and made absolute, or the same existing file.
 func sameFile(a, b string) bool {
-	a, _ = migrate.ResolveLinks(a) // a link to a file not written yet
-	b, _ = migrate.ResolveLinks(b)
+	a, _, _ = migrate.ResolveLinks(a) // a link to a file not written yet
+	b, _, _ = migrate.ResolveLinks(b)
 	aa, errA := filepath.Abs(a)
 	bb, errB := filepath.Abs(b)
 	if errA == nil && errB == nil && aa == bb {

@@ -804,7 +804,8 @@ type watch struct {
 	total    int64
 
 	lastCount   time.Time
-	lastRecount time.Time // recount's last count
+	lastRecount time.Time     // recount's last count
+	recountTook time.Duration // and how long it took
 	lastExtend  time.Time
 	lastSave    time.Time
 	// lastDone is the most messages seen done, lastDoneAt when: the
@@ -976,15 +977,17 @@ func (w *watch) drain(done <-chan error, prog Progress) error {
 // hundreds were left. At most every totalRecountEvery, and only then.
 func (w *watch) recount(ctx context.Context, now time.Time, done int64) {
 	if w.j.opt.Mode != ModeMove || w.browsing || w.tr.hold || w.total < 0 || done <= w.total ||
-		now.Sub(w.lastRecount) < totalRecountEvery {
+		now.Sub(w.lastRecount) < max(totalRecountEvery, 5*w.recountTook) {
 		return
 	}
 	w.lastRecount = now
 	// Short: the watch waits for it, and a slow count only costs the
-	// total's refresh.
+	// total's refresh. A count that takes long is made less often (five
+	// times its length apart): each opens a connection of its own.
 	cctx, cancel := context.WithTimeout(ctx, quickCount)
 	b, err := w.j.pipe.CountSource(cctx, w.j.log)
 	cancel()
+	w.recountTook = time.Since(now)
 	if err != nil {
 		return // the drain's own counts say what fails
 	}

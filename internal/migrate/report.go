@@ -8,8 +8,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -301,11 +304,20 @@ func (r *Report) WriteFile(path string) error {
 	if err != nil {
 		return err
 	}
-	target, stream := ResolveLinks(path)
+	target, stream, err := ResolveLinks(path)
+	if err != nil {
+		return writeErr(path, err)
+	}
 	fi, statErr := os.Stat(path)
+	if fd, ok := ownDescriptor(target); stream && ok {
+		// Through the descriptor itself, at its offset: opened anew, a
+		// descriptor of the shell's (2>file) wrote over what this
+		// process wrote there before, and after.
+		return writeErr(path, writeFD(fd, b))
+	}
 	if stream || statErr == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		// Appended: /dev/stdout sent to a file holds what was written
-		// to it before.
+		// Appended: a descriptor of another process sent to a file
+		// holds what was written to it before.
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			return writeErr(path, err)
@@ -319,32 +331,67 @@ func (r *Report) WriteFile(path string) error {
 	return writeAtomic(target, b)
 }
 
-// ResolveLinks follows the symbolic links at path to the file they name,
-// which need not exist yet: an atomic write replaces that file, where it
-// replaced the link (-report /dev/stdout with standard output sent to a
-// file made /dev/stdout a regular file). stream says the chain goes
-// through /proc (/dev/stdout, /proc/self/fd/N): a descriptor, written in
-// place.
-func ResolveLinks(path string) (target string, stream bool) {
-	for range 40 { // as the kernel's limit on links followed
-		if strings.HasPrefix(filepath.Clean(path), "/proc/") {
-			return path, true
+// ResolveLinks follows the symbolic links at path, and in the directories
+// above it, to the file they name, which need not exist yet: an atomic
+// write replaces that file, where it replaced the link (-report
+// /dev/stdout, with standard output sent to a file, made /dev/stdout a
+// regular file). stream says path names a file descriptor (/dev/stdout,
+// /dev/fd/2, /proc/self/fd/N), written in place. A loop of links is an
+// error, as the kernel's ELOOP.
+func ResolveLinks(path string) (target string, stream bool, err error) {
+	for range 40 { // the kernel's limit on links followed
+		if dir, derr := filepath.EvalSymlinks(filepath.Dir(path)); derr == nil {
+			path = filepath.Join(dir, filepath.Base(path)) // ".." as the kernel takes it
 		}
-		fi, err := os.Lstat(path)
-		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			return path, false
+		if fdPath.MatchString(path) {
+			return path, true, nil
 		}
-		to, err := os.Readlink(path)
-		if err != nil {
-			return path, false
+		fi, lerr := os.Lstat(path)
+		if lerr != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return path, false, nil
+		}
+		to, rerr := os.Readlink(path)
+		if rerr != nil {
+			return path, false, nil
 		}
 		if !filepath.IsAbs(to) {
 			to = filepath.Join(filepath.Dir(path), to)
 		}
 		path = to
 	}
-	return path, false
+	return path, false, fmt.Errorf("%s: too many levels of symbolic links", path)
 }
+
+// ownDescriptor is the number of a descriptor of this process that path
+// (ResolveLinks's stream) names.
+func ownDescriptor(path string) (int, bool) {
+	m := fdPath.FindStringSubmatch(path)
+	if m == nil || m[1] != "self" && m[1] != "thread-self" && m[1] != strconv.Itoa(os.Getpid()) {
+		return 0, false
+	}
+	fd, err := strconv.Atoi(path[strings.LastIndexByte(path, '/')+1:])
+	return fd, err == nil
+}
+
+// writeFD writes b whole to descriptor fd, which it does not own (an
+// *os.File would close it when collected).
+func writeFD(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := syscall.Write(fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// fdPath is a process's file descriptor under /proc (/dev/fd and
+// /proc/self resolve to it).
+var fdPath = regexp.MustCompile(`^/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/fd/[0-9]+$`)
 
 // WriteJSON writes the report as indented JSON to w (-report -).
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -388,9 +435,16 @@ func writeAtomic(path string, b []byte) error {
 // writeErr says that writing path failed, with the cause alone: the
 // *os.PathError's own path is a temporary file's, or path again.
 func writeErr(path string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var pe *os.PathError
-	if errors.As(err, &pe) {
+	var le *os.LinkError // a rename's
+	switch {
+	case errors.As(err, &pe):
 		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
 	}
 	return fmt.Errorf("write %s: %w", path, err)
 }

@@ -198,7 +198,10 @@ func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
 	if err != nil {
 		return err
 	}
-	target, _ := ResolveLinks(s.path) // a link to the state file stays one
+	target, _, err := ResolveLinks(s.path) // a link to the state file stays one
+	if err != nil {
+		return err
+	}
 	if err := writeAtomic(target, append(b, '\n')); err != nil {
 		return err
 	}
@@ -216,7 +219,9 @@ func CheckStateFile(path string) error {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
 		return fmt.Errorf("state file: %s is not a regular file", path)
 	}
-	if _, stream := ResolveLinks(path); stream {
+	if _, stream, err := ResolveLinks(path); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	} else if stream {
 		return fmt.Errorf("state file: %s is a file descriptor, not a file of its own", path)
 	}
 	if err := CheckWritable(path); err != nil {
@@ -234,8 +239,11 @@ func CheckWritable(path string) error {
 	} else if err == nil && !fi.Mode().IsRegular() {
 		return nil
 	}
-	target, stream := ResolveLinks(path)
-	if stream {
+	target, stream, err := ResolveLinks(path)
+	switch {
+	case err != nil:
+		return err
+	case stream:
 		return nil
 	}
 	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".check.*")
