@@ -154,8 +154,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil {
 		// The sink takes every write and drops what goes past its limits:
 		// a move then emptied the source, lost the difference and said
-		// complete.
+		// complete. A copy leaves the source as it is (and a resumed one
+		// writes less than the source holds): it is warned only.
 		switch over := src.Pending() - snk.KeepsAtMost; {
+		case opt.Mode == ModeCopy && (snk.KeepsNone || snk.Limits != ""):
+			j.log.Warn("the sink drops what it holds beyond its limits without refusing a write; check that they keep what this copy writes", "limits", snk.Limits)
 		case snk.KeepsNone:
 			return fail(driver.Permanent(fmt.Errorf("the sink keeps nothing written to it (%s): every message moved would be lost; add a consumer to it, or migrate into another stream", snk.Limits)))
 		case snk.KeepsAtMost > 0 && over > 0:

@@ -321,6 +321,8 @@ func TestMoveIntoASinkThatWouldDropFails(t *testing.T) {
 		{ModeMove, 100, 0, 300, true},
 		{ModeDryRun, 100, 0, 300, true},
 		{ModeMove, 100, 50, 50, false},
+		// A copy leaves the source as it is: warned only.
+		{ModeCopy, 100, 0, 300, false},
 		// What goes past pushes out the stream's own oldest (its rolling
 		// window), not what the move writes: a warning.
 		{ModeMove, 100, 90, 20, false},
