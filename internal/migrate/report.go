@@ -373,15 +373,28 @@ func ownDescriptor(path string) (int, bool) {
 	return fd, err == nil
 }
 
-// writeFD writes b whole to descriptor fd, which it does not own (an
-// *os.File would close it when collected).
+// writeFD writes b whole to descriptor fd, which it does not own (a new
+// *os.File would close it when collected): standard output and error
+// through os.Stdout and os.Stderr (their poller copes with a non-blocking
+// pipe), any other directly.
 func writeFD(fd int, b []byte) error {
+	switch fd {
+	case 1:
+		_, err := os.Stdout.Write(b)
+		return err
+	case 2:
+		_, err := os.Stderr.Write(b)
+		return err
+	}
 	for len(b) > 0 {
 		n, err := syscall.Write(fd, b)
-		if err == syscall.EINTR {
+		switch {
+		case err == syscall.EINTR:
 			continue
-		}
-		if err != nil {
+		case err == syscall.EAGAIN:
+			time.Sleep(time.Millisecond) // a non-blocking pipe that is full
+			continue
+		case err != nil:
 			return err
 		}
 		b = b[n:]
