@@ -196,13 +196,13 @@ func TestStuckMessagesEndTheMigration(t *testing.T) {
 	ms[11].SetAttr("bad", mapping.String("x"))
 	b.put("in", ms...)
 	opt := fastOptions(ModeMove)
-	opt.Timeout = 20 * time.Second // the hang's ending without the fix
+	// The hang's ending without the fix, which the reason then names. No
+	// bound on the time besides: the stuck messages' redeliveries, with
+	// their growing delays, take from 0.1 s to 5 s here and 13 s under a
+	// loaded CI (a bound of 10 s failed there).
+	opt.Timeout = time.Minute
 	prog := &lastFigures{}
-	start := time.Now()
 	rep := Run(context.Background(), pipes, opt, prog)
-	if el := time.Since(start); el > 10*time.Second {
-		t.Errorf("took %s", el)
-	}
 	j := rep.Jobs[0]
 	if rep.Outcome != OutcomeNotDrained || rep.ExitCode != ExitNotDrained || j.Written != 18 {
 		t.Fatalf("outcome %s (%d), written %d: %s", rep.Outcome, rep.ExitCode, j.Written, rep.Reason)
