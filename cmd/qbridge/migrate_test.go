@@ -110,33 +110,28 @@ func TestMigrateInterruptedAtThePrompt(t *testing.T) {
 	}
 }
 
+// unreachablePipeline is a pipeline NAME from and to a NATS server that is
+// not there: nothing listens on port 1, so it fails after -connect-timeout.
+func unreachablePipeline(name string) string {
+	return fmt.Sprintf(`
+pipeline %[1]q {
+  source "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "in.%[1]s"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:1"
+    subject = "out.%[1]s"
+  }
+}
+`, name)
+}
+
 // TestMigratePipelinesRunInFlagOrder: every named pipeline runs, in the
 // order of the flags, and one that fails does not stop the next.
 func TestMigratePipelinesRunInFlagOrder(t *testing.T) {
 	dir := t.TempDir()
-	// Nothing listens on port 1: each pipeline fails after -connect-timeout.
-	cfg := writeFile(t, dir, "two.hcl", `
-pipeline "a" {
-  source "nats" {
-    url     = "nats://127.0.0.1:1"
-    subject = "in.a"
-  }
-  sink "nats" {
-    url     = "nats://127.0.0.1:1"
-    subject = "out.a"
-  }
-}
-pipeline "b" {
-  source "nats" {
-    url     = "nats://127.0.0.1:1"
-    subject = "in.b"
-  }
-  sink "nats" {
-    url     = "nats://127.0.0.1:1"
-    subject = "out.b"
-  }
-}
-`)
+	cfg := writeFile(t, dir, "two.hcl", unreachablePipeline("a")+unreachablePipeline("b"))
 	report := filepath.Join(dir, "r.json")
 	var out, errb bytes.Buffer
 	code := dispatch(context.Background(), []string{"migrate", "-yes", "-progress", "off", "-connect-timeout", "300ms",
@@ -183,19 +178,7 @@ func TestSampleCostNamesTheBroker(t *testing.T) {
 // goes to standard error): it wrote a file named "-".
 func TestMigrateReportToStdout(t *testing.T) {
 	dir := t.TempDir()
-	// Nothing listens on port 1: the pipeline fails after -connect-timeout.
-	cfg := writeFile(t, dir, "one.hcl", `
-pipeline "a" {
-  source "nats" {
-    url     = "nats://127.0.0.1:1"
-    subject = "in.a"
-  }
-  sink "nats" {
-    url     = "nats://127.0.0.1:1"
-    subject = "out.a"
-  }
-}
-`)
+	cfg := writeFile(t, dir, "one.hcl", unreachablePipeline("a"))
 	t.Chdir(dir)
 	var out, errb bytes.Buffer
 	code := dispatch(context.Background(), []string{"migrate", "-yes", "-progress", "off", "-connect-timeout", "300ms", "-report", "-", cfg},

@@ -237,7 +237,7 @@ func checkSharedServer(e *eval, b *adapterBlock, key, settings, described string
 // decodeKnown decodes and validates an adapter block with a stand-in for
 // each value that is not known, and reports what is wrong with the rest.
 // An unknown string (most often a URL, a connection string or a password
-// from the environment) gets the first of standIns that its own checks
+// from the environment) gets the first of stringStandIns that its own checks
 // pass; a number or a bool (also a string from env() in such a field) is
 // tried each way (numberStandIns, boolStandIns), and an error must hold
 // every way to be reported; an unknown of any other type is left out. A
@@ -396,16 +396,16 @@ func invalidAdapter(role string, b *adapterBlock, err error) *hcl.Diagnostic {
 	}
 }
 
-// standIns are the strings tried in turn for an unknown one: plain text,
+// stringStandIns are the strings tried in turn for an unknown one: plain text,
 // then the forms of the adapters' addresses (an SQS queue URL, AMQP and
 // NATS URLs, a Service Bus connection string and namespace).
-var standIns = []string{
-	"unset",
-	"https://unset.invalid/000000000000/unset",
-	"amqp://unset.invalid",
-	"nats://unset.invalid:4222",
-	"Endpoint=sb://unset.servicebus.windows.net/;SharedAccessKeyName=unset;SharedAccessKey=unset",
-	"unset.servicebus.windows.net",
+var stringStandIns = []cty.Value{
+	cty.StringVal("unset"),
+	cty.StringVal("https://unset.invalid/000000000000/unset"),
+	cty.StringVal("amqp://unset.invalid"),
+	cty.StringVal("nats://unset.invalid:4222"),
+	cty.StringVal("Endpoint=sb://unset.servicebus.windows.net/;SharedAccessKeyName=unset;SharedAccessKey=unset"),
+	cty.StringVal("unset.servicebus.windows.net"),
 }
 
 // unknownValues records body's attributes whose value is not known, by
@@ -420,9 +420,7 @@ func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, un
 		u := &unknownValue{rng: a.Expr.Range()}
 		switch v.Type() {
 		case cty.String:
-			for _, s := range standIns {
-				u.cands = append(u.cands, cty.StringVal(s))
-			}
+			u.cands = stringStandIns
 		case cty.Number:
 			u.cands, u.allWays = numberStandIns, true
 		case cty.Bool:

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -309,15 +308,13 @@ func (r *Report) WriteFile(path string) error {
 		return writeErr(path, err)
 	}
 	fi, statErr := os.Stat(path)
-	if fd, ok := ownDescriptor(target); stream && ok {
-		// Through the descriptor itself, at its offset: opened anew, a
-		// descriptor of the shell's (2>file) wrote over what this
-		// process wrote there before, and after.
-		return writeErr(path, writeFD(fd, b))
+	if f, ok := ownStdio(target); stream && ok {
+		_, err := f.Write(b)
+		return writeErr(path, err)
 	}
 	if stream || statErr == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		// Appended: a descriptor of another process sent to a file
-		// holds what was written to it before.
+		// Appended: a descriptor sent to a file holds what was written
+		// to it before.
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			return writeErr(path, err)
@@ -362,44 +359,22 @@ func ResolveLinks(path string) (target string, stream bool, err error) {
 	return path, false, fmt.Errorf("%s: too many levels of symbolic links", path)
 }
 
-// ownDescriptor is the number of a descriptor of this process that path
-// (ResolveLinks's stream) names.
-func ownDescriptor(path string) (int, bool) {
+// ownStdio is os.Stdout or os.Stderr where path (ResolveLinks's stream)
+// names this process's descriptor 1 or 2: written through it, at its
+// offset, since opened anew (2>file) the report and the lines after it
+// wrote over each other.
+func ownStdio(path string) (*os.File, bool) {
 	m := fdPath.FindStringSubmatch(path)
 	if m == nil || m[1] != "self" && m[1] != "thread-self" && m[1] != strconv.Itoa(os.Getpid()) {
-		return 0, false
+		return nil, false
 	}
-	fd, err := strconv.Atoi(path[strings.LastIndexByte(path, '/')+1:])
-	return fd, err == nil
-}
-
-// writeFD writes b whole to descriptor fd, which it does not own (a new
-// *os.File would close it when collected): standard output and error
-// through os.Stdout and os.Stderr (their poller copes with a non-blocking
-// pipe), any other directly.
-func writeFD(fd int, b []byte) error {
-	switch fd {
-	case 1:
-		_, err := os.Stdout.Write(b)
-		return err
-	case 2:
-		_, err := os.Stderr.Write(b)
-		return err
+	switch path[strings.LastIndexByte(path, '/')+1:] {
+	case "1":
+		return os.Stdout, true
+	case "2":
+		return os.Stderr, true
 	}
-	for len(b) > 0 {
-		n, err := syscall.Write(fd, b)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			time.Sleep(time.Millisecond) // a non-blocking pipe that is full
-			continue
-		case err != nil:
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
+	return nil, false
 }
 
 // fdPath is a process's file descriptor under /proc (/dev/fd and
