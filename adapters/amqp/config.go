@@ -322,12 +322,19 @@ func (c SourceConfig) resolve() (sourceSettings, error) {
 		seen["apache.org:selector-filter:string"] = true
 	}
 	for i, f := range c.Filters {
+		// The path names this filter block and, where the error is about
+		// one, its field: a diagnostic points at the value, and validate
+		// knows which value the error is about.
+		path := fmt.Sprintf("filter[%d]", i)
 		lf, err := f.linkFilter()
 		if err != nil {
-			return s, adaptercfg.Fields("filter", fmt.Sprintf("filter %q", f.Name), "%w", err)
+			if p, ok := adaptercfg.PathOf(err); ok {
+				path += "." + p
+			}
+			return s, adaptercfg.Fields(path, fmt.Sprintf("filter %q", f.Name), "%w", err)
 		}
 		if seen[f.Name] {
-			return s, adaptercfg.Fields("filter", fmt.Sprintf("filter %q", f.Name), "defined twice (filter #%d; selector counts as apache.org:selector-filter:string)", i+1)
+			return s, adaptercfg.Fields(path, fmt.Sprintf("filter %q", f.Name), "defined twice (filter #%d; selector counts as apache.org:selector-filter:string)", i+1)
 		}
 		seen[f.Name] = true
 		s.filters = append(s.filters, lf)

@@ -128,6 +128,40 @@ func TestLenientChecksTheRestOfABlock(t *testing.T) {
       filter_subjects = ["orders.{partition}.*"]
     }
   }`, ""},
+		// A filter's value is a string read as its type: no string
+		// stand-in is a long, which was reported as an error.
+		{"amqp filter value from env", `source "amqp" {
+    url     = "amqp://127.0.0.1:5672"
+    address = "/queue/q"
+    filter "f1" {
+      descriptor = "apache.org:selector-filter:string"
+      type       = "long"
+      value      = env("QB_LENIENT_NOT_SET")
+    }
+  }`, ""},
+		{"amqp second filter's value from env", `source "amqp" {
+    url     = "amqp://127.0.0.1:5672"
+    address = "/queue/q"
+    filter "f1" {
+      type  = "long"
+      value = "1"
+    }
+    filter "f2" {
+      type  = "long"
+      value = env("QB_LENIENT_NOT_SET")
+    }
+  }`, ""},
+		{"amqp filter value from env, the next filter's type wrong", `source "amqp" {
+    url     = "amqp://127.0.0.1:5672"
+    address = "/queue/q"
+    filter "f1" {
+      value = env("QB_LENIENT_NOT_SET")
+    }
+    filter "f2" {
+      type  = "banana"
+      value = "1"
+    }
+  }`, "banana"},
 		{"amqp url unset, the rest right", `source "amqp" {
     url     = env("QB_LENIENT_NOT_SET")
     address = "/queue/q"
@@ -241,5 +275,37 @@ func TestPositionsInDetail(t *testing.T) {
 		if d.Detail != want {
 			t.Errorf("%q → %q, want %q", in, d.Detail, want)
 		}
+	}
+}
+
+// An error about the second of a type of blocks points at that block's
+// value, not at the first block.
+func TestErrorInSecondBlockPointsAtIt(t *testing.T) {
+	_, diags := NewLoader().LoadBytes("t.hcl", []byte(`pipeline "p" {
+  source "amqp" {
+    url     = "amqp://127.0.0.1:5672"
+    address = "/queue/q"
+    filter "f1" {
+      type  = "long"
+      value = "1"
+    }
+    filter "f2" {
+      type  = "long"
+      value = "two"
+    }
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out"
+  }
+}
+`))
+	errs := diags.Errs()
+	if len(errs) != 1 {
+		t.Fatalf("want one error, got:\n%s", diagList(diags))
+	}
+	d := errs[0].(*hcl.Diagnostic)
+	if d.Subject == nil || d.Subject.Start.Line != 11 || !strings.Contains(d.Detail, `filter "f2": value:`) {
+		t.Errorf("want the error at line 11 (f2's value), got:\n%s", diagList(diags))
 	}
 }

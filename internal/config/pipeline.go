@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -430,9 +431,23 @@ func unknownValues(body *hclsyntax.Body, ctx *hcl.EvalContext, prefix string, un
 		}
 		unknown[prefix+name] = u
 	}
+	nth := map[string]int{}
 	for _, blk := range body.Blocks {
-		unknownValues(blk.Body, ctx, prefix+blk.Type+".", unknown)
+		unknownValues(blk.Body, ctx, prefix+blockSegment(blk.Type, nth)+".", unknown)
 	}
+}
+
+// blockSegment is a nested block's element in a field path: its type, with
+// its index among the blocks of that type after the first ("filter",
+// "filter[1]"), as the adapters name it in their errors. nth counts the
+// blocks of each type seen so far in one body.
+func blockSegment(typ string, nth map[string]int) string {
+	n := nth[typ]
+	nth[typ]++
+	if n == 0 {
+		return typ
+	}
+	return fmt.Sprintf("%s[%d]", typ, n)
 }
 
 // standIn copies body with each unknown attribute replaced by its
@@ -452,21 +467,29 @@ func standIn(body *hclsyntax.Body, prefix string, unknown map[string]*unknownVal
 		}
 	}
 	out.Blocks = make(hclsyntax.Blocks, len(body.Blocks))
+	nth := map[string]int{}
 	for i, blk := range body.Blocks {
 		c := *blk
-		c.Body = standIn(blk.Body, prefix+blk.Type+".", unknown)
+		c.Body = standIn(blk.Body, prefix+blockSegment(blk.Type, nth)+".", unknown)
 		out.Blocks[i] = &c
 	}
 	return &out
 }
 
-// fieldOf is a Validate error's path without an index: "filter_subjects[0]"
-// is about "filter_subjects".
+// fieldOf is a Validate error's path as unknownValues keys it: without the
+// index of a list's element ("filter_subjects[0]" is about
+// "filter_subjects"), and without the index of the first of a type of
+// blocks ("filter[0].value" is "filter.value"; "filter[1].value" stays).
 func fieldOf(path string) string {
-	if i := strings.IndexByte(path, '['); i >= 0 {
-		return path[:i]
+	parts := strings.Split(path, ".")
+	last := len(parts) - 1
+	if i := strings.IndexByte(parts[last], '['); i >= 0 {
+		parts[last] = parts[last][:i]
 	}
-	return path
+	for i := range parts[:last] {
+		parts[i] = strings.TrimSuffix(parts[i], "[0]")
+	}
+	return strings.Join(parts, ".")
 }
 
 // mentionsAny reports whether a diagnostic's detail names ("url") the last
@@ -524,21 +547,29 @@ func locate(body hcl.Body, err error, def hcl.Range) hcl.Range {
 	}
 	parts := strings.Split(path, ".")
 	for i, part := range parts {
-		part, _, _ = strings.Cut(part, "[") // "filter_subjects[0]"
+		// "filter_subjects[0]": an element of a list attribute;
+		// "filter[1]": the second filter block.
+		part, index, _ := strings.Cut(part, "[")
 		if i == len(parts)-1 {
 			if a, ok := sb.Attributes[part]; ok {
 				return a.Expr.Range()
 			}
 		}
+		nth, _ := strconv.Atoi(strings.TrimSuffix(index, "]"))
 		var next *hclsyntax.Body
 		for _, blk := range sb.Blocks {
-			if blk.Type == part {
-				if i == len(parts)-1 {
-					return blk.DefRange()
-				}
-				next = blk.Body
-				break
+			if blk.Type != part {
+				continue
 			}
+			if nth > 0 {
+				nth--
+				continue
+			}
+			if i == len(parts)-1 {
+				return blk.DefRange()
+			}
+			next = blk.Body
+			break
 		}
 		if next == nil {
 			return def
