@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/internal/migrate"
@@ -526,5 +527,38 @@ func TestMigrateCorruptDeadLettered(t *testing.T) {
 	}
 	if got := migStreamMsgs(t, js, "MIG_DLQ"); got != corrupt {
 		t.Errorf("dead-letter stream holds %d, want %d", got, corrupt)
+	}
+}
+
+// A move into a stream kept at its cap (max_msgs, discard old) that holds
+// 90 of its 100: the 20 moved push out its 10 oldest, as the job warns
+// before it moves anything. The verification passes and says so; it said
+// NOT verified after recounting for 15 s.
+func TestMigrateIntoStreamAtItsCap(t *testing.T) {
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	if _, err := js.CreateStream(natsCtx(t, 10*time.Second), jetstream.StreamConfig{
+		Name: "MIG_OUT", Subjects: []string{"out.>"}, Storage: jetstream.FileStorage, MaxMsgs: 100, Discard: jetstream.DiscardOld,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	natsPublishGrouped(t, js, func(int) string { return "out.old" }, 1, 90, 1000) // ids of their own
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 2, 10, 0)
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+
+	code, rep, m := migRun(t, 90*time.Second, "-idle", "1s", "-progress", "off", cfg)
+	logs := m.errb.String()
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete || rep.Jobs[0].Written != 20 {
+		t.Fatalf("exit %d, %s, wrote %d: %s\n%s", code, rep.Outcome, rep.Jobs[0].Written, rep.Reason, e2etest.Tail(logs, 20))
+	}
+	if !strings.Contains(logs, "pushes out the oldest") {
+		t.Errorf("no warning before the move:\n%s", e2etest.Tail(logs, 20))
+	}
+	if v := rep.Jobs[0].Verification; v == nil || !v.Verified || !strings.Contains(v.Note, "pushed out 10 of its oldest messages") {
+		t.Errorf("verification %+v", v)
+	}
+	if got := migStreamMsgs(t, js, "MIG_OUT"); got != 100 {
+		t.Errorf("the sink stream holds %d, want 100", got)
 	}
 }

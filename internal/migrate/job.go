@@ -482,7 +482,9 @@ var verifyWait = 15 * time.Second
 func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 	v := verification(rep, j.opt.Mode)
 	deadline := time.Now().Add(verifyWait)
-	for v.Short() && time.Now().Before(deadline) {
+	// A sink at its cap (discard old) holds no more for being counted
+	// again: what it dropped is gone.
+	for v.Short() && !atCap(rep.SinkAfter) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return v // interrupted: report what the last count said
@@ -502,6 +504,11 @@ func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 			"written", v.Expected, "sink_growth", v.SinkGrowth, "note", v.Note)
 	}
 	return v
+}
+
+// atCap reports whether a sink's count is at its limit on messages.
+func atCap(b *driver.Backlog) bool {
+	return b != nil && b.KeepsAtMost > 0 && b.Pending() >= b.KeepsAtMost
 }
 
 // stuckWhy says why a message the sink refuses stays at the source.

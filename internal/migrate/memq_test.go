@@ -211,8 +211,8 @@ type memSinkConfig struct {
 	// Dedup makes the sink keep one message per DedupID and drop the rest
 	// silently, as SQS FIFO does within its window.
 	Dedup bool `hcl:"dedup,optional"`
-	// KeepsAtMost makes the sink's count say that it keeps at most that
-	// many (a JetStream stream's max_msgs under discard old).
+	// KeepsAtMost makes the sink keep at most that many, the newest, and
+	// its count say so (a JetStream stream's max_msgs under discard old).
 	KeepsAtMost int64 `hcl:"keeps_at_most,optional"`
 	// KeepsNone makes it say that it keeps nothing (interest retention
 	// with no consumer).
@@ -518,10 +518,23 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 				continue // dropped, and the sender is not told
 			}
 			s.b.put(s.cfg.Queue, m)
+			if s.cfg.KeepsAtMost > 0 {
+				s.b.keepNewest(s.cfg.Queue, int(s.cfg.KeepsAtMost))
+			}
 			s.b.growIfDue(s.cfg.Queue)
 		}
 	}
 	return errs
+}
+
+// keepNewest drops a queue's oldest messages beyond n (discard old).
+func (b *memBroker) keepNewest(queue string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(queue)
+	if over := len(q.msgs) - n; over > 0 {
+		q.msgs = q.msgs[over:]
+	}
 }
 
 // growIfDue puts grow at the source once the sink queue holds growAfter.

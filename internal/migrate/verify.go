@@ -163,6 +163,15 @@ func verification(j *JobReport, mode Mode) *Verification {
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, within the %d messages the source had "+
 			"delivered before, which an earlier, interrupted run may have written: the sink's duplicate detection drops such copies "+
 			"(a dry run's sample and other consumers raise delivery counts too: check the sink if no move was interrupted)", -d, j.Redelivered)
+	case j.SinkAfter.KeepsAtMost > 0 && j.SinkAfter.Pending() == j.SinkAfter.KeepsAtMost && v.Expected <= j.SinkAfter.KeepsAtMost:
+		// A stream at its cap (discard old), as the job warned before it
+		// moved anything: what it wrote pushed out as many of the oldest
+		// messages, and being the newest, what it wrote is kept. The
+		// counts cannot tell it from another producer's writes pushing out
+		// some of this run's too.
+		v.Verified = true
+		v.Note = fmt.Sprintf("the sink is at its limit (%s): it pushed out %d of its oldest messages to keep the %d newest, as warned before the migration; "+
+			"they include the %d migrate wrote, unless another producer wrote to it meanwhile", j.SinkAfter.Limits, -d, j.SinkAfter.KeepsAtMost, v.Expected)
 	case j.SinkAfter.Limits != "":
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote: its limits (%s) dropped them, most likely, "+
 			"or another consumer removed them meanwhile", -d, j.SinkAfter.Limits)

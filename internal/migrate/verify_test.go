@@ -15,6 +15,9 @@ import (
 func TestVerification(t *testing.T) {
 	bl := func(ready, inFlight int64) *driver.Backlog { return &driver.Backlog{Ready: ready, InFlight: inFlight} }
 	dedup := func(ready int64) *driver.Backlog { return &driver.Backlog{Ready: ready, Deduplicates: true} }
+	capped := func(ready int64) *driver.Backlog {
+		return &driver.Backlog{Ready: ready, Limits: "max_msgs 100, discard old", KeepsAtMost: 100}
+	}
 	for _, tc := range []struct {
 		name          string
 		j             JobReport
@@ -94,6 +97,13 @@ func TestVerification(t *testing.T) {
 			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote"},
 		{name: "dead letters elsewhere", j: JobReport{Counts: Counts{Written: 2, DeadLetteredTotal: 3}, SinkBefore: bl(0, 0), SinkAfter: bl(2, 0)},
 			mode: ModeMove, verified: true, checked: true},
+		// A stream at its cap pushes out its oldest to take what is
+		// written, as the job warned before the move: it said NOT verified
+		// (after 15 s of recounting).
+		{name: "sink at its cap, pushed out its oldest", j: JobReport{Counts: Counts{Written: 60}, SinkBefore: capped(80), SinkAfter: capped(100)},
+			mode: ModeMove, verified: true, checked: true, note: "pushed out 40 of its oldest messages to keep the 100 newest"},
+		{name: "sink below its cap, short", j: JobReport{Counts: Counts{Written: 60}, SinkBefore: capped(20), SinkAfter: capped(70)},
+			mode: ModeMove, checked: true, note: "10 fewer than migrate wrote: its limits (max_msgs 100, discard old)"},
 		{name: "dry run", j: JobReport{DryRun: &DryRunReport{}}, mode: ModeDryRun, nil: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -341,6 +351,19 @@ func TestMoveIntoASinkThatWouldDropFails(t *testing.T) {
 			}
 			if rep.Outcome != OutcomeComplete || j.Written != int64(tc.in) {
 				t.Errorf("%s, written %d: %s", rep.Outcome, j.Written, j.Reason)
+			}
+			if pushed := tc.have + tc.in - tc.keeps; tc.mode == ModeMove && pushed > 0 {
+				// Warned before the move: the verification says what was
+				// pushed out, and not "NOT verified".
+				if v := j.Verification; v == nil || !v.Verified || !strings.Contains(v.Note, fmt.Sprintf("pushed out %d of its oldest", pushed)) {
+					t.Errorf("verification %+v", v)
+				}
+			}
+			if tc.mode == ModeCopy && tc.in > tc.keeps {
+				// What the copy wrote beyond the cap is gone: said at once.
+				if v := j.Verification; v == nil || v.Verified || !strings.Contains(v.Note, "its limits (max_msgs 100, discard old)") {
+					t.Errorf("verification %+v", v)
+				}
 			}
 		})
 	}
