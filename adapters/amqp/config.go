@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -535,19 +534,19 @@ func (c *ConnConfig) resolve() (connSettings, error) {
 
 func parseEndpoint(raw string) (endpoint, error) {
 	var ep endpoint
-	u, err := url.Parse(raw)
+	u, err := adaptercfg.ParseURL(raw)
 	if err != nil {
-		return ep, fmt.Errorf("%q: %w", redact(raw), err)
+		return ep, err
 	}
 	switch u.Scheme {
 	case "amqp":
 	case "amqps", "amqp+ssl":
 		ep.tls = true
 	default:
-		return ep, fmt.Errorf("%q: scheme must be amqp or amqps", redactURL(u))
+		return ep, fmt.Errorf("%q: scheme must be amqp or amqps", adaptercfg.RedactURL(raw))
 	}
 	if u.Hostname() == "" {
-		return ep, fmt.Errorf("%q: no host", redactURL(u))
+		return ep, fmt.Errorf("%q: no host", adaptercfg.RedactURL(raw))
 	}
 	ep.host, ep.port = u.Hostname(), u.Port()
 	if ep.port == "" {
@@ -556,39 +555,18 @@ func parseEndpoint(raw string) (endpoint, error) {
 			ep.port = "5671"
 		}
 	} else if p, err := strconv.Atoi(ep.port); err != nil || p < 1 || p > 65535 {
-		return ep, fmt.Errorf("%q: bad port", redactURL(u))
+		return ep, fmt.Errorf("%q: bad port", adaptercfg.RedactURL(raw))
 	}
 	if u.Path != "" && u.Path != "/" {
-		return ep, fmt.Errorf("%q: a path is not used by AMQP 1.0: put the node in address (and a RabbitMQ vhost in hostname = \"vhost:NAME\")", redactURL(u))
+		return ep, fmt.Errorf("%q: a path is not used by AMQP 1.0: put the node in address (and a RabbitMQ vhost in hostname = \"vhost:NAME\")", adaptercfg.RedactURL(raw))
 	}
 	if u.User != nil {
 		ep.hasUser = true
 		ep.user = u.User.Username()
 		ep.pass, _ = u.User.Password()
 	}
-	ep.redacted = redactURL(u)
+	ep.redacted = adaptercfg.RedactURL(raw)
 	return ep, nil
 }
 
 func (ep endpoint) addr() string { return net.JoinHostPort(ep.host, ep.port) }
-
-func redactURL(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
-	}
-	c := *u
-	if _, ok := u.User.Password(); ok {
-		c.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return c.String()
-}
-
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return redactURL(u)
-	}
-	if i := strings.LastIndex(raw, "@"); i >= 0 {
-		return "xxxxx" + raw[i:]
-	}
-	return raw
-}

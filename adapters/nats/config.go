@@ -247,6 +247,9 @@ func (c *ConnConfig) resolve() (connConfig, error) {
 	if c.URL == "" {
 		return cc, adaptercfg.Errorf("url", "required (or set embedded = true)")
 	}
+	if err := checkURLs(c.URL); err != nil {
+		return cc, adaptercfg.Wrap("url", err)
+	}
 	if c.TLS != nil && (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return cc, adaptercfg.Fields("tls.cert_file", "tls.cert_file and tls.key_file", "set both or neither")
 	}

@@ -27,6 +27,10 @@ func TestSourceConfigValidate(t *testing.T) {
 		{"core", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h:4222"}, Subject: "a.*"}, ""},
 		{"core queue", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}, Subject: "a.>", QueueGroup: "q"}, ""},
 		{"no url", SourceConfig{Subject: "a"}, "url: required"},
+		// Refused here, not at every connect with the password in the error.
+		{"url with an unencoded # in the password", SourceConfig{ConnConfig: ConnConfig{URL: "nats://alice:p#SECRETX@h:4222"}, Subject: "a"}, `url: "nats://xxxxx@h:4222": `},
+		{"second url unparsable", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h:4222, nats://bob:p%zzSECRETX@h2:4222"}, Subject: "a"}, "percent-encoded"},
+		{"urls without scheme", SourceConfig{ConnConfig: ConnConfig{URL: "h:4222,h2:4222"}, Subject: "a"}, ""},
 		{"core no subject", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}}, "subject: required"},
 		{"bad subject", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}, Subject: "a..b"}, "subject:"},
 		{"bad wildcard", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}, Subject: "a.>.b"}, "subject:"},
@@ -72,8 +76,17 @@ func TestSourceConfigValidate(t *testing.T) {
 				t.Errorf("Validate = %v", err)
 			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
 				t.Errorf("Validate = %v, want an error containing %q", err, tt.err)
+			case err != nil && strings.Contains(err.Error(), "SECRETX"):
+				t.Errorf("Validate = %v: shows the password", err)
 			}
 		})
+	}
+}
+
+func TestRedactURLHidesTokens(t *testing.T) {
+	got := redactURL("nats://TOKEN1@h:4222, nats://u:PASS2@h2:4222")
+	if strings.Contains(got, "TOKEN1") || strings.Contains(got, "PASS2") || got != "nats://xxxxx@h:4222,nats://u:xxxxx@h2:4222" {
+		t.Errorf("redactURL = %q", got)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	neturl "net/url"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 )
 
 // conn is one client connection (and, when embedded, a reference to the
@@ -79,7 +79,7 @@ func dialAt(ctx context.Context, cc connConfig, log *slog.Logger, connected slog
 		return nil, err
 	}
 	c.nc = nc
-	log.Log(ctx, connected, "nats connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
+	log.Log(ctx, connected, "nats connected", "url", redactURL(nc.ConnectedUrl()), "server", nc.ConnectedServerName())
 	return c, nil
 }
 
@@ -103,7 +103,7 @@ func (c *conn) options(cc connConfig) ([]nats.Option, error) {
 			c.reconnects.Add(1)
 			c.setDown(false)
 			c.setErr(nil)
-			c.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			c.log.Info("nats reconnected", "url", redactURL(nc.ConnectedUrl()))
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			c.mu.Lock()
@@ -210,18 +210,26 @@ func (c *conn) releaseServer() {
 func redactURL(u string) string {
 	parts := strings.Split(u, ",")
 	for i, p := range parts {
-		pu, err := neturl.Parse(strings.TrimSpace(p))
-		if err != nil || pu.User == nil {
-			continue
-		}
-		if _, ok := pu.User.Password(); ok {
-			parts[i] = pu.Redacted()
-		} else {
-			pu.User = neturl.User("xxxxx") // a bare user part may be a token
-			parts[i] = pu.String()
-		}
+		parts[i] = adaptercfg.RedactURL(strings.TrimSpace(p))
 	}
 	return strings.Join(parts, ",")
+}
+
+// checkURLs parses each of a (comma-separated) server URL as nats.go does
+// (nats:// where no scheme is given): one it cannot parse (a password with
+// an unencoded '#') failed at every connect, its error quoting the URL,
+// password included, into the logs and /readyz.
+func checkURLs(u string) error {
+	for _, p := range strings.Split(u, ",") {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "://") {
+			p = "nats://" + p
+		}
+		if _, err := adaptercfg.ParseURL(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // credentialsRefused reports the server's refusal of the connection's

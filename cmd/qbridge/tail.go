@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/natsmap"
 )
@@ -97,7 +98,7 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(std.Err, "qbridge tail: following %s on %s\n", *subject, nc.ConnectedUrlRedacted())
+	fmt.Fprintf(std.Err, "qbridge tail: following %s on %s\n", *subject, adaptercfg.RedactURL(nc.ConnectedUrl()))
 
 	dec := natsmap.DecodeOptions{GroupHeader: nf.groupHeader}
 	for seen := 0; *n == 0 || seen < *n; seen++ {
