@@ -173,7 +173,7 @@ func (d *daemon) run(ctx context.Context) int {
 		}
 	}()
 
-	tel, stopTel, err := telemetry.FromEnv(ctx, buildVersion())
+	tel, stopTel, err := telemetry.FromEnv(ctx, buildVersion(), d.log)
 	if err != nil {
 		d.log.Error("cannot set up tracing (OTEL_* variables)", "error", err)
 		return 1

@@ -21,12 +21,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -34,6 +37,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -77,16 +81,29 @@ func Enabled() bool {
 // flushes the spans. Without them it returns nil and a no-op shutdown.
 // Sampling follows the incoming message's sampled flag unless
 // OTEL_TRACES_SAMPLER says otherwise (the SDK's default, parentbased_always_on).
-func FromEnv(ctx context.Context, version string) (*Tracing, func(context.Context) error, error) {
+//
+// The SDK's own errors (an export the collector refused or did not
+// answer) go to log, at most one line per 30 s with the number of those
+// left out: by default the SDK writes them to stderr as plain text, among
+// the daemon's JSON lines.
+func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Tracing, func(context.Context) error, error) {
 	if err := checkExporter(); err != nil {
 		return nil, nil, err
 	}
 	if !Enabled() {
 		return nil, func(context.Context) error { return nil }, nil
 	}
-	if p := os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); p != "" && p != "http/protobuf" {
-		return nil, nil, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=%q: this build exports http/protobuf only", p)
+	// The signal's own variable wins over the general one (the OTLP
+	// exporter specification).
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if p := os.Getenv(v); p != "" {
+			if p != "http/protobuf" {
+				return nil, nil, fmt.Errorf("telemetry: %s=%q: this build exports http/protobuf only", v, p)
+			}
+			break
+		}
 	}
+	otel.SetErrorHandler(errorLog(log))
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
@@ -103,6 +120,19 @@ func FromEnv(ctx context.Context, version string) (*Tracing, func(context.Contex
 // checkExporter refuses an OTEL_TRACES_EXPORTER this build cannot honour
 // (zipkin, console...): left alone, it would turn tracing off, or be
 // ignored for OTLP when an endpoint is set, without a word.
+func errorLog(log *slog.Logger) otel.ErrorHandler {
+	var pace rate.Sometimes
+	pace.Interval = 30 * time.Second
+	var unlogged atomic.Int64
+	return otel.ErrorHandlerFunc(func(err error) {
+		unlogged.Add(1)
+		pace.Do(func() {
+			log.Warn("tracing: the OpenTelemetry SDK failed (spans may be lost)", "error", err,
+				"like_it_since_the_last_line", unlogged.Swap(0)-1)
+		})
+	})
+}
+
 func checkExporter() error {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return nil

@@ -1,10 +1,12 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,13 +271,55 @@ func TestFromEnvRefusesOtherExporters(t *testing.T) {
 		t.Setenv("OTEL_SDK_DISABLED", "")
 		t.Setenv("OTEL_TRACES_EXPORTER", tt.exporter)
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tt.endpoint)
-		_, stop, err := FromEnv(context.Background(), "test")
+		_, stop, err := FromEnv(context.Background(), "test", slog.Default())
 		if (err != nil) != tt.refused {
 			t.Errorf("OTEL_TRACES_EXPORTER=%q: err %v, want refused %v", tt.exporter, err, tt.refused)
 		}
 		if err == nil {
 			_ = stop(context.Background())
 		}
+	}
+}
+
+// The traces' own protocol variable wins over the general one: grpc there
+// was accepted, and the HTTP exporter then sent to a gRPC port.
+func TestFromEnvChecksTheTracesProtocol(t *testing.T) {
+	for _, tt := range []struct {
+		traces, general string
+		refused         bool
+	}{
+		{"grpc", "", true},
+		{"grpc", "http/protobuf", true},
+		{"http/protobuf", "grpc", false},
+		{"", "grpc", true},
+		{"", "", false},
+	} {
+		t.Setenv("OTEL_SDK_DISABLED", "")
+		t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", tt.traces)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tt.general)
+		_, stop, err := FromEnv(context.Background(), "test", slog.Default())
+		if (err != nil) != tt.refused {
+			t.Errorf("traces %q, general %q: err %v, want refused %v", tt.traces, tt.general, err, tt.refused)
+		}
+		if err == nil {
+			_ = stop(context.Background())
+		}
+	}
+}
+
+// The SDK's errors go to the daemon's log, paced, with the number left
+// out; they went to stderr as plain text among the JSON lines.
+func TestSDKErrorsGoToTheLog(t *testing.T) {
+	var buf bytes.Buffer
+	h := errorLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	for range 5 {
+		h.Handle(errors.New("traces export: connection refused"))
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"level":"WARN"`) || !strings.Contains(lines[0], "connection refused") {
+		t.Errorf("log:\n%s", buf.String())
 	}
 }
 
