@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
@@ -89,6 +90,8 @@ type JetStreamSourceConfig struct {
 	// reads: "{partition}" in durable and filter_subjects stands for it.
 	Partitions int  `hcl:"partitions,optional"`
 	Partition  *int `hcl:"partition,optional"`
+	// The stream_* limits of a stream create_stream makes.
+	StreamLimitsConfig `hcl:",remain"`
 }
 
 // JetStreamSinkConfig is the sink's `jetstream { ... }` block. Its presence
@@ -103,6 +106,8 @@ type JetStreamSinkConfig struct {
 	DuplicateWindow string   `hcl:"duplicate_window,optional"`
 	MaxPending      int      `hcl:"max_pending,optional"`
 	AckTimeout      string   `hcl:"ack_timeout,optional"`
+	// The stream_* limits of a stream create_stream makes.
+	StreamLimitsConfig `hcl:",remain"`
 }
 
 // ConnConfig is the connection part of a source or sink block: the server
@@ -281,6 +286,7 @@ type jsSourceSettings struct {
 	createStream   bool
 	noCreate       bool // a migration: the stream must exist (ForMigration)
 	streamSubjects []string
+	limits         jetstream.StreamConfig // retention and limits of a created stream
 	// pinned: create the consumer with a pinned priority group.
 	pinned           bool
 	priorityGroup    string
@@ -432,6 +438,9 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	} else if len(j.StreamSubjects) > 0 {
 		return nil, adaptercfg.Errorf("jetstream.stream_subjects", "only used with create_stream = true")
 	}
+	if err := j.StreamLimitsConfig.apply(js.createStream, &js.limits); err != nil {
+		return nil, err
+	}
 	if s.groupToken > 0 {
 		for _, f := range js.filterSubjects {
 			if err := checkGroupToken(f, s.groupToken); err != nil {
@@ -502,6 +511,7 @@ type jsSinkSettings struct {
 	stream          string
 	createStream    bool
 	streamSubjects  []string
+	limits          jetstream.StreamConfig // retention and limits of a created stream
 	duplicateWindow time.Duration
 	maxPending      int
 	ackTimeout      time.Duration
@@ -584,6 +594,9 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 		}
 	} else if len(j.StreamSubjects) > 0 || j.DuplicateWindow != "" {
 		return nil, adaptercfg.Fields("jetstream.stream_subjects", "jetstream.stream_subjects/duplicate_window", "only used with create_stream = true")
+	}
+	if err := j.StreamLimitsConfig.apply(js.createStream, &js.limits); err != nil {
+		return nil, err
 	}
 	s.js = js
 	return s, nil

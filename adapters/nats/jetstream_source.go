@@ -105,7 +105,7 @@ func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*j
 // by whoever created it, so differences are only logged.
 func (s *jsSource) setup(ctx context.Context) error {
 	j := s.set.js
-	scfg := jetstream.StreamConfig{Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage}
+	scfg := withLimits(jetstream.StreamConfig{Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage}, j.limits)
 	if j.transform != nil {
 		scfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: j.transform.source, Destination: j.transform.destination}
 	}
@@ -260,7 +260,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, name string, crea
 	if err != nil {
 		return nil, fmt.Errorf("nats: create stream %q: %w", name, err)
 	}
-	log.Info("nats jetstream stream created", "stream", name, "subjects", cfg.Subjects)
+	log.Info("nats jetstream stream created", "stream", name, "subjects", cfg.Subjects, "keeps", describeLimits(cfg))
 	return st, nil
 }
 

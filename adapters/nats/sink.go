@@ -62,9 +62,9 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop fun
 		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
 	if j.stream != "" {
-		_, err := ensureStream(ctx, s.js, j.stream, j.createStream, jetstream.StreamConfig{
+		_, err := ensureStream(ctx, s.js, j.stream, j.createStream, withLimits(jetstream.StreamConfig{
 			Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage, Duplicates: j.duplicateWindow,
-		}, log)
+		}, j.limits), log)
 		if err != nil {
 			c.close()
 			return nil, err
