@@ -247,7 +247,8 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 }
 
 // The source fails for good on a missing entity and on a bad key, and
-// explains a plain source on a session-enabled queue.
+// explains a plain source on a session-enabled queue: at the open, which
+// connects (it said ready until the first receive failed).
 func TestSourceFatalErrors(t *testing.T) {
 	needTestServer(t)
 	t.Parallel()
@@ -267,18 +268,16 @@ func TestSourceFatalErrors(t *testing.T) {
 			t.Parallel()
 			cfg := SourceConfig{ConnConfig: fastConn()}
 			tc.cfg(&cfg)
-			src, _ := newTestSource(t, cfg)
-			ds, err := src.Receive(ctxT(t, 20*time.Second), 1)
-			if err == nil || len(ds) > 0 || errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("got %d deliveries, error %v", len(ds), err)
+			log, _ := testLog(t)
+			src, err := NewSource(ctxT(t, 20*time.Second), cfg, log)
+			if err == nil {
+				src.Close(context.Background())
+				t.Fatal("opened")
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q lacks %q", err, tc.want)
+			if !strings.Contains(err.Error(), tc.want) || !driver.IsPermanent(err) {
+				t.Fatalf("error %q lacks %q, or is not permanent", err, tc.want)
 			}
 			t.Log(err)
-			if err := src.(driver.ReadyChecker).Ready(context.Background()); err == nil {
-				t.Error("Ready after a failure")
-			}
 		})
 	}
 }
@@ -485,9 +484,12 @@ func TestTLSDial(t *testing.T) {
 	c2.namespace = "other.example:" + proxyPort
 	c2.maxRetries = -1
 	set2.conn = &c2
-	src2, _ := newSource(context.Background(), &set2, log, nil)
-	defer src2.Close(context.Background())
-	if _, err := src2.Receive(ctxT(t, 20*time.Second), 1); err == nil || !strings.Contains(err.Error(), "certificate") {
+	// (at the open, which connects)
+	src2, err := newSource(ctxT(t, 20*time.Second), &set2, log, nil)
+	if err == nil {
+		src2.Close(context.Background())
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate") || !driver.IsPermanent(err) {
 		t.Fatalf("wrong name: %v", err)
 	}
 }

@@ -207,3 +207,21 @@ func TestLockRenewal(t *testing.T) {
 	}
 	ack(t, again)
 }
+
+// Opening a source connects: an unreachable namespace fails the open,
+// which the engine logs and /readyz shows, instead of a source that said
+// ready until its first receive failed, some 50 s later.
+func TestSourceOpenConnects(t *testing.T) {
+	t.Parallel()
+	cfg := SourceConfig{Queue: "q", ConnConfig: fastConn()}
+	cfg.ConnectionString = "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=a2V5;UseDevelopmentEmulator=true"
+	log, _ := testLog(t)
+	src, err := NewSource(ctxT(t, 2*time.Minute), cfg, log)
+	if err == nil {
+		_ = src.Close(ctxT(t, 10*time.Second))
+		t.Fatal("NewSource of an unreachable namespace succeeded")
+	}
+	if !strings.Contains(err.Error(), "servicebus source: q:") {
+		t.Errorf("err = %v", err)
+	}
+}

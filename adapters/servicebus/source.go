@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,9 +61,40 @@ func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred 
 		_ = client.Close(context.Background())
 		return nil, fmt.Errorf("servicebus source: %w", err)
 	}
+	if err := c.probe(ctx, rcv); err != nil {
+		_ = rcv.Close(context.Background())
+		_ = client.Close(context.Background())
+		return nil, err
+	}
 	log.Info("servicebus source: ready", "namespace", set.conn.description, "entity", set.entityPath,
 		"max_messages", set.maxMessages, "decode_guard", set.guard)
 	return &amqpSource{amqpCommon: c, rcv: rcv, bo: backoff.Backoff{Base: set.conn.backoff, Max: set.conn.backoffMax}}, nil
+}
+
+// probe peeks once: a receiver connects nothing until its first receive
+// (the SDK attaches then), so an unreachable namespace, a key that does
+// not sign or a missing entity made a source that said ready (and a
+// migration's -connect-timeout did not apply) until that receive failed,
+// some 50 s later. A peek takes no lock and settles nothing; it starts
+// past the last sequence number, so that no message comes back: the peek
+// reply is not behind the decode guard, and a message go-amqp cannot
+// decode there would close the connection.
+func (c *amqpCommon) probe(ctx context.Context, rcv *azservicebus.Receiver) error {
+	ctx, cancel := context.WithTimeout(ctx, c.set.receiveWait)
+	defer cancel()
+	past := int64(math.MaxInt64)
+	_, err := rcv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &past})
+	if err == nil {
+		return nil
+	}
+	err, permanent := c.fatalErr(err)
+	err = fmt.Errorf("servicebus source: %s: %w", c.set.entityPath, explain(err, false))
+	if permanent {
+		// Refused for good: a migration fails at once; the engine
+		// retries anyway.
+		err = driver.Permanent(err)
+	}
+	return err
 }
 
 // newReceiver opens a peek-lock receiver on the configured entity or its
