@@ -238,6 +238,29 @@ func TestStuckMessagesEndTheMigration(t *testing.T) {
 	}
 }
 
+// Messages queued behind a stuck one in its FIFO group are ready at the
+// source and never delivered: the migration waited for them for ever (an
+// audit stopped it after 10 minutes). It ends not-drained and counts them.
+func TestMessagesBehindStuckOnesEndTheMigration(t *testing.T) {
+	defer func(f func(time.Duration) time.Duration) { blockedBehindStuck = f }(blockedBehindStuck)
+	blockedBehindStuck = func(idle time.Duration) time.Duration { return idle }
+	b, pipes := setup(t, stuckHCL)
+	ms := msgs(5, 0)
+	ms[2].SetAttr("bad", mapping.String("x"))
+	b.put("in", ms...)
+	b.putBlocked("in", msgs(3, 5)...)
+	opt := fastOptions(ModeMove)
+	opt.Timeout = time.Minute // the hang's ending without the fix
+	rep := Run(context.Background(), pipes, opt, nil)
+	j := rep.Jobs[0]
+	if rep.Outcome != OutcomeNotDrained || j.Written != 4 || strings.Contains(rep.Reason, "-timeout") {
+		t.Fatalf("outcome %s, written %d: %s", rep.Outcome, j.Written, rep.Reason)
+	}
+	if !strings.Contains(rep.Reason, "3 messages are at the source too, queued behind them") || j.LeftBehind["behind-stuck"] != 3 {
+		t.Errorf("left behind %v: %s", j.LeftBehind, rep.Reason)
+	}
+}
+
 // With -timeout, a stuck message is named in the reason too.
 func TestStuckMessagesNamedOnTimeout(t *testing.T) {
 	b, pipes := setup(t, stuckHCL)

@@ -264,6 +264,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	// until the pipeline runs, counts before it included.
 	w = &watch{j: j, p: p, tr: tr, live: live, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start}
 	outcome, by, reason := w.loop(ctx, done, prog)
+	rep.blockedBehind = w.blockedBehind
 	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
 	if tr.hold {
 		// Hand the sample back now, visible while the engine stops; what
@@ -571,10 +572,21 @@ func messagesAre(n int64) string {
 // puts a handed-back message at the head of its queue (RabbitMQ) delivers
 // it again before them, and only a count would show them.
 func uncountedBehind(mode Mode, rep *JobReport) string {
-	if mode != ModeMove || rep.SourceAfter != nil {
+	if mode != ModeMove {
 		return ""
 	}
-	return "; the source cannot be counted, so messages queued behind them may be at the source too: run the same command again once they are dealt with"
+	if rep.SourceAfter == nil {
+		return "; the source cannot be counted, so messages queued behind them may be at the source too: run the same command again once they are dealt with"
+	}
+	if n := rep.SourceAfter.Pending() - rep.StuckTotal; rep.blockedBehind && n > 0 {
+		if rep.LeftBehind == nil {
+			rep.LeftBehind = map[string]int64{}
+		}
+		rep.LeftBehind["behind-stuck"] = n
+		return fmt.Sprintf("; %s at the source too, queued behind them (a FIFO group or a session is delivered in order: nothing after a stuck message comes while it is there); run the same command again once they are dealt with",
+			messagesAre(n))
+	}
+	return ""
 }
 
 // quickCount bounds a count that is not worth waiting for: after an
@@ -804,14 +816,17 @@ func (j *job) release(tr *tracker) {
 
 // watch follows a running job and decides when it is done.
 type watch struct {
-	j        *job
-	p        *bridge.Pipeline
-	tr       *tracker
-	live     *liveness
-	reg      *prometheus.Registry
-	browsing bool
-	start    time.Time
-	total    int64
+	// blockedBehind: the drain ended with ready messages queued behind
+	// stuck ones (blockedBehindStuck).
+	blockedBehind bool
+	j             *job
+	p             *bridge.Pipeline
+	tr            *tracker
+	live          *liveness
+	reg           *prometheus.Registry
+	browsing      bool
+	start         time.Time
+	total         int64
 
 	lastCount   time.Time
 	lastRecount time.Time     // recount's last count
@@ -1088,6 +1103,15 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	if pending <= snap.stuck {
 		return "count", true
 	}
+	if snap.stuck > 0 && b.Ready > 0 && idle >= blockedBehindStuck(opt.Idle) {
+		// Ready at the source, and yet nothing but the stuck messages
+		// has come for a while: a FIFO group or a session keeps its
+		// order, so the messages queued behind a stuck one are never
+		// delivered while it is there (the job waited for ever). Held
+		// elsewhere (in flight) is another matter: those come back.
+		w.blockedBehind = true
+		return "count", true
+	}
 	if b.Ready == 0 && b.InFlight > 0 && b.InFlight != w.waitedFor {
 		// Quiet, and what is left is held by someone else: another
 		// consumer, or an interrupted run until its locks lapse. Said
@@ -1098,6 +1122,11 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	}
 	return "count", false
 }
+
+// blockedBehindStuck is how long a job with stuck messages waits for the
+// rest of what its source counts ready before it takes those for queued
+// behind them: longer than -idle, since SQS counts lag behind.
+var blockedBehindStuck = func(idle time.Duration) time.Duration { return max(3*idle, 30*time.Second) }
 
 // saveCheckpoint writes copy mode's checkpoint every second, so a copy
 // killed at any point resumes close to where it was.

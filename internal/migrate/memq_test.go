@@ -87,6 +87,9 @@ type memMsg struct {
 	m         *mapping.Message
 	locked    bool
 	scheduled bool
+	// blocked: ready, and never delivered (queued behind a stuck
+	// message of its FIFO group).
+	blocked bool
 }
 
 var (
@@ -132,6 +135,16 @@ func (b *memBroker) put(queue string, ms ...*mapping.Message) {
 		q.msgs = append(q.msgs, &memMsg{seq: q.seq, m: m.Clone()})
 	}
 	b.notify()
+}
+
+func (b *memBroker) putBlocked(queue string, ms ...*mapping.Message) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(queue)
+	for _, m := range ms {
+		q.seq++
+		q.msgs = append(q.msgs, &memMsg{seq: q.seq, m: m.Clone(), blocked: true})
+	}
 }
 
 func (b *memBroker) putScheduled(queue string, m *mapping.Message) {
@@ -390,7 +403,7 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 				out = append(out, &memDelivery{s: s, m: m, browse: true})
 				continue
 			}
-			if mm.locked || mm.scheduled {
+			if mm.locked || mm.scheduled || mm.blocked {
 				continue
 			}
 			mm.locked = true

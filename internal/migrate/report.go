@@ -242,6 +242,9 @@ type JobReport struct {
 	// rewritable: a resumed copy's positions past its checkpoint that the
 	// last run may have written (Verification's allowance for a copy).
 	rewritable int64
+	// blockedBehind: the drain ended with the source's ready messages
+	// queued behind stuck ones (a FIFO group, a session).
+	blockedBehind bool
 	// recopied: messages an earlier copy wrote while they were scheduled,
 	// written again now that they are due (Verification's allowance too).
 	recopied int64
