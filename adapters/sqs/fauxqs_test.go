@@ -579,3 +579,23 @@ func TestFauxqsContentBasedDedupKeepsDistinctMessages(t *testing.T) {
 		t.Fatalf("the queue held %d + %d messages, want 5 (four named, two unnamed merged)", len(got), len(extra))
 	}
 }
+
+// A FIFO queue drops a send whose deduplication id it saw within its
+// window and answers with the first message's id: the sink counts it
+// (driver.DuplicateReporter), so a migration that merged distinct messages
+// sharing an id says so (it exited 0 with them lost).
+func TestFauxqsFIFODuplicatesCounted(t *testing.T) {
+	t.Parallel()
+	admin := adminClient(t)
+	url := createQueue(t, admin, true, nil)
+	snk, _ := startSink(t, SinkConfig{ConnConfig: conn(t, url)})
+	msg := func(id, dedup string) *mapping.Message {
+		return &mapping.Message{Body: []byte(id), ID: id, DedupID: dedup, GroupKey: "g"}
+	}
+	sendAll(t, snk, []*mapping.Message{msg("a", "d1"), msg("b", "d2")})
+	sendAll(t, snk, []*mapping.Message{msg("c", "d1")})                  // alone: SendMessage
+	sendAll(t, snk, []*mapping.Message{msg("d", "d2"), msg("e", "d3")}) // in a batch
+	if got := snk.Duplicates(); got != 2 {
+		t.Errorf("Duplicates = %d, want 2", got)
+	}
+}

@@ -48,6 +48,9 @@ func (s *Sink) sendEntries(ctx context.Context, batch []*entry) []error {
 		}
 		seen[i] = true
 		errs[i] = verifySent(batch[i].out, r.MD5OfMessageBody, r.MD5OfMessageAttributes, r.MD5OfMessageSystemAttributes, aws.ToString(r.MessageId))
+		if errs[i] == nil {
+			s.ids.sent(aws.ToString(r.MessageId))
+		}
 	}
 	for _, f := range out.Failed {
 		i, err := strconv.Atoi(aws.ToString(f.Id))
@@ -88,7 +91,11 @@ func (s *Sink) sendOne(ctx context.Context, e *entry) error {
 	if err != nil {
 		return callError("SendMessage", err)
 	}
-	return verifySent(e.out, out.MD5OfMessageBody, out.MD5OfMessageAttributes, out.MD5OfMessageSystemAttributes, aws.ToString(out.MessageId))
+	err = verifySent(e.out, out.MD5OfMessageBody, out.MD5OfMessageAttributes, out.MD5OfMessageSystemAttributes, aws.ToString(out.MessageId))
+	if err == nil {
+		s.ids.sent(aws.ToString(out.MessageId))
+	}
+	return err
 }
 
 // verifySent compares the digests SQS computed of what it stored with ours.

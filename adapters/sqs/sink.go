@@ -34,12 +34,18 @@ type Sink struct {
 	done     chan struct{} // the flusher ended
 
 	ready readyCache
+	ids   *sentIDs // FIFO: the ids SQS answered, to tell its silent drops
 }
 
 var (
-	_ driver.Sink         = (*Sink)(nil)
-	_ driver.ReadyChecker = (*Sink)(nil)
+	_ driver.Sink              = (*Sink)(nil)
+	_ driver.ReadyChecker      = (*Sink)(nil)
+	_ driver.DuplicateReporter = (*Sink)(nil)
 )
+
+// Duplicates counts the sends a FIFO queue took for duplicates of messages
+// it holds (sentIDs); 0 for a standard queue.
+func (s *Sink) Duplicates() int64 { return s.ids.count() }
 
 // entry is one encoded message waiting for, or in, a batch.
 type entry struct {
@@ -136,6 +142,9 @@ func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings
 		wake:     make(chan struct{}, 1),
 		senders:  make(chan struct{}, set.senders),
 		done:     make(chan struct{}),
+	}
+	if q.fifo {
+		s.ids = newSentIDs()
 	}
 	s.ready.check = func(ctx context.Context) error { return queueReady(ctx, s.api, s.queue.url) }
 	go s.flusher()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -224,6 +225,10 @@ type memSinkConfig struct {
 	// Dedup makes the sink keep one message per DedupID and drop the rest
 	// silently, as SQS FIFO does within its window.
 	Dedup bool `hcl:"dedup,optional"`
+	// ReportDuplicates makes it say how many it dropped
+	// (driver.DuplicateReporter), as an SQS FIFO sink tells them from the
+	// message ids SQS answers.
+	ReportDuplicates bool `hcl:"report_duplicates,optional"`
 	// KeepsAtMost makes the sink keep at most that many, the newest, and
 	// its count say so (a JetStream stream's max_msgs under discard old).
 	KeepsAtMost int64 `hcl:"keeps_at_most,optional"`
@@ -498,9 +503,18 @@ func (d *memDelivery) Nack(context.Context, time.Duration) error {
 func (d *memDelivery) Extend(context.Context, time.Duration) error { return nil }
 
 type memSink struct {
-	b   *memBroker
-	cfg memSinkConfig
-	dry bool
+	b    *memBroker
+	cfg  memSinkConfig
+	dry  bool
+	dups atomic.Int64 // dropped as duplicates (Dedup)
+}
+
+// Duplicates implements driver.DuplicateReporter (ReportDuplicates).
+func (s *memSink) Duplicates() int64 {
+	if !s.cfg.ReportDuplicates {
+		return 0
+	}
+	return s.dups.Load()
 }
 
 func newMemSink(dry bool) func(context.Context, memSinkConfig, func(field, reason string), *slog.Logger) (driver.Sink, error) {
@@ -528,7 +542,8 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 				continue
 			}
 			if s.cfg.Dedup && m.DedupID != "" && s.seenDedup(m.DedupID) {
-				continue // dropped, and the sender is not told
+				s.dups.Add(1) // dropped; the answer names the first message
+				continue
 			}
 			s.b.put(s.cfg.Queue, m)
 			if s.cfg.KeepsAtMost > 0 {

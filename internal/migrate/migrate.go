@@ -113,6 +113,13 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			rep.Rate = done / active
 		}
 		rep.ExitCode = rep.Outcome.ExitCode()
+		if rep.Outcome == OutcomeComplete || rep.Outcome == OutcomeDeadLettered {
+			for _, j := range rep.Jobs {
+				if j.Verification.Lost() {
+					rep.ExitCode = ExitNotVerified
+				}
+			}
+		}
 		return rep
 	}
 	if err := opt.Validate(); err != nil {

@@ -54,7 +54,13 @@ const (
 	ExitUsage        = 2
 	ExitDeadLettered = 3
 	ExitNotDrained   = 4
-	ExitInterrupted  = 130
+	// ExitNotVerified: drained and written (complete, or complete with
+	// dead letters), and yet messages are at neither end
+	// (Verification.Lost): an automation that checks only for 0 took them
+	// for a clean move. A sink that only holds fewer keeps 0 or 3: a
+	// consumer reading it already is normal during a cut-over.
+	ExitNotVerified = 5
+	ExitInterrupted = 130
 )
 
 // ExitCode maps an outcome to the process exit code.

@@ -34,6 +34,18 @@ type Verification struct {
 	// job settled there, what the broker dead-lettered and what is left.
 	// They are not at the sink; the move is then not verified.
 	LeftTheSource int64 `json:"left_the_source,omitempty"`
+	// Merged counts the messages the sink dropped as duplicates beyond
+	// what this run's retries and redeliveries explain: distinct messages
+	// that share a deduplication id, the later ones not at the sink.
+	Merged int64 `json:"merged,omitempty"`
+}
+
+// Lost reports a verification that found messages that are at neither
+// end: merged away by the sink's duplicate detection, or gone from the
+// source other than through the migration. A sink that merely holds
+// fewer may have a consumer already (a cut-over): that is not proof.
+func (v *Verification) Lost() bool {
+	return v != nil && !v.Verified && (v.Merged > 0 || v.LeftTheSource > 0)
 }
 
 // Warn reports a verification whose first line must say more than
@@ -106,6 +118,7 @@ func verification(j *JobReport, mode Mode) *Verification {
 	v.SinkGrowth = j.SinkAfter.Pending() - j.SinkBefore.Pending()
 	switch d := v.SinkGrowth - v.Expected; {
 	case merged > 0 && d < 0:
+		v.Merged = merged
 		v.Note = fmt.Sprintf("the sink dropped %d messages as duplicates of others it holds (more than this run's retries and redeliveries explain): "+
 			"distinct messages that share a deduplication id (Nats-Msg-Id, MessageDeduplicationId, MessageId) were merged, and the later ones are not at the sink; "+
 			"-new-dedup-ids NAME gives each message an id of its own", merged)

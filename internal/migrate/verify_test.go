@@ -143,6 +143,11 @@ func TestMigrationVerifiesTheSink(t *testing.T) {
 	if rep.Outcome != OutcomeComplete || !strings.Contains(rep.Reason, "not verified: the sink holds 3 fewer than migrate wrote") {
 		t.Errorf("outcome %s: %q", rep.Outcome, rep.Reason)
 	}
+	// The sink did not say that it dropped them: a consumer of the sink
+	// may have taken them (a cut-over), so the exit code stays 0.
+	if rep.ExitCode != ExitComplete {
+		t.Errorf("exit code %d, want %d", rep.ExitCode, ExitComplete)
+	}
 	var sum strings.Builder
 	rep.Summary(&sum)
 	if !strings.Contains(sum.String(), "NOT verified: the sink holds 3 fewer") {
@@ -153,13 +158,33 @@ func TestMigrationVerifiesTheSink(t *testing.T) {
 	b, pipes = setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
 	b.put("in", msgs(4, 0)...)
 	rep = Run(context.Background(), pipes, fastOptions(ModeMove), nil)
-	if v := rep.Jobs[0].Verification; v == nil || !v.Verified || rep.Reason != "" {
-		t.Fatalf("verification %+v, reason %q", v, rep.Reason)
+	if v := rep.Jobs[0].Verification; v == nil || !v.Verified || rep.Reason != "" || rep.ExitCode != ExitComplete {
+		t.Fatalf("verification %+v, reason %q, exit %d", v, rep.Reason, rep.ExitCode)
 	}
 	sum.Reset()
 	rep.Summary(&sum)
 	if !strings.Contains(sum.String(), "verified: the sink grew by 4, 4 written") {
 		t.Errorf("summary:\n%s", sum.String())
+	}
+}
+
+// A sink that says it dropped duplicates (an SQS FIFO queue answering with
+// the first message's id) proves the merge: exit 5, so that an automation
+// that reads only the exit code does not take the lost messages for a
+// clean move (it exited 0).
+func TestMergedMessagesExitNotVerified(t *testing.T) {
+	defer func(w time.Duration) { verifyWait = w }(verifyWait)
+	verifyWait = 0
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true\n    report_duplicates = true", 1))
+	ms := msgs(4, 0)
+	for _, m := range ms {
+		m.DedupID = "same"
+	}
+	b.put("in", ms...)
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	v := rep.Jobs[0].Verification
+	if rep.Outcome != OutcomeComplete || rep.ExitCode != ExitNotVerified || v == nil || v.Merged != 3 || !strings.Contains(rep.Reason, "the sink dropped 3 messages as duplicates") {
+		t.Fatalf("outcome %s, exit %d, verification %+v: %s", rep.Outcome, rep.ExitCode, v, rep.Reason)
 	}
 }
 
