@@ -504,10 +504,10 @@ func checkMigrateJob(t *testing.T, j *batchv1.Job, q qbridgeContainer, claims ma
 	}
 	pfp := j.Spec.PodFailurePolicy
 	if pfp == nil {
-		t.Errorf("%s: no podFailurePolicy: an exit that needs a person (%d, %d, %d) would be retried", w, migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained)
+		t.Errorf("%s: no podFailurePolicy: an exit that needs a person (%d, %d, %d, %d) would be retried", w, migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained, migrate.ExitNotVerified)
 		return
 	}
-	known := []int32{migrate.ExitFailed, migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained, migrate.ExitInterrupted}
+	known := []int32{migrate.ExitFailed, migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained, migrate.ExitNotVerified, migrate.ExitInterrupted}
 	failJob := map[int32]bool{}
 	ignoresDisruption := false
 	for _, r := range pfp.Rules {
@@ -532,7 +532,7 @@ func checkMigrateJob(t *testing.T, j *batchv1.Job, q qbridgeContainer, claims ma
 			}
 		}
 	}
-	for _, code := range []int32{migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained} {
+	for _, code := range []int32{migrate.ExitUsage, migrate.ExitDeadLettered, migrate.ExitNotDrained, migrate.ExitNotVerified} {
 		if !failJob[code] {
 			t.Errorf("%s: exit %d does not fail the Job: another pod would run again and its summary would no longer say why", w, code)
 		}

@@ -593,7 +593,7 @@ func TestFauxqsFIFODuplicatesCounted(t *testing.T) {
 		return &mapping.Message{Body: []byte(id), ID: id, DedupID: dedup, GroupKey: "g"}
 	}
 	sendAll(t, snk, []*mapping.Message{msg("a", "d1"), msg("b", "d2")})
-	sendAll(t, snk, []*mapping.Message{msg("c", "d1")})                  // alone: SendMessage
+	sendAll(t, snk, []*mapping.Message{msg("c", "d1")})                 // alone: SendMessage
 	sendAll(t, snk, []*mapping.Message{msg("d", "d2"), msg("e", "d3")}) // in a batch
 	if got := snk.Duplicates(); got != 2 {
 		t.Errorf("Duplicates = %d, want 2", got)
