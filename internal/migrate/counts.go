@@ -8,7 +8,11 @@ import (
 // readCounts reads a job's counts from its pipeline's own metrics registry:
 // the engine counts every outcome exactly, so the migration uses the same
 // figures an operator sees on /metrics.
-func readCounts(reg *prometheus.Registry) Counts {
+//
+// The carry envelope's shed members are counted in a series shared by
+// every registry (bridge.CountEnvelopeShed), by pipeline: only pipeline's
+// are read.
+func readCounts(reg *prometheus.Registry, pipeline string) Counts {
 	var c Counts
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -33,6 +37,18 @@ func readCounts(reg *prometheus.Registry) Counts {
 			dst = &c.Dropped
 		case "qbridge_mapping_encoded_total":
 			dst = &c.Encoded
+		case "qbridge_mapping_envelope_shed_total":
+			for _, m := range mf.GetMetric() {
+				n := int64(m.GetCounter().GetValue())
+				if n == 0 || label(m, "pipeline") != pipeline {
+					continue
+				}
+				if c.EnvelopeShed == nil {
+					c.EnvelopeShed = map[string]int64{}
+				}
+				c.EnvelopeShed[label(m, "field")] += n
+			}
+			continue
 		case "qbridge_errors_total":
 			for _, m := range mf.GetMetric() {
 				if label(m, "op") == "ack" {

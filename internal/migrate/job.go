@@ -183,6 +183,10 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	cfg := def.Config
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = bridge.NewMetrics(reg)
+	// The envelope's shed counts are shared by all registries: this job's
+	// start at 0 (another job of the pipeline ran before it, the
+	// dead-letter queue's after the main one's).
+	cfg.Metrics.Forget(cfg.Name)
 	// The engine adds the pipeline's name. A source that cannot browse
 	// is the job's to handle (a dry run reads a sample instead; a copy
 	// fails), not the ERROR "cannot open source; retrying" the engine
@@ -262,7 +266,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 
 	// lastRunning starts with the job: -connect-timeout bounds the time
 	// until the pipeline runs, counts before it included.
-	w = &watch{j: j, p: p, tr: tr, live: live, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start}
+	w = &watch{name: cfg.Name, j: j, p: p, tr: tr, live: live, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start}
 	outcome, by, reason := w.loop(ctx, done, prog)
 	rep.blockedBehind = w.blockedBehind
 	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
@@ -290,7 +294,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	w.stoppedAt = time.Now()
 	snap := tr.snapshot()
 	var checkpointErr error // the last save of a copy's checkpoint failed
-	rep.Counts = readCounts(reg)
+	rep.Counts = readCounts(reg, cfg.Name)
 	rep.Read = snap.taken
 	rep.Redelivered = snap.ackedAgain
 	rep.Skipped = snap.skipped - snap.scheduled
@@ -819,6 +823,7 @@ type watch struct {
 	// blockedBehind: the drain ended with ready messages queued behind
 	// stuck ones (blockedBehindStuck).
 	blockedBehind bool
+	name          string // the pipeline's, as its metrics name it
 	j             *job
 	p             *bridge.Pipeline
 	tr            *tracker
@@ -953,7 +958,7 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			w.extendHeld(now)
 			snap := w.tr.snapshot()
 			w.saveCheckpoint(now, snap)
-			counts := readCounts(w.reg)
+			counts := readCounts(w.reg, w.name)
 			if d := w.done(counts, snap); d > w.lastDone {
 				w.lastDone, w.lastDoneAt = d, now
 				w.countErr = nil // moving again: not what a later stall is about
@@ -991,7 +996,7 @@ func (w *watch) drain(done <-chan error, prog Progress) error {
 		case err := <-done:
 			return err
 		case <-t.C:
-			prog.Update(w.j.key(), w.figures(readCounts(w.reg), w.tr.snapshot()))
+			prog.Update(w.j.key(), w.figures(readCounts(w.reg, w.name), w.tr.snapshot()))
 		}
 	}
 }

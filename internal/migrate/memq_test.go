@@ -222,6 +222,10 @@ type memSinkConfig struct {
 	// EncodeAttr makes the sink report this attribute as encoded (the
 	// Encode policy), as a codec moving it into the envelope does.
 	EncodeAttr string `hcl:"encode_attr,optional"`
+	// ShedAttr makes the sink report the carry envelope's correlation_id
+	// shed from a message with this attribute, as an SQS encoder does when
+	// the message has 10 attributes already.
+	ShedAttr string `hcl:"shed_attr,optional"`
 	// Dedup makes the sink keep one message per DedupID and drop the rest
 	// silently, as SQS FIFO does within its window.
 	Dedup bool `hcl:"dedup,optional"`
@@ -532,6 +536,9 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 				errs[i] = mapping.Rejectf("memq", fmt.Sprintf("attribute %q", s.cfg.RejectAttr), "refused by this sink")
 				continue
 			}
+		}
+		if _, ok := m.Attr(s.cfg.ShedAttr); ok && s.cfg.ShedAttr != "" {
+			s.cfg.opt.Shed([]string{"correlation_id"})
 		}
 		if _, ok := m.Attr(s.cfg.EncodeAttr); ok && s.cfg.EncodeAttr != "" && s.cfg.opt.Policy == mapping.Encode {
 			s.cfg.opt.Encoded(fmt.Sprintf("attribute %q", s.cfg.EncodeAttr), "not allowed here: moved into the envelope")

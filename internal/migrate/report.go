@@ -148,6 +148,12 @@ type Counts struct {
 	// Encoded counts items the encode policy changed to fit the sink
 	// (moved into the carry envelope, sent base64, a schedule sent now).
 	Encoded int64 `json:"mapping_encoded"`
+	// EnvelopeShed counts, by member (correlation_id, subject...), the
+	// messages whose carry envelope did not fit on the sink (an SQS
+	// message with 10 attributes has no room for it) and went without
+	// that member: what the sink's native properties cannot hold is lost
+	// for them, under any policy.
+	EnvelopeShed map[string]int64 `json:"envelope_shed,omitempty"`
 	// Stuck counts messages nothing takes, by the reason code of the
 	// refusal that ended them (the dead-letter sink's, or the sink's where
 	// there is no dead-letter destination): they stay at the source. Each
@@ -176,6 +182,12 @@ func (c *Counts) add(o Counts) {
 	}
 	for k, v := range o.Stuck {
 		c.Stuck[k] += v
+	}
+	if len(o.EnvelopeShed) > 0 && c.EnvelopeShed == nil {
+		c.EnvelopeShed = map[string]int64{}
+	}
+	for k, v := range o.EnvelopeShed {
+		c.EnvelopeShed[k] += v
 	}
 	if len(o.DeadLettered) > 0 && c.DeadLettered == nil {
 		c.DeadLettered = map[string]int64{}
@@ -456,6 +468,15 @@ func firstErr(errs ...error) error {
 }
 
 // Summary writes the report for a person.
+// shedLines lists the carry envelope's members messages went (or would
+// go) without: the sink had no room for the envelope (SQS: 10 attributes).
+func shedLines(w io.Writer, shed map[string]int64, verb string) {
+	for _, k := range sortedKeys(shed) {
+		fmt.Fprintf(w, "    %s %s without %s (the carry envelope did not fit on the sink, so what its native properties cannot hold is not there)\n",
+			messages(shed[k]), verb, k)
+	}
+}
+
 func (r *Report) Summary(w io.Writer) {
 	fmt.Fprintf(w, "qbridge migrate (%s): %s in %s", r.Mode, r.Outcome, round(time.Duration(r.Seconds*float64(time.Second))))
 	if r.Reason != "" {
@@ -509,6 +530,7 @@ func (r *Report) Summary(w io.Writer) {
 			for _, k := range sortedKeys(d.WouldEncode) {
 				fmt.Fprintf(w, "    would encode %d: %s\n", d.WouldEncode[k], k)
 			}
+			shedLines(w, j.EnvelopeShed, "would go")
 		} else {
 			if r.Mode == ModeCopy {
 				// A copy settles nothing: "acknowledged" would say it did.
@@ -530,6 +552,7 @@ func (r *Report) Summary(w io.Writer) {
 				// it. The log says which, a dry run lists them by field.
 				fmt.Fprintf(w, "    mapping: %d items left out (policy drop), %d encoded to fit the sink (policy encode: into the carry envelope, base64, a schedule sent now); a dry run lists them by field\n", j.Dropped, j.Encoded)
 			}
+			shedLines(w, j.EnvelopeShed, "went")
 			for _, k := range sortedKeys(j.DeadLettered) {
 				fmt.Fprintf(w, "    dead-lettered %d: %s", j.DeadLettered[k], k)
 				if ex, ok := j.Examples[k]; ok && ex.Description != "" {

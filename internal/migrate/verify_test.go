@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
 )
 
 func TestVerification(t *testing.T) {
@@ -185,6 +186,31 @@ func TestMergedMessagesExitNotVerified(t *testing.T) {
 	v := rep.Jobs[0].Verification
 	if rep.Outcome != OutcomeComplete || rep.ExitCode != ExitNotVerified || v == nil || v.Merged != 3 || !strings.Contains(rep.Reason, "the sink dropped 3 messages as duplicates") {
 		t.Fatalf("outcome %s, exit %d, verification %+v: %s", rep.Outcome, rep.ExitCode, v, rep.Reason)
+	}
+}
+
+// A message whose carry envelope did not fit on the sink (SQS: 10
+// attributes) goes without what the envelope carried (its CorrelationId,
+// Subject...): the report and the summary count it by member, in a move and
+// in a dry run. An audit saw a clean report, mapping_dropped 0, with them
+// gone.
+func TestEnvelopeShedIsReported(t *testing.T) {
+	for _, mode := range []Mode{ModeMove, ModeDryRun} {
+		b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, `shed_attr = "full"`, 1))
+		ms := msgs(5, 0)
+		for _, m := range ms[:3] {
+			m.SetAttr("full", mapping.String("x"))
+		}
+		b.put("in", ms...)
+		rep := Run(context.Background(), pipes, fastOptions(mode), nil)
+		j := rep.Jobs[0]
+		if j.EnvelopeShed["correlation_id"] != 3 {
+			t.Errorf("%s: envelope shed %v", mode, j.EnvelopeShed)
+		}
+		want := map[Mode]string{ModeMove: "3 messages went without correlation_id", ModeDryRun: "3 messages would go without correlation_id"}[mode]
+		if s := summaryOf(rep); !strings.Contains(s, want) {
+			t.Errorf("%s: summary:\n%s", mode, s)
+		}
 	}
 }
 
