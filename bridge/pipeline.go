@@ -20,9 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -39,11 +38,13 @@ type Pipeline struct {
 	log  *slog.Logger
 	met  *pipelineMetrics
 	// nackLog paces the error logged for each message handed back with no
-	// dead_letter: one that nothing takes and whose broker has no
-	// redelivery delay (AMQP) came back thousands of times a second, a
-	// line each time. unlogged counts the lines left out.
-	nackLog  rate.Sometimes
-	unlogged atomic.Int64
+	// dead_letter, or refused by the dead-letter sink too: one that nothing
+	// takes and whose broker has no redelivery delay (AMQP) came back
+	// thousands of times a second, a line each time. dlLog paces the
+	// warning of each dead letter: a migration of a backlog that the sink
+	// refuses whole printed one per message.
+	nackLog *logpace.Pacer
+	dlLog   *logpace.Pacer
 
 	started atomic.Bool
 
@@ -116,7 +117,8 @@ func New(cfg Config) (*Pipeline, error) {
 		met:     met.forPipeline(cfg.Name, cfg.SourceKind, cfg.SinkKind),
 		ackWake: make(chan struct{}, 1),
 		groups:  map[string]*group{},
-		nackLog: rate.Sometimes{Interval: time.Second},
+		nackLog: logpace.New(1, time.Second),
+		dlLog:   logpace.New(10, time.Second),
 	}, nil
 }
 

@@ -1243,6 +1243,32 @@ func TestUndeliverableLogIsPaced(t *testing.T) {
 	}
 }
 
+// Dead letters are logged one by one for the first ten, then about once a
+// second with the number left out: a migration whose sink refused a whole
+// backlog printed a warning per message.
+func TestDeadLetterLogIsPaced(t *testing.T) {
+	q := newQueue(t)
+	for i := range 200 {
+		q.push(msg(fmt.Sprintf("g%d", i%10), i))
+	}
+	sink := newSink(t)
+	sink.fail = func(*mapping.Message, int) error { return driver.Permanent(errors.New("refused")) }
+	dlq := newSink(t)
+	var logs syncLog
+	began := time.Now()
+	h := start(t, Config{Options: fastOptions(), Logger: slog.New(slog.NewTextHandler(&logs, nil)), DeadLetter: DeadLetter{Sink: dlq.open}}, q, sink)
+	eventually(t, 10*time.Second, "200 dead letters", func() bool { return dlq.count() == 200 })
+	h.stop()
+	elapsed := time.Since(began)
+	lines := strings.Count(logs.String(), "message dead-lettered")
+	if lines < 10 || lines > 10+int(elapsed/time.Second)+1 {
+		t.Errorf("%d lines for 200 dead letters in %v", lines, elapsed)
+	}
+	if !strings.Contains(logs.String(), "like_it_since_the_last_line=") {
+		t.Error("the lines do not say how many were left out")
+	}
+}
+
 // syncLog is a log destination written from the pipeline's goroutines.
 type syncLog struct {
 	mu sync.Mutex

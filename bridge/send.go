@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -442,8 +443,10 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 				// Retrying will not help (a message larger than the
 				// dead-letter destination takes): it stays at the source,
 				// whose redrive limit is what ends the redeliveries.
-				log.Error("the dead-letter sink refuses this message too; it stays at the source and is redelivered until the source's redrive limit (JetStream max_deliver, SQS maxReceiveCount, Service Bus MaxDeliveryCount): set one, or a dead-letter destination that takes it",
-					"dlq_reason", SinkReason(err), "dlq_error", err)
+				p.nackLog.Do(func(leftOut int64) {
+					log.Error("the dead-letter sink refuses this message too; it stays at the source and is redelivered until the source's redrive limit (JetStream max_deliver, SQS maxReceiveCount, Service Bus MaxDeliveryCount): set one, or a dead-letter destination that takes it",
+						"dlq_reason", SinkReason(err), "dlq_error", err, logpace.LeftOutKey, leftOut)
+				})
 				p.undeliverable(it, SinkReason(err), err)
 			} else {
 				log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
@@ -489,10 +492,9 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 		p.done(it)
 
 	default:
-		p.unlogged.Add(1)
-		p.nackLog.Do(func() {
+		p.nackLog.Do(func(leftOut int64) {
 			log.Error("message cannot be delivered and no dead_letter is configured; nacking it for redelivery (the broker's redrive policy applies)",
-				"like_it_since_the_last_line", p.unlogged.Swap(0)-1)
+				logpace.LeftOutKey, leftOut)
 		})
 		p.undeliverable(it, reason, cause)
 		p.nackGroup(it)
@@ -516,5 +518,7 @@ func (p *Pipeline) logDeadLettered(log *slog.Logger, to string) {
 		log.Debug("message would be dead-lettered (dry run: nothing is written or settled)", "to", to)
 		return
 	}
-	log.Warn("message dead-lettered", "to", to)
+	p.dlLog.Do(func(leftOut int64) {
+		log.Warn("message dead-lettered", "to", to, logpace.LeftOutKey, leftOut)
+	})
 }

@@ -26,7 +26,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -37,10 +36,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/time/rate"
 
 	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -121,14 +120,10 @@ func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Tracing, f
 // (zipkin, console...): left alone, it would turn tracing off, or be
 // ignored for OTLP when an endpoint is set, without a word.
 func errorLog(log *slog.Logger) otel.ErrorHandler {
-	var pace rate.Sometimes
-	pace.Interval = 30 * time.Second
-	var unlogged atomic.Int64
+	pace := logpace.New(1, 30*time.Second)
 	return otel.ErrorHandlerFunc(func(err error) {
-		unlogged.Add(1)
-		pace.Do(func() {
-			log.Warn("tracing: the OpenTelemetry SDK failed (spans may be lost)", "error", err,
-				"like_it_since_the_last_line", unlogged.Swap(0)-1)
+		pace.Do(func(leftOut int64) {
+			log.Warn("tracing: the OpenTelemetry SDK failed (spans may be lost)", "error", err, logpace.LeftOutKey, leftOut)
 		})
 	})
 }

@@ -1,0 +1,35 @@
+// Package logpace paces a log line that can come once per message (a dead
+// letter, a message handed back, an exporter's failure): the first few are
+// logged, then at most one per interval, each saying how many like it were
+// left out since the line before.
+package logpace
+
+import (
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// LeftOutKey is the attribute under which a paced line says how many
+// like it were left out since the line before.
+const LeftOutKey = "like_it_since_the_last_line"
+
+// Pacer lets the first First calls through, then one per Interval. The zero
+// value lets every call through; set the fields before the first Do.
+type Pacer struct {
+	s    rate.Sometimes
+	left atomic.Int64
+}
+
+// New returns a Pacer that lets first calls through, then one per every.
+func New(first int, every time.Duration) *Pacer {
+	return &Pacer{s: rate.Sometimes{First: first, Interval: every}}
+}
+
+// Do calls log when the pace allows, with the number of calls left out
+// since the last one that logged.
+func (p *Pacer) Do(log func(leftOut int64)) {
+	p.left.Add(1)
+	p.s.Do(func() { log(p.left.Swap(0) - 1) })
+}
