@@ -395,20 +395,17 @@ func NewDrySink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason s
 	if log == nil {
 		log = slog.Default()
 	}
-	return &drySink{sinkCommon: &sinkCommon{set: set, log: log}, sessions: queueRequiresSession(ctx, set, log)}, nil
+	return &drySink{sinkCommon: &sinkCommon{set: set, log: log, sessions: queueRequiresSession(ctx, set, log)}}, nil
 }
 
 type drySink struct {
 	*sinkCommon
-	// sessions: the sink's queue is session-enabled (from the management
-	// API), so a message without a group key would be refused.
-	sessions bool
 }
 
 // queueRequiresSession asks the management API whether the sink's fixed
 // queue is session-enabled; false where it cannot tell (a template, a
-// topic, no management endpoint, no Manage right). Only the dry sink asks:
-// the send itself learns it from the broker's refusal.
+// topic, no management endpoint, no Manage right): then only the broker's
+// refusal of the send says so.
 func queueRequiresSession(ctx context.Context, set *sinkSettings, log *slog.Logger) bool {
 	name, literal := set.entity.Literal()
 	if !literal || set.entityField != "queue" {
@@ -434,9 +431,6 @@ func (s *drySink) Send(_ context.Context, msgs []*mapping.Message) []error {
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
 		_, mm, err := s.target(m)
-		if err == nil && s.sessions && mm.GroupKey == "" {
-			err = mapping.Rejectf(sbmap.Wire, "SessionId", "queue %q is session-enabled and the message has no group key: give messages one (mapping { group_key = ... }) or set default_session", s.set.entity.String())
-		}
 		if err == nil {
 			if s.set.conn.https {
 				_, _, err = restRequest(mm, s.set.opt)

@@ -330,6 +330,27 @@ func TestMigrateThrottled(t *testing.T) {
 	}
 }
 
+// The sink refuses a message without a group key for a session-enabled
+// queue itself, as the dry run does, where the management API says the
+// queue has sessions: left to the broker, each send took the SDK some 50 s
+// of retries, and a migration stalled where its dry run had promised dead
+// letters.
+func TestSinkRefusesSessionlessMessageForSessionQueue(t *testing.T) {
+	needBroker(t)
+	q := entity("migrate-sess")
+	log, _ := testLog(t)
+	snk, err := NewSink(ctxT(t, 30*time.Second), SinkConfig{ConnConfig: migrateConn(), Queue: q}, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snk.Close(context.Background())
+	errs := snk.Send(ctxT(t, 2*time.Minute), []*mapping.Message{{Body: []byte("no group")}})
+	// The sink's own refusal, not the broker's ("requires sessions").
+	if errs[0] == nil || !driver.IsPermanent(errs[0]) || !strings.Contains(errs[0].Error(), "is session-enabled and the message has no group key") {
+		t.Errorf("a message without a group key: %v", errs[0])
+	}
+}
+
 // A dry run into a session-enabled queue: the dry sink asks the management
 // API, and refuses a message without a group key as the queue would (a
 // dry run said "would write 3" and the move dead-lettered all 3). Without

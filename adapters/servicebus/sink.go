@@ -42,7 +42,7 @@ func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azco
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}
-	common := &sinkCommon{set: set, log: log}
+	common := &sinkCommon{set: set, log: log, sessions: queueRequiresSession(ctx, set, log)}
 	if set.conn.https {
 		return newHTTPSSink(common, cred), nil
 	}
@@ -78,9 +78,16 @@ func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azco
 
 // sinkCommon is what the AMQP and HTTPS sinks share.
 type sinkCommon struct {
-	set     *sinkSettings
-	log     *slog.Logger
-	lastErr atomic.Pointer[errBox]
+	set *sinkSettings
+	log *slog.Logger
+	// sessions: the sink's queue is session-enabled (as the management API
+	// says, where it can: queueRequiresSession), so a message without a
+	// group key is refused here. Left to the broker, its refusal
+	// (com.microsoft:argument-error) looked like a lost connection to the
+	// SDK, which retried each send for some 50 s, and a migration stalled
+	// where its dry run had promised dead letters.
+	sessions bool
+	lastErr  atomic.Pointer[errBox]
 }
 
 // target resolves the entity of m and applies default_session.
@@ -99,6 +106,9 @@ func (s *sinkCommon) target(m *mapping.Message) (string, *mapping.Message, error
 		c := *m
 		c.GroupKey = s.set.defaultSession
 		m = &c
+	}
+	if s.sessions && m.GroupKey == "" {
+		return "", nil, mapping.Rejectf(sbmap.Wire, "SessionId", "queue %q is session-enabled and the message has no group key: give messages one (mapping { group_key = ... }) or set default_session", s.set.entity.String())
 	}
 	// The AMQP header holds at most 49.7 days of TTL. Service Bus caps a
 	// message's TTL at the entity's default anyway, so under the reject
