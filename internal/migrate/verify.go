@@ -147,6 +147,16 @@ func verification(j *JobReport, mode Mode) *Verification {
 		if extra := v.SinkGrowth - put; extra > 0 {
 			v.Note = fmt.Sprintf("the sink grew by %d more than migrate wrote: another producer wrote to it meanwhile", extra)
 		}
+		if j.Redelivered > 0 && !j.SinkAfter.Deduplicates && mode == ModeMove {
+			// A resumed move writes again what the interrupted run wrote
+			// and did not acknowledge; a sink without duplicate detection
+			// keeps both copies (the summary said a plain verified).
+			dup := fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them), and the sink does not drop duplicates", j.Redelivered)
+			if v.Note != "" {
+				dup = v.Note + "; " + dup
+			}
+			v.Note = dup
+		}
 	case resumed && -d <= again && j.SinkAfter.Deduplicates:
 		// A resumed copy: what the last run wrote past its checkpoint (it
 		// is saved once a second), and scheduled messages it wrote before
