@@ -453,8 +453,19 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	f := w.figures(rep.Counts, snap)
 	timing()
 	f.Rate = rep.Rate // over the active time, as the report's
-	prog.Finish(j.key(), f, rep.Outcome)
+	prog.Finish(j.key(), finalFigures(f, opt.Mode), rep.Outcome)
 	return rep
+}
+
+// finalFigures are the figures of a job's last line: no ETA (finished, it
+// said eta=14s after an interrupt), and a dry run's total is what it read
+// (its total was the sample's cap: "moved=20 total=100 percent=20.0").
+func finalFigures(f Figures, mode Mode) Figures {
+	f.ETA = 0
+	if mode == ModeDryRun && f.Total > f.Done {
+		f.Total = f.Done
+	}
+	return f
 }
 
 // brokerDeadLettered is how much the source's dead-letter count grew during

@@ -92,3 +92,21 @@ func TestMoveRecountsAGrowingSource(t *testing.T) {
 		t.Errorf("finished at %d of %d, want 30 of 30", prog.final.Done, prog.final.Total)
 	}
 }
+
+// The last line of a run says no ETA (an interrupted move said eta=14s),
+// and a dry run's total is what it read, not its sample cap ("moved=20
+// total=100 percent=20.0").
+func TestFinalFigures(t *testing.T) {
+	for _, tc := range []struct {
+		mode     Mode
+		in, want Figures
+	}{
+		{ModeMove, Figures{Done: 60, Total: 100, ETA: 14 * time.Second}, Figures{Done: 60, Total: 100}},
+		{ModeDryRun, Figures{Done: 20, Total: 100, ETA: 22 * time.Second}, Figures{Done: 20, Total: 20}},
+		{ModeDryRun, Figures{Done: 20, Total: -1}, Figures{Done: 20, Total: -1}},
+	} {
+		if got := finalFigures(tc.in, tc.mode); got != tc.want {
+			t.Errorf("%s %+v: %+v, want %+v", tc.mode, tc.in, got, tc.want)
+		}
+	}
+}
