@@ -713,12 +713,24 @@ func checkLock(e *eval, src Adapter, l bridge.Lock, b *pipelineBlock) {
 		return
 	}
 	name, d := k.sourceLock(src.Config)
-	if d <= 0 || l.ExtendEvery < d {
+	if d <= 0 || l.ExtendEvery <= d/2 {
 		return
 	}
 	rng := b.Source.DefRange
 	if b.Lock != nil && b.Lock.ExtendEvery != nil {
 		rng = b.Lock.ExtendEvery.Expr.Range()
+	}
+	if l.ExtendEvery < d {
+		// Accepted, and said: one late extension (a slow broker, a busy
+		// machine) and the lock lapses ("at most a third", the error
+		// below says, and ack_wait 11s passed with a 10s heartbeat
+		// unremarked).
+		e.diags = append(e.diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Subject: rng.Ptr(),
+			Summary: "Lock heartbeat close to the source's lock",
+			Detail: fmt.Sprintf("The engine extends the locks of the messages it holds every %s (lock { extend_every }), and the %s source's %s is %s: "+
+				"one extension that comes late and the broker redelivers a message the engine still holds. Set lock { extend_every } to at most a third of it (%s), or a longer %s.",
+				l.ExtendEvery, src.Kind, name, d, (d / 3).Round(time.Millisecond), name)})
+		return
 	}
 	e.errorf(rng, "Lock heartbeat too slow for the source",
 		"The engine extends the locks of the messages it holds every %s (lock { extend_every }), but the %s source's %s is %s: "+
