@@ -32,6 +32,7 @@ type memQueue struct {
 
 	receiveErr func(calls int) error // fails Receive when it returns non-nil
 	calls      int
+	hangClose  bool // the source's Close waits for its context to end
 }
 
 func newQueue(t testing.TB) *memQueue {
@@ -256,6 +257,10 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 
 func (s *memSource) Close(ctx context.Context) error {
 	s.closed.Store(true)
+	if s.q.hangClose {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	return nil
 }
 
@@ -311,6 +316,7 @@ type memSink struct {
 	sameGroupIn bool // a batch held two messages of one group
 	closed      bool
 	onDrop      func(field, reason string)
+	hangClose   bool // Close waits for its context to end
 }
 
 func newSink(t testing.TB) *memSink {
@@ -388,8 +394,12 @@ func (s *memSink) KeepsOrder() bool { return s.ordered }
 
 func (s *memSink) Close(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
+	s.mu.Unlock()
+	if s.hangClose {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	return nil
 }
 

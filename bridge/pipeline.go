@@ -37,6 +37,13 @@ type Pipeline struct {
 	opt  Options
 	log  *slog.Logger
 	met  *pipelineMetrics
+	// stopBy bounds, once a graceful stop's drain has ended (or its
+	// deadline passed), what is left of the stop: the wait for the last
+	// settlements and the closes of source and sinks share one opTimeout
+	// (each had its own: shutdown_timeout + 60 s at worst, above the
+	// grace period the manifests give). Zero: each close has opTimeout.
+	// Used by Run's goroutine only.
+	stopBy time.Time
 	// nackLog paces the error logged for each message handed back with no
 	// dead_letter, or refused by the dead-letter sink too: one that nothing
 	// takes and whose broker has no redelivery delay (AMQP) came back
@@ -179,6 +186,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.stopping = true
 			p.mu.Unlock()
 			p.drain(cancelWork, true)
+			if p.stopBy.IsZero() {
+				p.stopBy = time.Now().Add(opTimeout)
+			}
 			closeErr = p.closeSource(src)
 			break
 		}
@@ -314,7 +324,7 @@ func (p *Pipeline) closeSource(src driver.Source) error {
 			p.mu.Unlock()
 		}
 	}()
-	ctx, cancel := context.WithTimeout(p.base, opTimeout)
+	ctx, cancel := p.closeCtx()
 	defer cancel()
 	if err := src.Close(ctx); err != nil {
 		p.met.errClose.Inc()
@@ -322,6 +332,15 @@ func (p *Pipeline) closeSource(src driver.Source) error {
 		return fmt.Errorf("pipeline %q: close source: %w", p.name, err)
 	}
 	return nil
+}
+
+// closeCtx bounds one close: by what is left of a graceful stop
+// (stopBy), else by opTimeout.
+func (p *Pipeline) closeCtx() (context.Context, context.CancelFunc) {
+	if p.stopBy.IsZero() {
+		return context.WithTimeout(p.base, opTimeout)
+	}
+	return context.WithDeadline(p.base, p.stopBy)
 }
 
 func (p *Pipeline) closeSinks() error {
@@ -334,7 +353,7 @@ func (p *Pipeline) closeSinks() error {
 		if s == nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(p.base, opTimeout)
+		ctx, cancel := p.closeCtx()
 		err := s.Close(ctx)
 		cancel()
 		if err != nil {
@@ -499,6 +518,9 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc, handBack bool) {
 		p.mu.Unlock()
 		p.log.Warn("drain deadline passed; nacking what is left", "messages", len(rest))
 		p.goNackInOrder(rest)
+		if handBack { // a graceful stop: the closes share this wait's time
+			p.stopBy = time.Now().Add(opTimeout)
+		}
 		if !p.waitIdle(opTimeout) {
 			p.log.Error("settlements still pending after the drain; the broker redelivers them when their locks lapse")
 		}

@@ -1066,6 +1066,39 @@ func TestStalledSinkMakesThePipelineNotReady(t *testing.T) {
 	})
 }
 
+// A stop whose drain deadline passes, and whose adapters' closes hang,
+// ends within shutdown_timeout + one opTimeout: the last settlements and
+// the closes of source, sink and dead-letter sink share it. Each had its
+// own, shutdown_timeout + 60 s at worst, above the grace period the
+// manifests give (an SRE audit added it up).
+func TestStopIsBoundedAsAWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t)
+		q.hangClose = true
+		sink := newSink(t)
+		sink.hangClose = true
+		sink.gate = make(chan struct{}) // a send that never ends
+		dlq := newSink(t)
+		dlq.hangClose = true
+		opt := fastOptions()
+		opt.ShutdownTimeout = 5 * time.Second
+		h := start(t, Config{Options: opt, DeadLetter: DeadLetter{Sink: dlq.open}}, q, sink)
+		q.push(msg("g", 0))
+		synctest.Wait()
+		began := time.Now()
+		h.cancel()
+		select {
+		case <-h.done:
+			close(h.done) // for the harness's own stop at cleanup
+		case <-time.After(5 * time.Minute):
+			t.Fatal("the pipeline did not stop")
+		}
+		if took := time.Since(began); took > opt.ShutdownTimeout+opTimeout {
+			t.Errorf("the stop took %v, want at most %v", took, opt.ShutdownTimeout+opTimeout)
+		}
+	})
+}
+
 // A delivery that its adapter reuses (driver.Recycler) is recycled once,
 // after the ack batch that settled it, and never when it was dead-lettered
 // or its ack failed: reuse before then would hand the engine another
