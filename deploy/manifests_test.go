@@ -293,8 +293,22 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, configs map[strin
 		t.Errorf("%s: runAsUser %d, the image's user is %d", where, *u, imageUID)
 	}
 	var out []qbridgeContainer
+	// qbridge as a native sidecar: an init container that keeps running
+	// (restartPolicy Always), which the kubelet stops after the app's
+	// containers.
+	var cs []*corev1.Container
+	sidecar := map[*corev1.Container]bool{}
+	for i := range pod.InitContainers {
+		c := &pod.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			cs = append(cs, c)
+			sidecar[c] = true
+		}
+	}
 	for i := range pod.Containers {
-		c := &pod.Containers[i]
+		cs = append(cs, &pod.Containers[i])
+	}
+	for _, c := range cs {
 		if !strings.HasPrefix(c.Image, "qbridge:") {
 			continue
 		}
@@ -344,8 +358,17 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, configs map[strin
 						port, _ := fieldValue(a.Config, "Port").(int)
 						for _, app := range pod.Containers {
 							for _, e := range app.Env {
-								if e.Name == "NATS_URL" && !strings.HasSuffix(e.Value, fmt.Sprintf(":%d", port)) {
+								if e.Name != "NATS_URL" {
+									continue
+								}
+								if !strings.HasSuffix(e.Value, fmt.Sprintf(":%d", port)) {
 									t.Errorf("%s: container %s's NATS_URL %s is not pipeline %s's embedded server (port %d; 0 is a random one)", w, app.Name, e.Value, p.Name, port)
+								}
+								// An ordinary container gets SIGTERM with the
+								// app and takes the server away while the
+								// app still drains into it.
+								if !sidecar[c] {
+									t.Errorf("%s: container %s uses pipeline %s's embedded server, and qbridge is not a native sidecar (an init container with restartPolicy: Always), so it stops with the app, not after it", w, app.Name, p.Name)
 								}
 							}
 						}
