@@ -609,7 +609,11 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 	stopping, inFlight := p.stopping, p.live.len()
 	p.mu.Unlock()
 	if stopping {
-		return fmt.Errorf("stopping (%d messages in flight to finish or hand back)", inFlight)
+		what := fmt.Sprintf("%d messages", inFlight)
+		if inFlight == 1 {
+			what = "1 message"
+		}
+		return fmt.Errorf("stopping (%s in flight to finish or hand back)", what)
 	}
 	if !running {
 		if lastErr != nil {

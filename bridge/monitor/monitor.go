@@ -84,10 +84,13 @@ func (r Readiness) write(w io.Writer) {
 // Handler returns the endpoints. ready reports the process's readiness.
 func Handler(g prometheus.Gatherer, ready func(context.Context) Readiness) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	alive := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
-	})
+	}
+	mux.HandleFunc("GET /healthz", alive)
+	// /livez is the name Kubernetes' own components give it.
+	mux.HandleFunc("GET /livez", alive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()

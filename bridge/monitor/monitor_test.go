@@ -31,6 +31,7 @@ func TestHandler(t *testing.T) {
 	}{
 		{"healthz", "/healthz", Readiness{}, 200, "ok"},
 		{"healthz ignores readiness", "/healthz", Readiness{Err: errors.New("x")}, 200, "ok"},
+		{"livez, as Kubernetes names it", "/livez", Readiness{Err: errors.New("x")}, 200, "ok"},
 		{"ready", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a"}}}, 200, "ok\npipeline a: ready\n"},
 		{"starting", "/readyz", Readiness{Err: errors.New("starting")}, 503, "not ready\nstarting\n"},
 		{"not ready with the cause", "/readyz", Readiness{Pipelines: []PipelineReadiness{{Name: "a", Err: down}, {Name: "b"}}}, 503,
