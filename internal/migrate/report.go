@@ -543,6 +543,11 @@ func (r *Report) Summary(w io.Writer) {
 			if j.Skipped > 0 {
 				fmt.Fprintf(w, ", skipped %d", j.Skipped)
 			}
+			if j.HandedBack > 0 {
+				// What balances read against written and acknowledged
+				// after an interrupt (or a retry the source redelivers).
+				fmt.Fprintf(w, ", handed back %d", j.HandedBack)
+			}
 			if j.DuplicatesDropped > 0 {
 				fmt.Fprintf(w, ", duplicates dropped by the sink %d", j.DuplicatesDropped)
 			}

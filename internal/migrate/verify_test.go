@@ -474,3 +474,15 @@ func TestSummarySaysIdleDrainCannotSeeHeldMessages(t *testing.T) {
 		t.Errorf("a counted source:\n%s", s)
 	}
 }
+
+// The summary's counts balance: what was handed back to the source (an
+// interrupt, a retry the source redelivers) is said, as read = written +
+// handed back shows. An audit saw "read 6060, written 6040, acknowledged
+// 6040" and nothing for the 20.
+func TestSummarySaysHandedBack(t *testing.T) {
+	rep := &Report{Mode: ModeMove, Outcome: OutcomeInterrupted, Jobs: []*JobReport{{Pipeline: "p", Queue: "main", Outcome: OutcomeInterrupted,
+		Counts: Counts{Read: 6060, Written: 6040, Acknowledged: 6040, HandedBack: 20}}}}
+	if s := summaryOf(rep); !strings.Contains(s, "read 6060, written 6040, acknowledged 6040, dead-lettered 0, retried 0, throttled 0, handed back 20") {
+		t.Errorf("summary:\n%s", s)
+	}
+}
