@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/qbridge/qbridge/internal/config"
@@ -57,18 +58,45 @@ func init() {
 func main() {
 	setMemoryLimit()
 	setGCFloor()
-	// The first interrupt cancels ctx (tools stop, the daemon drains);
-	// stop() then restores the default, so a second one kills.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
+	// The first interrupt cancels ctx (tools stop, a migration drains); a
+	// second one ends the process at once, 128 + the signal as a shell
+	// reports a kill by it. Restoring the default disposition instead
+	// brought back an ignore the process inherited: started with nohup or
+	// in the background of a script, SIGINT is ignored, and the second
+	// Ctrl-C did nothing. "qbridge run" takes both from a channel of its
+	// own (ownSignals).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	go watchSignals(sigs, cancel, func(code int) { // ends with the process
+		atExit()
+		os.Exit(code)
+	})
 	code := dispatch(ctx, os.Args[1:], stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-	stop()
+	cancel()
 	atExit()
 	os.Exit(code)
 }
+
+// watchSignals cancels on the first signal and exits on the second, with
+// 128 + its number, unless the command took them (ownSignals).
+func watchSignals(sigs <-chan os.Signal, cancel func(), exit func(code int)) {
+	<-sigs
+	cancel()
+	s := <-sigs
+	if ownSignals.Load() {
+		return
+	}
+	code := 1
+	if n, ok := s.(syscall.Signal); ok {
+		code = 128 + int(n)
+	}
+	exit(code)
+}
+
+// ownSignals is set by a command that handles a second stop signal itself
+// ("qbridge run" logs it and exits 1).
+var ownSignals atomic.Bool
 
 // dispatch runs the command named by args[0].
 func dispatch(ctx context.Context, args []string, std stdio) int {

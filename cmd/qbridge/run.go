@@ -76,6 +76,7 @@ Example:
 		return 2
 	}
 	sig := make(chan os.Signal, 4)
+	ownSignals.Store(true)
 	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sig)
 	d := &daemon{path: *path, std: std, signals: sig, logOverride: lf}
