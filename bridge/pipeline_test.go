@@ -529,70 +529,74 @@ func TestShutdownHandsBackUnsent(t *testing.T) {
 }
 
 func TestShutdownDeadlineNacks(t *testing.T) {
-	q := newQueue(t)
-	for i := range 10 {
-		q.push(msg("", i))
-	}
-	sink := newSink(t)
-	sink.gate = make(chan struct{}) // never opens: Send returns when its ctx ends
-	opt := fastOptions()
-	opt.ShutdownTimeout = 50 * time.Millisecond
-	h := start(t, Config{Options: opt}, q, sink)
-	// All at the sink, not just received: what a stop finds not yet sent
-	// is handed back instead (TestShutdownHandsBackUnsent), which a loaded
-	// machine made this test see.
-	eventually(t, 5*time.Second, "all at the sink", func() bool {
-		n := 0
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t)
 		for i := range 10 {
-			n += sinkAttempts(sink, fmt.Sprintf("/%d", i))
+			q.push(msg("", i))
 		}
-		return n == 10
+		sink := newSink(t)
+		sink.gate = make(chan struct{}) // never opens: Send returns when its ctx ends
+		opt := fastOptions()
+		opt.ShutdownTimeout = 50 * time.Millisecond
+		h := start(t, Config{Options: opt}, q, sink)
+		// All at the sink, not just received: what a stop finds not yet sent
+		// is handed back instead (TestShutdownHandsBackUnsent), which a loaded
+		// machine made this test see.
+		eventually(t, 5*time.Second, "all at the sink", func() bool {
+			n := 0
+			for i := range 10 {
+				n += sinkAttempts(sink, fmt.Sprintf("/%d", i))
+			}
+			return n == 10
+		})
+		began := time.Now()
+		if err := h.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(began); el > opt.ShutdownTimeout { // bubble time: the shutdown timeout, no more
+			t.Errorf("stop took %v", el)
+		}
+		if nacks := q.count(func(d *memDelivery) int64 { return d.nacks.Load() }); nacks != 10 {
+			t.Errorf("%d nacked, want 10", nacks)
+		}
+		if out, _ := q.stats(); out != 0 {
+			t.Errorf("%d deliveries unsettled after stop", out)
+		}
+		if !sink.isClosed() || !h.src.allClosed() {
+			t.Error("adapters not closed")
+		}
 	})
-	began := time.Now()
-	if err := h.stop(); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(began); el > 3*time.Second {
-		t.Errorf("stop took %v", el)
-	}
-	if nacks := q.count(func(d *memDelivery) int64 { return d.nacks.Load() }); nacks != 10 {
-		t.Errorf("%d nacked, want 10", nacks)
-	}
-	if out, _ := q.stats(); out != 0 {
-		t.Errorf("%d deliveries unsettled after stop", out)
-	}
-	if !sink.isClosed() || !h.src.allClosed() {
-		t.Error("adapters not closed")
-	}
 }
 
 func TestShutdownNacksRetryingAtOnce(t *testing.T) {
-	q := newQueue(t)
-	q.push(msg("g", 0), msg("g", 1), msg("h", 0))
-	sink := newSink(t)
-	sink.fail = func(m *mapping.Message, attempt int) error {
-		if m.GroupKey == "g" {
-			return errTransient
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t)
+		q.push(msg("g", 0), msg("g", 1), msg("h", 0))
+		sink := newSink(t)
+		sink.fail = func(m *mapping.Message, attempt int) error {
+			if m.GroupKey == "g" {
+				return errTransient
+			}
+			return nil
 		}
-		return nil
-	}
-	opt := fastOptions()
-	opt.Retry.Backoff = Backoff{Initial: 10 * time.Second, Max: 10 * time.Second, Multiplier: 1}
-	h := start(t, Config{Options: opt}, q, sink)
-	eventually(t, 5*time.Second, "g/0 tried, h sent", func() bool {
-		return sinkAttempts(sink, "g/0") == 1 && sink.count() == 1
+		opt := fastOptions()
+		opt.Retry.Backoff = Backoff{Initial: 10 * time.Second, Max: 10 * time.Second, Multiplier: 1}
+		h := start(t, Config{Options: opt}, q, sink)
+		eventually(t, 5*time.Second, "g/0 tried, h sent", func() bool {
+			return sinkAttempts(sink, "g/0") == 1 && sink.count() == 1
+		})
+		began := time.Now()
+		if err := h.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(began); el >= opt.Retry.Backoff.Initial { // bubble time: not after a backoff
+			t.Errorf("stop waited %v for a retry", el)
+		}
+		ds := q.deliveries()
+		if ds[0].nacks.Load() != 1 || ds[1].nacks.Load() != 1 || ds[2].acks.Load() != 1 {
+			t.Errorf("nacks g/0=%d g/1=%d, ack h/0=%d; want 1 1 1", ds[0].nacks.Load(), ds[1].nacks.Load(), ds[2].acks.Load())
+		}
 	})
-	began := time.Now()
-	if err := h.stop(); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(began); el > 2*time.Second {
-		t.Errorf("stop waited %v for a retry", el)
-	}
-	ds := q.deliveries()
-	if ds[0].nacks.Load() != 1 || ds[1].nacks.Load() != 1 || ds[2].acks.Load() != 1 {
-		t.Errorf("nacks g/0=%d g/1=%d, ack h/0=%d; want 1 1 1", ds[0].nacks.Load(), ds[1].nacks.Load(), ds[2].acks.Load())
-	}
 }
 
 func TestInFlightBound(t *testing.T) {
