@@ -503,8 +503,8 @@ func TestTLSDial(t *testing.T) {
 func TestSinkAtTheSizeLimit(t *testing.T) {
 	needTestServer(t)
 	t.Parallel()
-	const limit = 64 << 10 // the "big" entity's
-	q := entity("big")
+	const limit = 64 << 10 // the "big-limit" entity's
+	q := entity("big-limit")
 	snk, _ := newTestSink(t, SinkConfig{Queue: q, MaxMessageSize: limit})
 	src, _ := newTestSource(t, SourceConfig{Queue: q})
 	opt := mapping.Options{MaxMessageSize: limit, Envelope: mapping.EnvelopeOff}

@@ -61,6 +61,7 @@ var testEntities = []entitySpec{
 	{name: "poison"},
 	{name: "batch"},
 	{name: "big", maxSizeKB: 64},
+	{name: "big-limit", maxSizeKB: 64}, // TestSinkAtTheSizeLimit's own: the two ran in parallel on one queue and took each other's messages
 	{name: "dlq-replay"},
 	{name: "sess", sessions: true, lock: 3 * time.Second},
 	{name: "sess-idle", sessions: true, lock: 3 * time.Second},

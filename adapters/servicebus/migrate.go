@@ -202,11 +202,15 @@ func deferred(total, active, scheduled, deadLetter, transferDeadLetter, transfer
 // server on plain HTTP), its transport sends each request there instead,
 // keeping the path, the query and the SAS token the SDK signed for the
 // namespace.
-func newAdminClient(c *connSettings, cred azcore.TokenCredential) (*admin.Client, error) {
+// mod, if given, changes the client's options.
+func newAdminClient(c *connSettings, cred azcore.TokenCredential, mod ...func(*admin.ClientOptions)) (*admin.Client, error) {
 	if c.mgmtURL == "" {
 		return nil, fmt.Errorf("servicebus: where %s serves its management API is not known (plain AMQP, an emulator): set management_endpoint to count: %w", c.namespace, errors.ErrUnsupported)
 	}
 	opts := &admin.ClientOptions{}
+	for _, m := range mod {
+		m(opts)
+	}
 	if c.mgmtURL != "https://"+c.namespace {
 		u, err := url.Parse(c.mgmtURL)
 		if err != nil {
@@ -411,7 +415,10 @@ func queueRequiresSession(ctx context.Context, set *sinkSettings, log *slog.Logg
 	if !literal || set.entityField != "queue" {
 		return false
 	}
-	ac, err := newAdminClient(set.conn, nil)
+	// One try: the answer only spares the broker's refusal, and every
+	// sink's open waits for it (the SDK's retries took 10 s where the
+	// management API does not answer).
+	ac, err := newAdminClient(set.conn, nil, func(o *admin.ClientOptions) { o.Retry.MaxRetries = -1 })
 	if err != nil {
 		return false
 	}
