@@ -146,8 +146,8 @@ func TestJetStreamNackWithDelay(t *testing.T) {
 	if err := again.Nack(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	third := receiveN(t, src, 1, 5*time.Second)[0]
-	if el := time.Since(start); el > 500*time.Millisecond {
+	third := receiveN(t, src, 1, 20*time.Second)[0]
+	if el := time.Since(start); el > 10*time.Second { // AckWait is 30 s: not redelivered by it
 		t.Errorf("immediate nack redelivered after %s", el)
 	}
 	ackAll(t, []driver.Delivery{third})
@@ -250,18 +250,21 @@ func TestJetStreamFetchBatchLatency(t *testing.T) {
 	for i := range 10 {
 		f.publish(t, "orders.a", strconv.Itoa(i))
 	}
-	src, _ := f.source(t, func(c *SourceConfig) { c.JetStream.FetchWait = "5s"; c.JetStream.FetchBatch = 4 })
+	// A fetch that waited for a full batch would take FetchWait (60 s);
+	// the bounds below are far under it and far over what a loaded
+	// machine takes (0.4 s).
+	src, _ := f.source(t, func(c *SourceConfig) { c.JetStream.FetchWait = "60s"; c.JetStream.FetchBatch = 4 })
 	start := time.Now()
-	ds, err := src.Receive(ctxT(t, 5*time.Second), 100)
+	ds, err := src.Receive(ctxT(t, 30*time.Second), 100)
 	if err != nil || len(ds) != 4 {
 		t.Fatalf("Receive = %d, %v; want fetch_batch 4", len(ds), err)
 	}
-	ds2, err := src.Receive(ctxT(t, 5*time.Second), 3)
+	ds2, err := src.Receive(ctxT(t, 30*time.Second), 3)
 	if err != nil || len(ds2) != 3 {
 		t.Fatalf("Receive(3) = %d, %v", len(ds2), err)
 	}
-	rest := receiveN(t, src, 3, 5*time.Second)
-	if el := time.Since(start); el > time.Second {
+	rest := receiveN(t, src, 3, 30*time.Second)
+	if el := time.Since(start); el > 15*time.Second {
 		t.Errorf("available messages took %s: Receive waited for a full batch", el)
 	}
 	all := append(append(ds, ds2...), rest...)
@@ -279,8 +282,8 @@ func TestJetStreamFetchBatchLatency(t *testing.T) {
 		published <- err
 	}()
 	start = time.Now()
-	late := receiveN(t, src, 1, 5*time.Second)
-	if el := time.Since(start); el > 2*time.Second {
+	late := receiveN(t, src, 1, 30*time.Second)
+	if el := time.Since(start); el > 15*time.Second {
 		t.Errorf("idle receive took %s", el)
 	}
 	if m := late[0].Message(); string(m.Body) != "late" {

@@ -54,26 +54,35 @@ func TestNackDelay(t *testing.T) {
 		t.Fatalf("redelivery %s count %d", again.Message().ID, again.Message().Source.DeliveryCount)
 	}
 
-	// Close abandons a held message at once.
-	if err := again.Nack(ctxT(t, 5*time.Second), time.Hour); err != nil {
+	ack(t, again)
+
+	// Close abandons a held message at once; max_nack_delay = 0s abandons
+	// at Nack. On a queue with a 60 s lock, so that "at once" is told from
+	// the lock lapsing by a wide margin (with the 2 s lock above, a bound
+	// of 1.5 s could fail on a loaded machine, or miss a regression).
+	q2 := entity("nackdelay-close")
+	snk2, _ := newTestSink(t, SinkConfig{Queue: q2})
+	holder, _ := newTestSource(t, SourceConfig{Queue: q2, MaxMessages: 1})
+	sendAll(t, snk2, textMsg("held"))
+	held := receiveN(t, holder, 1, 10*time.Second)[0]
+	if err := held.Nack(ctxT(t, 5*time.Second), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	// (max_nack_delay = 0s: Nack abandons at once)
-	now, _ := newTestSource(t, SourceConfig{Queue: q, MaxMessages: 1, MaxNackDelay: "0s"})
+	now, _ := newTestSource(t, SourceConfig{Queue: q2, MaxMessages: 1, MaxNackDelay: "0s"})
 	start = time.Now()
-	if err := other.Close(ctxT(t, 10*time.Second)); err != nil {
+	if err := holder.Close(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	third := receiveN(t, now, 1, 10*time.Second)[0]
-	if el := time.Since(start); el > 1500*time.Millisecond {
+	third := receiveN(t, now, 1, 40*time.Second)[0]
+	if el := time.Since(start); el > 20*time.Second {
 		t.Fatalf("redelivered %s after close: not abandoned at close", el)
 	}
 	if err := third.Nack(ctxT(t, 5*time.Second), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	fourth := receiveN(t, now, 1, 10*time.Second)[0]
-	if el := time.Since(start); el > 1500*time.Millisecond {
+	fourth := receiveN(t, now, 1, 40*time.Second)[0]
+	if el := time.Since(start); el > 20*time.Second {
 		t.Fatalf("max_nack_delay 0s: redelivered after %s", el)
 	}
 	ack(t, fourth)

@@ -57,6 +57,7 @@ var testEntities = []entitySpec{
 	{name: "settle", maxDelivery: 20},
 	{name: "renew", lock: 2 * time.Second},
 	{name: "nackdelay", lock: 2 * time.Second, maxDelivery: 20},
+	{name: "nackdelay-close", lock: time.Minute, maxDelivery: 20},
 	{name: "sched"},
 	{name: "poison"},
 	{name: "batch"},

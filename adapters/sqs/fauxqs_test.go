@@ -186,7 +186,10 @@ func TestFauxqsExtendKeepsMessageInvisible(t *testing.T) {
 	admin := adminClient(t)
 	url := createQueue(t, admin, false, nil)
 	snk, _ := startSink(t, SinkConfig{ConnConfig: conn(t, url)})
-	src, rec := startSource(t, SourceConfig{ConnConfig: conn(t, url), WaitTime: "1s", VisibilityTimeout: "2s", Pollers: 1})
+	// Visibility 6 s, extended by 6 s every second: an extension may come
+	// 5 s late (a loaded machine) before the message reappears; with 2 s
+	// and every 500 ms, 1.5 s late failed it.
+	src, rec := startSource(t, SourceConfig{ConnConfig: conn(t, url), WaitTime: "1s", VisibilityTimeout: "6s", Pollers: 1})
 	sendAll(t, snk, []*mapping.Message{{Body: []byte("slow")}})
 	d := receiveN(t, src, 1, 10*time.Second)[0]
 
@@ -199,14 +202,14 @@ func TestFauxqsExtendKeepsMessageInvisible(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(time.Second):
 			}
-			if err := d.Extend(context.Background(), 2*time.Second); err != nil {
+			if err := d.Extend(context.Background(), 6*time.Second); err != nil {
 				t.Errorf("extend: %v", err)
 			}
 		}
 	}()
-	deadline := time.Now().Add(4500 * time.Millisecond) // more than twice the visibility timeout
+	deadline := time.Now().Add(13 * time.Second) // more than twice the visibility timeout
 	for time.Now().Before(deadline) {
 		if ms := rawReceive(t, admin, url, time.Second); len(ms) > 0 {
 			t.Fatalf("message reappeared while extended: %s", aws.ToString(ms[0].Body))

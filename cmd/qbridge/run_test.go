@@ -273,7 +273,7 @@ func TestDaemonSecondSignalCutsTheDrain(t *testing.T) {
 	dir := t.TempDir()
 	stuck := uniq("stuck")
 	src := "http { listen = \"127.0.0.1:0\" }\n" +
-		"pipeline \"stuck\" {\n  source \"memtest\" {\n    name = \"" + stuck + "\"\n    messages = 1\n  }\n  sink \"memtest\" {\n    block = true\n    name = \"" + stuck + "\"\n  }\n  shutdown_timeout = \"5s\"\n}\n"
+		"pipeline \"stuck\" {\n  source \"memtest\" {\n    name = \"" + stuck + "\"\n    messages = 1\n  }\n  sink \"memtest\" {\n    block = true\n    name = \"" + stuck + "\"\n  }\n  shutdown_timeout = \"2m\"\n}\n"
 	d := startDaemon(t, writeFile(t, dir, "q.hcl", src))
 	<-d.addr
 	eventually(t, "the message blocked in the sink", func() bool { return memCount(memStats.blocked, stuck) == 1 })
@@ -284,7 +284,7 @@ func TestDaemonSecondSignalCutsTheDrain(t *testing.T) {
 	if code := d.wait(t); code != 1 {
 		t.Errorf("exit %d after a second signal, want 1", code)
 	}
-	if time.Since(began) > 2*time.Second {
+	if time.Since(began) > 30*time.Second { // far under the 2m drain it cuts
 		t.Errorf("the second signal took %v to act", time.Since(began))
 	}
 }
