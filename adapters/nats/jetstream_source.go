@@ -260,7 +260,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, name string, crea
 	if err != nil {
 		return nil, fmt.Errorf("nats: create stream %q: %w", name, err)
 	}
-	log.Info("nats jetstream stream created", "stream", name, "subjects", cfg.Subjects, "keeps", describeLimits(cfg))
+	log.Info("nats jetstream stream created", "stream", name, "subjects", cfg.Subjects,
+		"retention", cfg.Retention.String(), "max_msgs", cfg.MaxMsgs, "max_bytes", cfg.MaxBytes, "max_age", cfg.MaxAge, "discard", cfg.Discard.String())
 	return st, nil
 }
 

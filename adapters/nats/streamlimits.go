@@ -1,7 +1,6 @@
 package nats
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,22 +103,4 @@ func (c StreamLimitsConfig) firstSet() string {
 		return "stream_max_age"
 	}
 	return "stream_discard"
-}
-
-// describeLimits is how the log line of a created stream names its limits.
-func describeLimits(cfg jetstream.StreamConfig) string {
-	parts := []string{cfg.Retention.String()}
-	if cfg.MaxMsgs > 0 {
-		parts = append(parts, fmt.Sprintf("max_msgs %d", cfg.MaxMsgs))
-	}
-	if cfg.MaxBytes > 0 {
-		parts = append(parts, fmt.Sprintf("max_bytes %d", cfg.MaxBytes))
-	}
-	if cfg.MaxAge > 0 {
-		parts = append(parts, fmt.Sprintf("max_age %s", cfg.MaxAge))
-	}
-	if cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 || cfg.MaxAge > 0 {
-		parts = append(parts, "discard "+map[jetstream.DiscardPolicy]string{jetstream.DiscardOld: "old", jetstream.DiscardNew: "new"}[cfg.Discard])
-	}
-	return strings.Join(parts, ", ")
 }
