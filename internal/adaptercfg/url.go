@@ -49,6 +49,11 @@ func ParseURL(raw string) (*url.URL, error) {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	var ee url.EscapeError
+	if errors.As(err, &ee) {
+		// It quotes the escape, which may be a piece of the password.
+		err = errors.New("an invalid %-escape")
+	}
 	hint := ""
 	if strings.Contains(raw, "@") {
 		hint = " (a user, password or token with any of : / ? # [ ] @ % must be percent-encoded: # as %23, % as %25)"
