@@ -467,7 +467,6 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// Summary writes the report for a person.
 // shedLines lists the carry envelope's members messages went (or would
 // go) without: the sink had no room for the envelope (SQS: 10 attributes).
 func shedLines(w io.Writer, shed map[string]int64, verb string) {
@@ -477,6 +476,7 @@ func shedLines(w io.Writer, shed map[string]int64, verb string) {
 	}
 }
 
+// Summary writes the report for a person.
 func (r *Report) Summary(w io.Writer) {
 	fmt.Fprintf(w, "qbridge migrate (%s): %s in %s", r.Mode, r.Outcome, round(time.Duration(r.Seconds*float64(time.Second))))
 	if r.Reason != "" {
