@@ -215,6 +215,12 @@ func (d *daemon) run(ctx context.Context) int {
 	pollDone := make(chan struct{})
 	go func() { backlog.Run(pollCtx, interval, d.counters); close(pollDone) }()
 	defer func() { stopPoll(); <-pollDone }()
+	// Outages are logged as they begin and end, not only shown on
+	// /readyz; not once the drain begins (stopping is not an outage).
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watchDone := make(chan struct{})
+	go func() { monitor.LogReadiness(watchCtx, monitor.ReadyLogInterval, ready, d.log); close(watchDone) }()
+	defer func() { stopWatch(); <-watchDone }()
 
 	for stopping := false; !stopping; {
 		select {
@@ -232,6 +238,7 @@ func (d *daemon) run(ctx context.Context) int {
 		}
 	}
 
+	stopWatch()
 	stopped := make(chan struct{})
 	go func() {
 		sup.Stop()
