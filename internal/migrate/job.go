@@ -1128,13 +1128,19 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		w.blockedBehind = true
 		return "count", true
 	}
-	if b.Ready == 0 && b.InFlight > 0 && b.InFlight != w.waitedFor {
+	if b.InFlight > 0 && b.InFlight != w.waitedFor {
 		// Quiet, and what is left is held by someone else: another
 		// consumer, or an interrupted run until its locks lapse. Said
-		// once per count, so that a progress that stands still says why.
+		// once per count, so that a progress that stands still says why
+		// (a warning: an info line is hidden under the progress bar). In
+		// a FIFO queue or a session their groups' later messages wait
+		// too, counted ready: the progress stood still with nothing said.
 		w.waitedFor = b.InFlight
-		w.j.log.Info("waiting for messages in flight at the source: another consumer holds them, or an interrupted run did and they come back when their lock lapses",
-			"in_flight", b.InFlight)
+		msg := "waiting for messages in flight at the source: another consumer holds them, or an interrupted run did and they come back when their lock lapses"
+		if b.Ready > 0 {
+			msg += "; the ready ones are not delivered meanwhile: queued behind them in their FIFO groups or sessions (or the broker's count lags)"
+		}
+		w.j.log.Warn(msg, "in_flight", b.InFlight, "ready", b.Ready)
 	}
 	return "count", false
 }

@@ -573,6 +573,30 @@ func TestTimeoutWhenAnotherConsumerHoldsMessages(t *testing.T) {
 	}
 }
 
+// Held elsewhere after a kill, in a FIFO queue: their groups' later
+// messages wait too, counted ready and not delivered. The progress stood
+// still with nothing said (the waiting line was for Ready 0 only, at info
+// level, which the progress bar hides).
+func TestWaitingForHeldMessagesWithReadyBehindThem(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.putBlocked("in", msgs(4, 0)...)
+	b.mu.Lock()
+	b.queue("in").heldByOther = 3
+	b.mu.Unlock()
+	opt := fastOptions(ModeMove)
+	opt.Timeout = time.Second
+	var logs syncBuffer
+	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeNotDrained {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+	l := logs.String()
+	if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "queued behind them in their FIFO groups") || !strings.Contains(l, "ready=4") {
+		t.Errorf("log:\n%s", l)
+	}
+}
+
 func TestConnectTimeoutSaysWhy(t *testing.T) {
 	b, pipes := setup(t, moveHCL)
 	b.failOpen = true
