@@ -55,7 +55,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		n, err := streamMsgs(ctx, js, j.stream, j.filterSubjects)
-		return driver.Backlog{Ready: n}, err
+		return driver.Backlog{Ready: n, Ordered: true}, err
 	}
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s of stream %s: %w", j.durable, j.stream, err)
@@ -64,7 +64,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s info: %w", j.durable, err)
 	}
-	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending)}, nil
+	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending), Ordered: true}, nil
 }
 
 // CountSink counts the messages of the sink's stream: the one named in its
@@ -94,7 +94,7 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && set.js.createStream {
 		// The sink creates it when it opens: it holds nothing before.
-		return driver.Backlog{Deduplicates: true}, nil
+		return driver.Backlog{Deduplicates: true, Ordered: true}, nil
 	}
 	if err != nil {
 		return driver.Backlog{}, sinkStreamMissing(err, fmt.Errorf("nats: stream %s: %w", stream, err))
@@ -105,7 +105,7 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	}
 	// The stream drops a Nats-Msg-Id it stored within its duplicate
 	// window; the sink sends the message's dedup key as one.
-	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0}
+	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0, Ordered: true}
 	b.Limits, b.KeepsAtMost, b.KeepsNone = streamLimits(info.Config, info.State.Consumers)
 	return b, nil
 }

@@ -62,6 +62,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	case subQueueTransferDL:
 		return driver.Backlog{Ready: c.transferDeadLetter}, nil
 	}
+	c.Ordered = set.sessions // a session is received in order
 	if set.sessions {
 		// A failed listing leaves the message counts standing.
 		if n, err := sessionCount(ctx, set); err != nil {
@@ -132,8 +133,13 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	}
 	// Duplicate detection drops a MessageId seen within the entity's
 	// window. Not knowing it (no answer, no field) is taking it as off.
-	if q, qerr := ac.GetQueue(ctx, name, nil); qerr == nil && q != nil && q.RequiresDuplicateDetection != nil {
-		c.Deduplicates = *q.RequiresDuplicateDetection
+	if q, qerr := ac.GetQueue(ctx, name, nil); qerr == nil && q != nil {
+		if q.RequiresDuplicateDetection != nil {
+			c.Deduplicates = *q.RequiresDuplicateDetection
+		}
+		if q.RequiresSession != nil {
+			c.Ordered = *q.RequiresSession
+		}
 	}
 	return c.Backlog, nil
 }

@@ -91,6 +91,7 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 	// A FIFO queue drops a MessageDeduplicationId it saw within 5 minutes;
 	// qbridge sends one with every message there.
 	b.Deduplicates = strings.HasSuffix(url, ".fifo")
+	b.Ordered = b.Deduplicates // a FIFO queue: in order per message group
 	b.Entity = out.Attributes[string(types.QueueAttributeNameQueueArn)]
 	return b, nil
 }

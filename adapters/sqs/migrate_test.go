@@ -54,6 +54,11 @@ func TestCountQueueFauxqs(t *testing.T) {
 	if err != nil || snk != want {
 		t.Errorf("CountSink (by name) = %+v, %v; want %+v", snk, err, want)
 	}
+	// A FIFO queue deduplicates and keeps each group in order.
+	fifo := createQueue(t, c, true, nil)
+	if got, err := CountSource(ctx, SourceConfig{ConnConfig: conn(t, fifo)}, testLogger(t)); err != nil || !got.Ordered || !got.Deduplicates {
+		t.Errorf("CountSource of a FIFO queue = %+v, %v", got, err)
+	}
 }
 
 // The dead-letter queue: the configured URL, else the RedrivePolicy's

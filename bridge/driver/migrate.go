@@ -36,6 +36,11 @@ type Backlog struct {
 	// Service Bus duplicate detection, a JetStream stream's duplicate
 	// window), so that a resume's rewrites need not grow it.
 	Deduplicates bool `json:"-"`
+	// Ordered says that the counted entity keeps each group's messages
+	// in order for its consumers (an SQS FIFO queue, a Service Bus entity
+	// with sessions, a JetStream stream): a migration from such a source
+	// into a sink that does not warns that the order is not kept there.
+	Ordered bool `json:"-"`
 	// Limits describes, for a sink, the limits by which the counted entity
 	// drops what it holds without refusing a write (a JetStream stream
 	// with discard old: "max_msgs 100, discard old"), and KeepsAtMost is

@@ -171,6 +171,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			j.log.Warn("the sink drops what it holds beyond its limits without refusing a write; check that they keep what this migration writes", "limits", snk.Limits)
 		}
 	}
+	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil && src.Ordered && !snk.Ordered {
+		// Said before anything moves: an SQS FIFO queue moved into a
+		// standard one said "complete, verified" and nothing of the order
+		// (and the deduplication) its consumers lose.
+		msg := "the source keeps each group's messages in order (a FIFO queue, sessions, a stream) and the sink does not (an SQS standard queue, a Service Bus queue without sessions): its consumers may see a group's messages out of order"
+		if !snk.Deduplicates {
+			msg += ", and it drops no duplicates"
+		}
+		j.log.Warn(msg)
+	}
 	if tr.hold {
 		tr.sample = opt.Sample
 		tr.releaseHeld = func() { j.release(tr) }

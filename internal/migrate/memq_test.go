@@ -199,6 +199,9 @@ type memSourceConfig struct {
 	// Spelling changes the identity (memqpar) and not the queue: one
 	// queue named two ways, as an SQS queue_url and queue_name are.
 	Spelling string `hcl:"spelling,optional"`
+	// Ordered makes its count say that it keeps each group in order (an
+	// SQS FIFO queue).
+	Ordered bool `hcl:"ordered,optional"`
 
 	browse     bool
 	after      uint64
@@ -274,7 +277,9 @@ func init() {
 			if stalled {
 				return driver.Backlog{}, errors.New("memq: count: no answer")
 			}
-			return b.backlog(c.Queue), nil
+			bl := b.backlog(c.Queue)
+			bl.Ordered = c.Ordered
+			return bl, nil
 		},
 		ForMigration: func(c memSourceConfig) memSourceConfig {
 			c.migrating = true

@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -484,5 +485,27 @@ func TestSummarySaysHandedBack(t *testing.T) {
 		Counts: Counts{Read: 6060, Written: 6040, Acknowledged: 6040, HandedBack: 20}}}}
 	if s := summaryOf(rep); !strings.Contains(s, "read 6060, written 6040, acknowledged 6040, dead-lettered 0, retried 0, throttled 0, handed back 20") {
 		t.Errorf("summary:\n%s", s)
+	}
+}
+
+// A FIFO source moved into a sink that keeps no order is warned of before
+// anything moves: it said "complete, verified" and nothing else.
+func TestOrderedSourceIntoUnorderedSinkIsWarned(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		hcl := moveHCL
+		if ordered {
+			hcl = strings.Replace(moveHCL, `queue  = "in"`, "queue  = \"in\"\n    ordered = true", 1)
+		}
+		b, pipes := setup(t, hcl)
+		b.put("in", msgs(3, 0)...)
+		opt := fastOptions(ModeMove)
+		var logs syncBuffer
+		opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
+		if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete {
+			t.Fatalf("%s: %s", rep.Outcome, rep.Reason)
+		}
+		if got := strings.Contains(logs.String(), "its consumers may see a group's messages out of order, and it drops no duplicates"); got != ordered {
+			t.Errorf("source ordered %v: warned %v:\n%s", ordered, got, logs.String())
+		}
 	}
 }
