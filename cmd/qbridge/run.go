@@ -293,7 +293,7 @@ func (d *daemon) counters() []monitor.Counter {
 	cs := make([]monitor.Counter, 0, len(d.cfg.Pipelines))
 	for _, p := range d.cfg.Pipelines {
 		cs = append(cs, monitor.Counter{Pipeline: p.Name, Count: func(ctx context.Context) (driver.Backlog, error) {
-			return p.CountSource(ctx, d.log)
+			return p.CountSource(ctx, d.log.With("pipeline", p.Name))
 		}})
 	}
 	return cs
