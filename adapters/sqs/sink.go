@@ -38,14 +38,19 @@ type Sink struct {
 }
 
 var (
-	_ driver.Sink              = (*Sink)(nil)
-	_ driver.ReadyChecker      = (*Sink)(nil)
-	_ driver.DuplicateReporter = (*Sink)(nil)
+	_ driver.Sink                 = (*Sink)(nil)
+	_ driver.ReadyChecker         = (*Sink)(nil)
+	_ driver.DuplicateReporter    = (*Sink)(nil)
+	_ driver.RunDuplicateReporter = (*Sink)(nil)
 )
 
 // Duplicates counts the sends a FIFO queue took for duplicates of messages
-// it holds (sentIDs); 0 for a standard queue.
+// it holds (sentIDs); 0 for a standard queue. Only those of messages this
+// sink sent are seen: DuplicatesOfThisRun is the same count.
 func (s *Sink) Duplicates() int64 { return s.ids.count() }
+
+// DuplicatesOfThisRun implements driver.RunDuplicateReporter.
+func (s *Sink) DuplicatesOfThisRun() int64 { return s.ids.count() }
 
 // entry is one encoded message waiting for, or in, a batch.
 type entry struct {

@@ -95,6 +95,16 @@ type DuplicateReporter interface {
 	Duplicates() int64
 }
 
+// RunDuplicateReporter is implemented by sinks that tell, of the
+// duplicates their broker dropped, those of a message this same sink wrote
+// since it opened (an SQS FIFO queue answers with the first message's id):
+// a retry whose first attempt was stored, or distinct messages that share
+// a deduplication id. The rest may duplicate what an earlier run wrote (a
+// copy before a move), which is no loss.
+type RunDuplicateReporter interface {
+	DuplicatesOfThisRun() int64
+}
+
 // throttled marks a broker's "slow down" answer.
 type throttled struct{ err error }
 

@@ -47,8 +47,8 @@ func (p PassSource) Warnings() []string {
 	return nil
 }
 
-// PassSink is a Sink that passes ReadyChecker, OrderedSender, Warner and
-// DuplicateReporter on to the Sink it wraps.
+// PassSink is a Sink that passes ReadyChecker, OrderedSender, Warner,
+// DuplicateReporter and RunDuplicateReporter on to the Sink it wraps.
 type PassSink struct{ Sink }
 
 // Ready is the wrapped sink's, nil where it cannot tell.
@@ -81,6 +81,14 @@ func (p PassSink) Duplicates() int64 {
 	return 0
 }
 
+// DuplicatesOfThisRun is the wrapped sink's, 0 where it does not tell.
+func (p PassSink) DuplicatesOfThisRun() int64 {
+	if d, ok := p.Sink.(RunDuplicateReporter); ok {
+		return d.DuplicatesOfThisRun()
+	}
+	return 0
+}
+
 // PassDelivery is a Delivery that passes DecodeErrorer and Releaser on to
 // the Delivery it wraps.
 type PassDelivery struct{ Delivery }
@@ -103,14 +111,15 @@ func (p PassDelivery) Release(ctx context.Context) error {
 }
 
 var (
-	_ ReadyChecker      = PassSource{}
-	_ Unordered         = PassSource{}
-	_ LossCounter       = PassSource{}
-	_ Warner            = PassSource{}
-	_ ReadyChecker      = PassSink{}
-	_ OrderedSender     = PassSink{}
-	_ Warner            = PassSink{}
-	_ DuplicateReporter = PassSink{}
-	_ DecodeErrorer     = PassDelivery{}
-	_ Releaser          = PassDelivery{}
+	_ ReadyChecker         = PassSource{}
+	_ Unordered            = PassSource{}
+	_ LossCounter          = PassSource{}
+	_ Warner               = PassSource{}
+	_ ReadyChecker         = PassSink{}
+	_ OrderedSender        = PassSink{}
+	_ Warner               = PassSink{}
+	_ DuplicateReporter    = PassSink{}
+	_ RunDuplicateReporter = PassSink{}
+	_ DecodeErrorer        = PassDelivery{}
+	_ Releaser             = PassDelivery{}
 )

@@ -318,6 +318,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	tr.mu.Unlock()
 	stuck, stuckExamples := tr.stuckReport()
 	rep.DuplicatesDropped = dry.duplicates()
+	rep.duplicatesOfThisRun = dry.duplicatesOfThisRun()
 	if browsing && opt.Mode == ModeCopy {
 		rep.Checkpoint = snap.checkpoint
 		if j.state != nil {

@@ -512,10 +512,13 @@ func (d *memDelivery) Nack(context.Context, time.Duration) error {
 func (d *memDelivery) Extend(context.Context, time.Duration) error { return nil }
 
 type memSink struct {
-	b    *memBroker
-	cfg  memSinkConfig
-	dry  bool
-	dups atomic.Int64 // dropped as duplicates (Dedup)
+	b       *memBroker
+	cfg     memSinkConfig
+	dry     bool
+	dups    atomic.Int64 // dropped as duplicates (Dedup)
+	ownDups atomic.Int64 // of those, duplicates of what this sink sent
+	sentMu  sync.Mutex
+	sent    map[string]bool // the dedup ids this sink sent
 }
 
 // Duplicates implements driver.DuplicateReporter (ReportDuplicates).
@@ -524,6 +527,15 @@ func (s *memSink) Duplicates() int64 {
 		return 0
 	}
 	return s.dups.Load()
+}
+
+// DuplicatesOfThisRun implements driver.RunDuplicateReporter: the
+// duplicates of ids this sink sent itself.
+func (s *memSink) DuplicatesOfThisRun() int64 {
+	if !s.cfg.ReportDuplicates {
+		return 0
+	}
+	return s.ownDups.Load()
 }
 
 func newMemSink(dry bool) func(context.Context, memSinkConfig, func(field, reason string), *slog.Logger) (driver.Sink, error) {
@@ -553,9 +565,21 @@ func (s *memSink) Send(_ context.Context, msgs []*mapping.Message) []error {
 				errs[i] = errors.New("memq: sink unavailable")
 				continue
 			}
-			if s.cfg.Dedup && m.DedupID != "" && s.seenDedup(m.DedupID) {
-				s.dups.Add(1) // dropped; the answer names the first message
-				continue
+			if s.cfg.Dedup && m.DedupID != "" {
+				s.sentMu.Lock()
+				own := s.sent[m.DedupID]
+				if s.sent == nil {
+					s.sent = map[string]bool{}
+				}
+				s.sent[m.DedupID] = true
+				s.sentMu.Unlock()
+				if s.seenDedup(m.DedupID) {
+					s.dups.Add(1) // dropped; the answer names the first message
+					if own {
+						s.ownDups.Add(1)
+					}
+					continue
+				}
 			}
 			s.b.put(s.cfg.Queue, m)
 			if s.cfg.KeepsAtMost > 0 {

@@ -58,7 +58,9 @@ const (
 	// dead letters), and yet messages are at neither end
 	// (Verification.Lost): an automation that checks only for 0 took them
 	// for a clean move. A sink that only holds fewer keeps 0 or 3: a
-	// consumer reading it already is normal during a cut-over.
+	// consumer reading it already is normal during a cut-over; so does one
+	// that dropped duplicates of what an earlier run wrote (a copy before
+	// a move).
 	ExitNotVerified = 5
 	ExitInterrupted = 130
 )
@@ -263,6 +265,9 @@ type JobReport struct {
 	// blockedBehind: the drain ended with the source's ready messages
 	// queued behind stuck ones (a FIFO group, a session).
 	blockedBehind bool
+	// duplicatesOfThisRun: of DuplicatesDropped, those the sink tells were
+	// of messages this run wrote (driver.RunDuplicateReporter).
+	duplicatesOfThisRun int64
 	// recopied: messages an earlier copy wrote while they were scheduled,
 	// written again now that they are due (Verification's allowance too).
 	recopied int64

@@ -45,6 +45,20 @@ func (r *dryRecorder) duplicates() int64 {
 	return n
 }
 
+// duplicatesOfThisRun is the part of duplicates that the sinks tell were
+// of messages this run wrote (driver.RunDuplicateReporter).
+func (r *dryRecorder) duplicatesOfThisRun() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, s := range r.sinks {
+		if rd, ok := s.(driver.RunDuplicateReporter); ok {
+			n += rd.DuplicatesOfThisRun()
+		}
+	}
+	return n
+}
+
 func (r *dryRecorder) report(wouldWrite int64, rejects map[string]int64, examples map[string]Example, sampled bool) *DryRunReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()

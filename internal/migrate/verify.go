@@ -36,16 +36,23 @@ type Verification struct {
 	LeftTheSource int64 `json:"left_the_source,omitempty"`
 	// Merged counts the messages the sink dropped as duplicates beyond
 	// what this run's retries and redeliveries explain: distinct messages
-	// that share a deduplication id, the later ones not at the sink.
+	// that share a deduplication id, the later ones not at the sink, or
+	// messages an earlier run wrote there (a copy before a move).
 	Merged int64 `json:"merged,omitempty"`
+	// MergedInRun is the part of Merged the sink tells were duplicates of
+	// messages this run wrote itself (an SQS FIFO queue answers with the
+	// first one's id): distinct messages merged, for certain.
+	MergedInRun int64 `json:"merged_in_run,omitempty"`
 }
 
 // Lost reports a verification that found messages that are at neither
-// end: merged away by the sink's duplicate detection, or gone from the
-// source other than through the migration. A sink that merely holds
-// fewer may have a consumer already (a cut-over): that is not proof.
+// end: merged away within this run by the sink's duplicate detection, or
+// gone from the source other than through the migration. A sink that
+// merely holds fewer may have a consumer already (a cut-over), and one
+// that dropped duplicates of an earlier run's writes (a copy, then a
+// move) holds them: neither is proof.
 func (v *Verification) Lost() bool {
-	return v != nil && !v.Verified && (v.Merged > 0 || v.LeftTheSource > 0)
+	return v != nil && !v.Verified && (v.MergedInRun > 0 || v.LeftTheSource > 0)
 }
 
 // Warn reports a verification whose first line must say more than
@@ -119,6 +126,9 @@ func verification(j *JobReport, mode Mode) *Verification {
 	switch d := v.SinkGrowth - v.Expected; {
 	case merged > 0 && d < 0:
 		v.Merged = merged
+		// Beyond the retries, a duplicate of this run's own writes is two
+		// messages that share an id.
+		v.MergedInRun = min(merged, max(0, j.duplicatesOfThisRun-(j.Retried+j.AckFailed)))
 		v.Note = fmt.Sprintf("the sink dropped %d messages as duplicates of others it holds (more than this run's retries and redeliveries explain): "+
 			"distinct messages that share a deduplication id (Nats-Msg-Id, MessageDeduplicationId, MessageId) were merged, and the later ones are not at the sink; "+
 			"-new-dedup-ids NAME gives each message an id of its own", merged)

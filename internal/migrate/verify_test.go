@@ -189,7 +189,7 @@ func TestMergedMessagesExitNotVerified(t *testing.T) {
 	b.put("in", ms...)
 	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
 	v := rep.Jobs[0].Verification
-	if rep.Outcome != OutcomeComplete || rep.ExitCode != ExitNotVerified || v == nil || v.Merged != 3 || !strings.Contains(rep.Reason, "the sink dropped 3 messages as duplicates") {
+	if rep.Outcome != OutcomeComplete || rep.ExitCode != ExitNotVerified || v == nil || v.Merged != 3 || v.MergedInRun != 3 || !strings.Contains(rep.Reason, "the sink dropped 3 messages as duplicates") {
 		t.Fatalf("outcome %s, exit %d, verification %+v: %s", rep.Outcome, rep.ExitCode, v, rep.Reason)
 	}
 }
@@ -216,6 +216,31 @@ func TestEnvelopeShedIsReported(t *testing.T) {
 		if s := summaryOf(rep); !strings.Contains(s, want) {
 			t.Errorf("%s: summary:\n%s", mode, s)
 		}
+	}
+}
+
+// Duplicates of what an earlier run wrote (a copy, then a move of the same
+// messages) are no loss: the sink holds them. The move said "not verified"
+// and, with exit 5 for merges, failed a cut-over done as documented.
+func TestDuplicatesOfAnEarlierRunAreNoLoss(t *testing.T) {
+	defer func(w time.Duration) { verifyWait = w }(verifyWait)
+	verifyWait = 0
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true\n    report_duplicates = true", 1))
+	same := func() []*mapping.Message {
+		ms := msgs(3, 0)
+		for i, m := range ms {
+			m.DedupID = fmt.Sprintf("d%d", i)
+		}
+		return ms
+	}
+	b.put("in", same()...)
+	if rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil); rep.ExitCode != ExitComplete {
+		t.Fatalf("first move: exit %d: %s", rep.ExitCode, rep.Reason)
+	}
+	b.put("in", same()...) // the same messages again
+	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	if v := rep.Jobs[0].Verification; rep.ExitCode == ExitNotVerified || v == nil || v.Merged != 3 || v.MergedInRun != 0 {
+		t.Fatalf("exit %d, verification %+v: %s", rep.ExitCode, v, rep.Reason)
 	}
 }
 
