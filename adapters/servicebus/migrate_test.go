@@ -39,12 +39,12 @@ func TestCountSourceSessions(t *testing.T) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: fastConn(), Queue: q})
 	sendAll(t, snk, sessionMsg("a"+run, 0), sessionMsg("b"+run, 0), sessionMsg("a"+run, 1), sessionMsg("c"+run, 0))
-	want := driver.Backlog{Ready: before.Ready + 4, Sessions: before.Sessions + 3, HasSessions: true}
+	want := driver.Backlog{Ready: before.Ready + 4, Sessions: before.Sessions + 3, HasSessions: true, Ordered: true}
 	if got, err := CountSource(ctxT(t, 30*time.Second), cfg, nil); err != nil || got != want {
 		t.Fatalf("CountSource = %+v, %v; want %+v", got, err, want)
 	}
 	cfg.Sessions = nil // the same entity read without sessions: no session count
-	if got, err := CountSource(ctxT(t, 30*time.Second), cfg, nil); err != nil || got.HasSessions {
+	if got, err := CountSource(ctxT(t, 30*time.Second), cfg, nil); err != nil || got.HasSessions || got.Ordered {
 		t.Fatalf("CountSource without sessions = %+v, %v", got, err)
 	}
 }
