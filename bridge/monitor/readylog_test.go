@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/testlog"
 )
 
 // A pipeline that stops being ready is logged once, with the reason, and
@@ -25,13 +27,8 @@ func TestLogReadiness(t *testing.T) {
 			i++
 			return Readiness{Pipelines: []PipelineReadiness{{Name: "p", Err: err}}}
 		}
-		var b strings.Builder
-		var bmu sync.Mutex
-		log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-			bmu.Lock()
-			defer bmu.Unlock()
-			return b.Write(p)
-		}), nil))
+		var b testlog.Buffer
+		log := slog.New(slog.NewTextHandler(&b, nil))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { LogReadiness(ctx, time.Second, ready, log); close(done) }()
@@ -39,16 +36,10 @@ func TestLogReadiness(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		<-done
-		bmu.Lock()
 		out := b.String()
-		bmu.Unlock()
 		if strings.Count(out, "pipeline not ready") != 1 || !strings.Contains(out, `reason="sink: connection lost"`) ||
 			strings.Count(out, "pipeline ready again") != 1 {
 			t.Errorf("log:\n%s", out)
 		}
 	})
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -552,48 +552,33 @@ func TestDryRunLeavesScheduledMessagesAsTheMoveWould(t *testing.T) {
 	}
 }
 
+// While it waits for messages another consumer holds, the log says for
+// what, once, at WARN (the progress stood still without a word; an info
+// line is hidden under the bar). Held after a kill in a FIFO queue, their
+// groups' later messages wait too, counted ready and not delivered.
 func TestTimeoutWhenAnotherConsumerHoldsMessages(t *testing.T) {
-	b, pipes := setup(t, moveHCL)
-	b.put("in", msgs(5, 0)...)
-	b.mu.Lock()
-	b.queue("in").heldByOther = 3
-	b.mu.Unlock()
-	opt := fastOptions(ModeMove)
-	opt.Timeout = time.Second
-	var logs syncBuffer
-	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeNotDrained || !strings.Contains(rep.Reason, "-timeout") || rep.Jobs[0].Written != 5 {
-		t.Fatalf("outcome %s: %s (written %d)", rep.Outcome, rep.Reason, rep.Jobs[0].Written)
-	}
-	// While it waits, the log says for what (the progress stood still
-	// without a word), once.
-	if n := strings.Count(logs.String(), "waiting for messages in flight at the source"); n != 1 || !strings.Contains(logs.String(), "in_flight=3") {
-		t.Errorf("%d waiting lines:\n%s", n, logs.String())
-	}
-}
-
-// Held elsewhere after a kill, in a FIFO queue: their groups' later
-// messages wait too, counted ready and not delivered. The progress stood
-// still with nothing said (the waiting line was for Ready 0 only, at info
-// level, which the progress bar hides).
-func TestWaitingForHeldMessagesWithReadyBehindThem(t *testing.T) {
-	b, pipes := setup(t, moveHCL)
-	b.putBlocked("in", msgs(4, 0)...)
-	b.mu.Lock()
-	b.queue("in").heldByOther = 3
-	b.mu.Unlock()
-	opt := fastOptions(ModeMove)
-	opt.Timeout = time.Second
-	var logs syncBuffer
-	opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	rep := Run(context.Background(), pipes, opt, nil)
-	if rep.Outcome != OutcomeNotDrained {
-		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
-	}
-	l := logs.String()
-	if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "queued behind them in their FIFO groups") || !strings.Contains(l, "ready=4") {
-		t.Errorf("log:\n%s", l)
+	for _, behind := range []int{0, 4} {
+		b, pipes := setup(t, moveHCL)
+		b.put("in", msgs(5, 0)...)
+		b.putBlocked("in", msgs(behind, 5)...)
+		b.mu.Lock()
+		b.queue("in").heldByOther = 3
+		b.mu.Unlock()
+		opt := fastOptions(ModeMove)
+		opt.Timeout = time.Second
+		var logs syncBuffer
+		opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
+		rep := Run(context.Background(), pipes, opt, nil)
+		if rep.Outcome != OutcomeNotDrained || !strings.Contains(rep.Reason, "-timeout") || rep.Jobs[0].Written != 5 {
+			t.Fatalf("outcome %s: %s (written %d)", rep.Outcome, rep.Reason, rep.Jobs[0].Written)
+		}
+		l := logs.String()
+		if n := strings.Count(l, "level=WARN msg=\"waiting for messages in flight at the source"); n != 1 || !strings.Contains(l, "in_flight=3") {
+			t.Errorf("behind %d: %d waiting lines:\n%s", behind, n, l)
+		}
+		if got := strings.Contains(l, "queued behind them in their FIFO groups"); got != (behind > 0) {
+			t.Errorf("behind %d: the ready ones waiting behind said %v:\n%s", behind, got, l)
+		}
 	}
 }
 
