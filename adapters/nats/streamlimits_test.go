@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -30,12 +29,7 @@ func TestCreatedStreamsKeepTheirLimits(t *testing.T) {
 		JetStream: &JetStreamSourceConfig{Stream: "SPOOL_OUT", Durable: "qbridge", CreateStream: true,
 			StreamLimitsConfig: StreamLimitsConfig{Retention: "workqueue", MaxMsgs: 1000}}})
 
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(connect(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -393,11 +393,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	case outcome != "":
 		// Interrupted, failed, timed out: decided by the loop.
 		if outcome == OutcomeNotDrained && snap.stuck > 0 {
-			reason += "; " + j.stuckReason(snap.stuck, stuck, stuckExamples) + uncountedBehind(opt.Mode, rep)
+			reason += "; " + j.stuckReason(snap.stuck, stuck, stuckExamples) + behindStuck(opt.Mode, rep)
 		}
 	case snap.stuck > 0:
 		// Everything else is done: these will not be.
-		outcome, reason, by = OutcomeNotDrained, j.stuckReason(snap.stuck, stuck, stuckExamples)+uncountedBehind(opt.Mode, rep), ""
+		outcome, reason, by = OutcomeNotDrained, j.stuckReason(snap.stuck, stuck, stuckExamples)+behindStuck(opt.Mode, rep), ""
 		rep.DrainedBy = ""
 	case opt.Mode == ModeCopy && snap.notCopied > 0:
 		outcome = OutcomeNotDrained
@@ -593,11 +593,13 @@ func messagesAre(n int64) string {
 	return fmt.Sprintf("%d messages are", n)
 }
 
-// uncountedBehind warns, for a move from a source that cannot be counted
-// (AMQP), that messages may wait behind the stuck ones: a broker that
-// puts a handed-back message at the head of its queue (RabbitMQ) delivers
-// it again before them, and only a count would show them.
-func uncountedBehind(mode Mode, rep *JobReport) string {
+// behindStuck says, for a move, what waits behind the stuck messages: from
+// a source that cannot be counted (AMQP), that messages may (a broker that
+// puts a handed-back message at the head of its queue, RabbitMQ, delivers
+// it again before them, and only a count would show them); from one whose
+// drain ended with ready messages queued behind them (blockedBehind), how
+// many, recorded in left_behind too.
+func behindStuck(mode Mode, rep *JobReport) string {
 	if mode != ModeMove {
 		return ""
 	}

@@ -196,7 +196,7 @@ func verification(j *JobReport, mode Mode) *Verification {
 		v.Note = fmt.Sprintf("the sink holds %d fewer than migrate wrote, within the %d messages the source had "+
 			"delivered before, which an earlier, interrupted run may have written: the sink's duplicate detection drops such copies "+
 			"(a dry run's sample and other consumers raise delivery counts too: check the sink if no move was interrupted)", -d, j.Redelivered)
-	case j.SinkAfter.KeepsAtMost > 0 && j.SinkAfter.Pending() == j.SinkAfter.KeepsAtMost && v.Expected <= j.SinkAfter.KeepsAtMost:
+	case atCap(j.SinkAfter) && v.Expected <= j.SinkAfter.KeepsAtMost:
 		// A stream at its cap (discard old), as the job warned before it
 		// moved anything: what it wrote pushed out as many of the oldest
 		// messages, and being the newest, what it wrote is kept. The

@@ -127,21 +127,32 @@ func TestVerification(t *testing.T) {
 	}
 }
 
+// moveSharingOneDedupID moves 4 messages that share one dedup id into a
+// deduplicating sink (which says how many it dropped when report is set).
+func moveSharingOneDedupID(t *testing.T, report bool) *Report {
+	t.Helper()
+	defer func(w time.Duration) { verifyWait = w }(verifyWait)
+	verifyWait = 0 // the memq counts are exact: no lag to wait out
+	sink := "dedup = true"
+	if report {
+		sink += "\n    report_duplicates = true"
+	}
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, sink, 1))
+	ms := msgs(4, 0)
+	for _, m := range ms {
+		m.DedupID = "same"
+	}
+	b.put("in", ms...)
+	return Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+}
+
 // TestMigrationVerifiesTheSink: a sink that keeps fewer messages than were
 // written to it (here it drops equal dedup ids silently, as SQS FIFO does)
 // is reported: "NOT verified" on the pipeline, and on the first line of a
 // run that would otherwise just say complete. An audit saw a move print
 // "written 4 ... sink 0 → 1", complete, exit 0.
 func TestMigrationVerifiesTheSink(t *testing.T) {
-	defer func(w time.Duration) { verifyWait = w }(verifyWait)
-	verifyWait = 0 // the memq counts are exact: no lag to wait out
-	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
-	ms := msgs(4, 0)
-	for _, m := range ms {
-		m.DedupID = "same"
-	}
-	b.put("in", ms...)
-	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	rep := moveSharingOneDedupID(t, false)
 	j := rep.Jobs[0]
 	if j.Written != 4 || j.Verification == nil || j.Verification.Verified || j.Verification.SinkGrowth != 1 || j.Verification.Expected != 4 {
 		t.Fatalf("written %d, verification %+v", j.Written, j.Verification)
@@ -161,7 +172,7 @@ func TestMigrationVerifiesTheSink(t *testing.T) {
 	}
 
 	// Distinct ids: verified.
-	b, pipes = setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
 	b.put("in", msgs(4, 0)...)
 	rep = Run(context.Background(), pipes, fastOptions(ModeMove), nil)
 	if v := rep.Jobs[0].Verification; v == nil || !v.Verified || rep.Reason != "" || rep.ExitCode != ExitComplete {
@@ -179,15 +190,7 @@ func TestMigrationVerifiesTheSink(t *testing.T) {
 // that reads only the exit code does not take the lost messages for a
 // clean move (it exited 0).
 func TestMergedMessagesExitNotVerified(t *testing.T) {
-	defer func(w time.Duration) { verifyWait = w }(verifyWait)
-	verifyWait = 0
-	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true\n    report_duplicates = true", 1))
-	ms := msgs(4, 0)
-	for _, m := range ms {
-		m.DedupID = "same"
-	}
-	b.put("in", ms...)
-	rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+	rep := moveSharingOneDedupID(t, true)
 	v := rep.Jobs[0].Verification
 	if rep.Outcome != OutcomeComplete || rep.ExitCode != ExitNotVerified || v == nil || v.Merged != 3 || v.MergedInRun != 3 || !strings.Contains(rep.Reason, "the sink dropped 3 messages as duplicates") {
 		t.Fatalf("outcome %s, exit %d, verification %+v: %s", rep.Outcome, rep.ExitCode, v, rep.Reason)
@@ -475,7 +478,7 @@ func TestUncountedBehind(t *testing.T) {
 		{ModeCopy, &JobReport{}, false},
 		{ModeDryRun, &JobReport{}, false},
 	} {
-		if got := uncountedBehind(tc.mode, tc.rep); (got != "") != tc.says || tc.says && !strings.Contains(got, "queued behind them") {
+		if got := behindStuck(tc.mode, tc.rep); (got != "") != tc.says || tc.says && !strings.Contains(got, "queued behind them") {
 			t.Errorf("%s, counted %v: %q", tc.mode, tc.rep.SourceAfter != nil, got)
 		}
 	}
