@@ -99,6 +99,11 @@ type Ordering struct {
 	// MaxInFlight bounds the messages received and not yet settled; the
 	// engine stops receiving while it is reached (backpressure).
 	MaxInFlight int
+	// MaxInFlightAuto (DefaultOptions; the configuration clears it when
+	// max_in_flight is set) raises MaxInFlight to OverlapMaxInFlight where
+	// a lane's calls overlap (driver.WriteSignaller): overlapping calls of
+	// PipelinedBatchSize need room for several of them at once.
+	MaxInFlightAuto bool
 	// PerGroup is how many messages of one group key may be at the sink at
 	// once. 1 keeps strict order within a group; with a sink that keeps the
 	// order of a call (driver.OrderedSender) a group's consecutive messages
@@ -117,6 +122,11 @@ const (
 	// needs large calls to keep up with a fast source; measured with
 	// e2e/hotpath_bench_test.go (docs/benchmarks.md).
 	PipelinedBatchSize = 1000
+	// OverlapMaxInFlight is the automatic MaxInFlight where a lane's
+	// calls overlap: laneCalls calls of PipelinedBatchSize. With 1000, a
+	// call took every message held and the next could not form; with
+	// calls of 250 the calls' own cost ate the gain (docs/benchmarks.md).
+	OverlapMaxInFlight = laneCalls * PipelinedBatchSize
 )
 
 // Ungrouped modes (Ordering.Ungrouped).
@@ -172,7 +182,7 @@ type Lock struct {
 // DefaultOptions returns the defaults documented in docs/config.md.
 func DefaultOptions() Options {
 	return Options{
-		Ordering: Ordering{MaxInFlight: 1000, PerGroup: 1},
+		Ordering: Ordering{MaxInFlight: 1000, MaxInFlightAuto: true, PerGroup: 1},
 		Batch:    Batch{Concurrency: 4},
 		Retry: Retry{
 			Backoff: Backoff{Initial: 200 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -300,6 +301,11 @@ type memSink struct {
 	t        testing.TB
 	perGroup int  // most messages of one group in flight; 0: no check
 	ordered  bool // KeepsOrder: the engine may pipeline a group in one call
+	// writes: SignalsWritten. Send puts its messages on the wire
+	// (wireByGroup: what a consumer gets, failed confirmations included)
+	// and calls driver.Written before it waits and decides their results,
+	// so the engine may start a group's next call meanwhile.
+	writes bool
 
 	// fail decides a message's result on its n-th attempt (from 1).
 	fail  func(m *mapping.Message, attempt int) error
@@ -314,13 +320,17 @@ type memSink struct {
 	maxInGroup  int
 	batchSizes  []int
 	sameGroupIn bool // a batch held two messages of one group
+	wireByGroup map[string][]string
+	callsOut    map[string]int // calls holding a group's messages (writes)
+	overlapped  bool           // two calls of one group were out at once
 	closed      bool
 	onDrop      func(field, reason string)
 	hangClose   bool // Close waits for its context to end
 }
 
 func newSink(t testing.TB) *memSink {
-	return &memSink{t: t, attempts: map[string]int{}, byGroup: map[string][]string{}, inFlight: map[string]int{}}
+	return &memSink{t: t, attempts: map[string]int{}, byGroup: map[string][]string{}, inFlight: map[string]int{},
+		wireByGroup: map[string][]string{}, callsOut: map[string]int{}}
 }
 
 func (s *memSink) open(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) {
@@ -348,8 +358,28 @@ func (s *memSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		s.attempts[m.ID]++
 		attempt[i] = s.attempts[m.ID]
 	}
+	groups := map[string]bool{} // ungrouped ones too
+	for _, m := range msgs {
+		s.wireByGroup[m.GroupKey] = append(s.wireByGroup[m.GroupKey], m.ID)
+		groups[m.GroupKey] = true
+	}
+	for g := range groups {
+		if s.callsOut[g]++; s.callsOut[g] > 1 {
+			s.overlapped = true
+		}
+	}
+	defer func() {
+		s.mu.Lock()
+		for g := range groups {
+			s.callsOut[g]--
+		}
+		s.mu.Unlock()
+	}()
 	gate := s.gate
 	s.mu.Unlock()
+	if s.writes {
+		driver.Written(ctx)
+	}
 
 	if gate != nil {
 		select {
@@ -391,6 +421,15 @@ func (s *memSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 }
 
 func (s *memSink) KeepsOrder() bool { return s.ordered }
+
+func (s *memSink) SignalsWritten() bool { return s.writes }
+
+// wireIDs is what a consumer of group g got, in order (writes).
+func (s *memSink) wireIDs(g string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.wireByGroup[g])
+}
 
 func (s *memSink) Close(ctx context.Context) error {
 	s.mu.Lock()

@@ -74,7 +74,11 @@ type Pipeline struct {
 	// pipelined: the sink keeps the order of a call and PerGroup is 1, so a
 	// lane's consecutive messages share calls (set when the sink opens).
 	pipelined bool
-	batchSize int // Batch.Size, or the automatic size
+	// overlap: pipelined, and the sink says when a call is on the wire
+	// (driver.WriteSignaller), so a lane's calls overlap (queue.go).
+	overlap     bool
+	maxInFlight int // Ordering.MaxInFlight, or the automatic bound (MaxInFlightAuto)
+	batchSize   int // Batch.Size, or the automatic size
 
 	lastErr error // the last failure to open or receive, for /readyz; nil once open
 	// confirmedAt is when the sink last confirmed a message, or the source
@@ -269,11 +273,17 @@ func (p *Pipeline) openSinks(ctx context.Context) bool {
 		p.mu.Lock()
 		p.sink = s
 		p.pipelined = ok && os.KeepsOrder() && p.opt.Ordering.PerGroup == 1
+		ws, ok := s.(driver.WriteSignaller)
+		p.overlap = p.pipelined && ok && ws.SignalsWritten()
+		p.maxInFlight = p.opt.Ordering.MaxInFlight
+		if p.overlap && p.opt.Ordering.MaxInFlightAuto {
+			p.maxInFlight = max(p.maxInFlight, OverlapMaxInFlight)
+		}
 		p.batchSize = p.opt.Batch.Size
 		if p.batchSize == 0 {
 			p.batchSize = DefaultBatchSize
 			if p.pipelined {
-				p.batchSize = min(PipelinedBatchSize, p.opt.Ordering.MaxInFlight)
+				p.batchSize = min(PipelinedBatchSize, p.maxInFlight)
 			}
 		}
 		p.mu.Unlock()
@@ -406,7 +416,7 @@ func (p *Pipeline) waitCapacity(ctx context.Context) (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		if free := p.opt.Ordering.MaxInFlight - p.live.len(); free > 0 {
+		if free := p.maxInFlight - p.live.len(); free > 0 {
 			return min(free, p.batchSize), true
 		}
 		ch := p.waitChan()
@@ -477,8 +487,20 @@ func (p *Pipeline) drain(cancelWork context.CancelFunc, handBack bool) {
 	var nacks []*item
 	for _, it := range p.live.items {
 		if it.state == stWaiting {
-			it.timer.Stop()
-			it.timer = nil
+			if it.timer != nil {
+				it.timer.Stop()
+				it.timer = nil
+			}
+			if g := it.g; p.overlap && it.lane != "" && g.routed < g.calls {
+				// Earlier calls of its lane are still out: the lane is
+				// nacked whole, in order, once they are routed
+				// (afterRouting).
+				if g.due == it {
+					g.due = nil
+				}
+				p.requeue([]*item{it})
+				continue
+			}
 			it.state = stSettling
 			nacks = append(nacks, it)
 			nacks = append(nacks, p.takeFollowers(it)...)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,5 +201,189 @@ func TestAutomaticBatchSize(t *testing.T) {
 		if want := map[bool]int{false: DefaultBatchSize, true: 900}[ordered]; largest != want {
 			t.Errorf("ordered sink %v: largest call %d, want %d (calls %v)", ordered, largest, want, sink.batches())
 		}
+	}
+}
+
+// With a sink that says when a call is on the wire (driver.WriteSignaller),
+// a lane's next call starts before the previous one is confirmed, and
+// order holds as it does within one call: confirmations that come back
+// out of call order are routed in call order, and after a failure the
+// lane's later calls go again after it, so a consumer keeping the last
+// copy of each message sees every one in order. A sink that does not
+// signal never has two calls of a lane out.
+func TestOverlappingCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		groups          int // 0: ungrouped
+		writes, failing bool
+	}{
+		{"grouped", 10, true, false},
+		{"grouped, transient failures", 10, true, true},
+		{"ungrouped", 0, true, false},
+		{"ungrouped, transient failures", 0, true, true},
+		{"a sink that does not signal", 10, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 1200
+			q := newQueue(t)
+			var msgs []*mapping.Message
+			next := map[string]int{}
+			for range n {
+				g := ""
+				if tc.groups > 0 {
+					g = fmt.Sprintf("g%d", rand.IntN(tc.groups))
+				}
+				msgs = append(msgs, msg(g, next[g]))
+				next[g]++
+			}
+			q.push(msgs...)
+			sink := newSink(t)
+			sink.ordered, sink.writes = true, tc.writes
+			// Confirmations come back in any order.
+			sink.delay = func(*mapping.Message) time.Duration { return time.Duration(rand.IntN(300)) * time.Microsecond }
+			if tc.failing {
+				sink.fail = func(m *mapping.Message, attempt int) error {
+					if attempt == 1 && rand.IntN(15) == 0 {
+						return errTransient
+					}
+					return nil
+				}
+			}
+			opt := fastOptions()
+			opt.Ordering = Ordering{MaxInFlight: 200, PerGroup: 1}
+			opt.Batch = Batch{Size: 20, Concurrency: 4}
+			h := start(t, Config{Options: opt}, q, sink)
+			eventually(t, 30*time.Second, "every message acked", func() bool {
+				return q.count(func(d *memDelivery) int64 { return d.acks.Load() }) == n
+			})
+			if err := h.stop(); err != nil {
+				t.Fatal(err)
+			}
+			for g, count := range next {
+				ids := sink.wireIDs(g)
+				if dups := lastOccurrenceInOrder(t, "group "+g, ids, count); dups != 0 && !tc.failing {
+					t.Errorf("group %q: %d copies beyond one each without failures", g, dups)
+				}
+			}
+			if nacks := q.count(func(d *memDelivery) int64 { return d.nacks.Load() }); nacks != 0 {
+				t.Errorf("%d nacks, want 0", nacks)
+			}
+			sink.mu.Lock()
+			overlapped := sink.overlapped
+			sink.mu.Unlock()
+			if overlapped != tc.writes {
+				t.Errorf("two calls of one lane out at once: %v, want %v", overlapped, tc.writes)
+			}
+		})
+	}
+}
+
+// A stop while a lane's calls overlap and fail hands every message not
+// confirmed back once, and in order per group: a broker redelivers in
+// the order of the nacks.
+func TestOverlappingCallsDrain(t *testing.T) {
+	for _, during := range []bool{false, true} {
+		t.Run(map[bool]string{false: "failures before the stop", true: "failures during the drain"}[during], func(t *testing.T) {
+			overlappingDrain(t, during)
+		})
+	}
+}
+
+func overlappingDrain(t *testing.T, during bool) {
+	const groups, n = 5, 2000
+	q := newQueue(t)
+	q.redeliver = true
+	var msgs []*mapping.Message
+	next := map[string]int{}
+	for i := range n {
+		g := fmt.Sprintf("g%d", i%groups)
+		msgs = append(msgs, msg(g, next[g]))
+		next[g]++
+	}
+	q.push(msgs...)
+	sink := newSink(t)
+	sink.ordered, sink.writes = true, true
+	var failing atomic.Bool
+	var failures atomic.Int64
+	sink.delay = func(*mapping.Message) time.Duration { return time.Duration(rand.IntN(500)) * time.Microsecond }
+	sink.fail = func(m *mapping.Message, attempt int) error {
+		if failing.Load() && rand.IntN(3) == 0 {
+			failures.Add(1)
+			return errTransient
+		}
+		return nil
+	}
+	opt := fastOptions()
+	opt.Ordering = Ordering{MaxInFlight: 400, PerGroup: 1}
+	opt.Batch = Batch{Size: 40, Concurrency: 4}
+	opt.Retry.Backoff = Backoff{Initial: time.Hour, Max: time.Hour, Multiplier: 1} // failures wait: the drain nacks them
+	h := start(t, Config{Options: opt}, q, sink)
+	eventually(t, 30*time.Second, "some messages acked", func() bool {
+		return q.count(func(d *memDelivery) int64 { return d.acks.Load() }) > n/10
+	})
+	failing.Store(true)
+	if !during {
+		eventually(t, 30*time.Second, "failures", func() bool { return failures.Load() >= 3 })
+	}
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	last := map[string]int{}
+	handedBack := 0
+	for _, d := range q.pending {
+		if d.nacks.Load() == 0 && d.releases.Load() == 0 {
+			continue // never received
+		}
+		handedBack++
+		g, seq := d.msg.GroupKey, seqOfID(d.msg.ID)
+		if prev, ok := last[g]; ok && seq <= prev {
+			t.Errorf("group %s: %s handed back after %d: redelivery would reorder it", g, d.msg.ID, prev)
+		}
+		last[g] = seq
+	}
+	for _, d := range q.all {
+		if settled := d.acks.Load() + d.nacks.Load() + d.releases.Load(); d.received.Load() > 0 && settled != 1 {
+			t.Errorf("%s received and settled %d times, want once", d.msg.ID, settled)
+		}
+	}
+	if handedBack == 0 {
+		t.Error("nothing was handed back: the stop did not meet a failing lane")
+	}
+}
+
+// The automatic bound on messages in flight is OverlapMaxInFlight where a
+// lane's calls overlap, room for laneCalls full calls; a configured
+// max_in_flight, or a sink whose calls do not overlap, keeps its own.
+func TestOverlapMaxInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		writes, auto bool
+		want         int
+	}{
+		{"overlapping calls", true, true, OverlapMaxInFlight},
+		{"max_in_flight configured", true, false, 1000},
+		{"a sink that does not signal", false, true, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueue(t)
+			for i := range OverlapMaxInFlight + 500 {
+				q.push(msg("", i))
+			}
+			sink := newSink(t)
+			sink.ordered, sink.writes = true, tc.writes
+			gate := make(chan struct{})
+			sink.gate = gate
+			opt := fastOptions()
+			opt.Ordering.MaxInFlightAuto = tc.auto
+			start(t, Config{Options: opt}, q, sink)
+			eventually(t, 10*time.Second, "the bound reached", func() bool { out, _ := q.stats(); return out >= tc.want })
+			close(gate)
+			eventually(t, 30*time.Second, "all sent", func() bool { return sink.count() >= OverlapMaxInFlight+500 })
+			if _, most := q.stats(); most != tc.want {
+				t.Errorf("at most %d in flight, want %d", most, tc.want)
+			}
+		})
 	}
 }

@@ -18,6 +18,7 @@ type item struct {
 	lane      string // the ordering key: group, ungroupedLane, or "" (no order kept)
 	g         *group // the lane's state while it is active (p.groups[lane] then)
 	seq       uint64 // source order: items are numbered as they are placed
+	call      uint64 // the lane's call that holds it (group.calls), when overlapping
 	preErr    error  // undecodable or refused by Transform: dead-letter without sending
 	preReason string // ReasonCorrupt or ReasonMapping
 	recvAt    time.Time
@@ -81,7 +82,24 @@ const ungroupedLane = "\x00ungrouped"
 type group struct {
 	queue  []*item // FIFO of stQueued items
 	active int     // items ready, sending, waiting or settling ahead of the queue
+
+	// Overlapping calls (Pipeline.overlap): calls numbers the lane's calls
+	// in the order they were taken, routed counts those whose results were
+	// routed (in that order). written: the latest call is on the wire and
+	// no head was let out after it, so the lane's next call may start.
+	// broken: a failure of the lane waits to be sent again; nothing else of
+	// the lane goes before it. Calls numbered below requeueBelow were taken
+	// before that failure was routed: their messages go again after it.
+	calls, routed, requeueBelow uint64
+	written, broken             bool
+	due                         *item // a retry waiting for the earlier calls' routing
+	head                        *item // let out for the next call, not taken yet
 }
+
+// laneCalls is the most calls of one lane at the sink at once when calls
+// overlap: enough to cover a confirmation round trip under load with
+// calls of a few hundred messages (docs/benchmarks.md).
+const laneCalls = 4
 
 // The methods below are called with p.mu held.
 
@@ -122,12 +140,42 @@ func (p *Pipeline) place(it *item) {
 	it.g = g
 	if g.active < p.opt.Ordering.PerGroup && len(g.queue) == 0 {
 		g.active++
+		g.written = false // its call is the lane's next
 		it.active = true
 		p.pushReady(it)
 		return
 	}
 	it.state = stQueued
 	g.queue = append(g.queue, it)
+	p.openLane(g, false)
+}
+
+// openLane lets a lane's next call start while its earlier ones await
+// their confirmation (Pipeline.overlap): the queue's head goes to the
+// senders, which take the messages queued behind it along. Unless now is
+// set (a call of the lane was just confirmed), it waits for a quarter of a
+// batch: idle senders take a head at once, and calls of one message each
+// would fill the lane's calls with round trips. p.mu is held.
+func (p *Pipeline) openLane(g *group, now bool) {
+	if !g.written || g.broken || p.draining || len(g.queue) == 0 || g.calls-g.routed >= laneCalls {
+		return
+	}
+	if !now && len(g.queue) < max(1, p.batchSize/laneCalls) {
+		return
+	}
+	p.pushHead(g)
+}
+
+// pushHead moves the lane's first queued item to the senders. p.mu is held.
+func (p *Pipeline) pushHead(g *group) {
+	next := g.queue[0]
+	g.queue[0] = nil
+	g.queue = g.queue[1:]
+	g.active++
+	g.written = false // the head's call is the lane's next
+	g.head = next
+	next.active = true
+	p.pushReady(next)
 }
 
 // laneOf is the key that orders it: its group, the ungrouped lane when the
@@ -167,12 +215,7 @@ func (p *Pipeline) release(it *item) {
 	g := it.g // active: its group is in p.groups
 	g.active--
 	for g.active < p.opt.Ordering.PerGroup && len(g.queue) > 0 {
-		next := g.queue[0]
-		g.queue[0] = nil
-		g.queue = g.queue[1:]
-		g.active++
-		next.active = true
-		p.pushReady(next)
+		p.pushHead(g)
 	}
 	if g.active == 0 && len(g.queue) == 0 {
 		delete(p.groups, it.lane)
@@ -249,9 +292,11 @@ func (p *Pipeline) lostLocked() uint64 {
 }
 
 // requeue puts items of one lane that were sent after a failed one of
-// their lane back at the front of the lane's queue, in order: the lane
+// their lane back into the lane's queue, in source order: the lane
 // resends from the failed message once it succeeds (pipelining, see
-// driver.OrderedSender). The failed item still holds the lane.
+// driver.OrderedSender). The failed item still holds the lane. With
+// overlapping calls the queue may already hold requeued items of an
+// earlier call, so the two are merged by seq.
 func (p *Pipeline) requeue(items []*item) {
 	if len(items) == 0 {
 		return
@@ -262,5 +307,21 @@ func (p *Pipeline) requeue(items []*item) {
 		it.state = stQueued
 		g.active--
 	}
-	g.queue = append(items, g.queue...)
+	if len(g.queue) == 0 || items[len(items)-1].seq < g.queue[0].seq {
+		g.queue = append(items, g.queue...)
+		return
+	}
+	merged := make([]*item, 0, len(items)+len(g.queue))
+	i, j := 0, 0
+	for i < len(items) && j < len(g.queue) {
+		if items[i].seq < g.queue[j].seq {
+			merged = append(merged, items[i])
+			i++
+		} else {
+			merged = append(merged, g.queue[j])
+			j++
+		}
+	}
+	merged = append(merged, items[i:]...)
+	g.queue = append(merged, g.queue[j:]...)
 }

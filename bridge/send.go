@@ -83,6 +83,12 @@ func (p *Pipeline) takeReady(n int) []*item {
 			continue // a message to dead-letter goes alone: its followers wait for it
 		}
 		g := it.g // ready: active
+		g.head = nil
+		// The call is the lane's latest: written again once on the wire,
+		// and the lane goes on from here after a failure.
+		it.call = g.calls
+		g.calls++
+		g.written, g.broken = false, false
 		for len(g.queue) > 0 && len(batch) < n && g.queue[0].preErr == nil {
 			f := g.queue[0]
 			g.queue[0] = nil
@@ -90,6 +96,7 @@ func (p *Pipeline) takeReady(n int) []*item {
 			g.active++
 			f.active = true
 			f.state = stSending
+			f.call = it.call
 			batch = append(batch, f)
 		}
 	}
@@ -128,7 +135,18 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 		return
 	}
 
-	errs := p.sink.Send(work, msgs)
+	lanes := p.callLanes(items)
+	ctx := work
+	var written bool
+	if len(lanes) > 0 {
+		ctx = driver.WithWritten(work, func() {
+			if !written {
+				written = true
+				p.wrote(lanes)
+			}
+		})
+	}
+	errs := p.sink.Send(ctx, msgs)
 	done := time.Now()
 	p.met.sinkLatency.Observe(done.Sub(now).Seconds())
 	if len(errs) != len(msgs) {
@@ -161,6 +179,21 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 	// whatever their own result, so the lane keeps its order.
 	var broken map[string][]*item
 	p.mu.Lock()
+	// Results are routed in the order of the lanes' calls: a later call's
+	// success must not be acked before an earlier call's failure is known.
+	for _, lc := range lanes {
+		for lc.g.routed != lc.call {
+			ch := p.waitChan()
+			p.mu.Unlock()
+			<-ch
+			p.mu.Lock()
+		}
+		if lc.call < lc.g.requeueBelow {
+			// Taken before a failure of the lane was routed: it goes again
+			// after the failed message, whatever its own result.
+			breakLane(&broken, lc.first)
+		}
+	}
 	for i, it := range items {
 		if it.state != stSending {
 			continue // settled by the drain deadline while it was sent
@@ -171,7 +204,7 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 				if err == nil {
 					it.attempts-- // not its failure: the attempt does not count against it
 				}
-				if p.draining {
+				if p.draining && !p.overlap {
 					it.state = stSettling
 					nacks = append(nacks, it)
 				} else {
@@ -194,6 +227,13 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 			it.state = stSettling
 			dls = append(dls, dl{it, ReasonRetriesExhausted,
 				fmt.Errorf("gave up after %d attempts in %s: %w", it.attempts, done.Sub(it.firstAttempt).Round(time.Millisecond), err)})
+		case p.draining && p.overlap && it.lane != "":
+			// Nacked with the rest of its lane once no call of the lane is
+			// out (afterRouting): the later calls' messages come before
+			// those queued behind them.
+			p.breakCalls(it.g)
+			breakLane(&broken, it)
+			broken[it.lane] = append(broken[it.lane], it)
 		case p.draining:
 			it.state = stSettling
 			nacks = append(nacks, it)
@@ -201,11 +241,21 @@ func (p *Pipeline) sendBatch(work context.Context, batch []*item) {
 			breakLane(&broken, it)
 		default:
 			retries = append(retries, retry{it.group, it.msg.ID, err, it.attempts, p.scheduleRetry(it)})
+			if p.overlap && it.lane != "" {
+				p.breakCalls(it.g)
+			}
 			breakLane(&broken, it)
 		}
 	}
 	for _, again := range broken {
 		p.requeue(again)
+	}
+	for _, lc := range lanes {
+		lc.g.routed++
+		nacks = append(nacks, p.afterRouting(lc.g)...)
+	}
+	if len(lanes) > 0 {
+		p.broadcast() // a later call may wait for these to be routed
 	}
 	if len(acks) > 0 {
 		p.confirmedAt, p.sendErr = done, nil // the sink answers (Ready's stall check)
@@ -273,12 +323,97 @@ func (p *Pipeline) scheduleRetry(it *item) time.Duration {
 	it.timer = time.AfterFunc(delay, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if it.state == stWaiting {
-			it.timer = nil
-			p.pushReady(it)
+		if it.state != stWaiting {
+			return
 		}
+		it.timer = nil
+		if g := it.g; p.overlap && it.lane != "" && g.routed < g.requeueBelow {
+			g.due = it // the lane's calls sent before the failure come back first
+			return
+		}
+		p.pushReady(it)
 	})
 	return delay
+}
+
+// laneCall is one lane's share of a call (Pipeline.overlap).
+type laneCall struct {
+	g     *group
+	call  uint64
+	first *item
+}
+
+// callLanes lists the lanes of a call's items and the call's number in
+// each, when calls overlap. A lane's items are consecutive in a batch
+// (takeReady). Items settled meanwhile are listed too: their lane's count
+// must still advance.
+func (p *Pipeline) callLanes(items []*item) []laneCall {
+	if !p.overlap {
+		return nil
+	}
+	var lanes []laneCall
+	for _, it := range items {
+		if it.lane == "" || (len(lanes) > 0 && lanes[len(lanes)-1].g == it.g) {
+			continue
+		}
+		lanes = append(lanes, laneCall{g: it.g, call: it.call, first: it})
+	}
+	return lanes
+}
+
+// wrote is the sink's signal that a call is on the wire: each lane of
+// which it is the latest call may start its next.
+func (p *Pipeline) wrote(lanes []laneCall) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, lc := range lanes {
+		if lc.g.calls == lc.call+1 {
+			lc.g.written = true
+			p.openLane(lc.g, false)
+		}
+	}
+}
+
+// breakCalls stops a lane after a failure of one of its calls: the calls
+// taken so far go again after the failed message, and a head let out for
+// the next call goes back to the queue. p.mu is held.
+func (p *Pipeline) breakCalls(g *group) {
+	g.broken = true
+	g.requeueBelow = max(g.requeueBelow, g.calls)
+	if h := g.head; h != nil && h.state == stReady {
+		g.head = nil
+		if i := slices.Index(p.ready, h); i >= 0 {
+			p.ready = slices.Delete(p.ready, i, i+1)
+		}
+		p.requeue([]*item{h})
+	}
+}
+
+// afterRouting goes on with a lane once one of its calls is routed: a
+// retry that waited for the earlier calls goes, the next call may start,
+// or, in a drain, a broken lane with no call out is nacked whole, in
+// order. p.mu is held.
+func (p *Pipeline) afterRouting(g *group) []*item {
+	if g.due != nil && g.routed >= g.requeueBelow {
+		it := g.due
+		g.due = nil
+		if it.state == stWaiting {
+			p.pushReady(it)
+		}
+	}
+	if p.draining && g.broken && g.routed == g.calls && len(g.queue) > 0 {
+		rest := g.queue
+		g.queue = nil
+		for _, it := range rest {
+			it.state = stSettling
+		}
+		if g.active == 0 {
+			delete(p.groups, rest[0].lane)
+		}
+		return rest
+	}
+	p.openLane(g, true)
+	return nil
 }
 
 // goSettle runs a nack or a dead-letter in its own goroutine so that it

@@ -130,6 +130,39 @@ type OrderedSender interface {
 	KeepsOrder() bool
 }
 
+// WriteSignaller is implemented by OrderedSenders whose Send puts all of a
+// call's messages on the wire before it waits for their confirmation, and
+// whose next call's messages go on the wire after them (publishes on one
+// connection). Such a Send calls Written(ctx) once it has written them.
+// The engine then starts a lane's next call as soon as the previous one is
+// written, instead of once it is confirmed: the calls' confirmation round
+// trips overlap instead of adding up (docs/benchmarks.md). Results are
+// still routed in call order, and when a call fails the lane's later calls
+// are sent again after it, whatever their own result, as the later
+// messages of one failed call are.
+type WriteSignaller interface {
+	OrderedSender
+	SignalsWritten() bool
+}
+
+type writtenKey struct{}
+
+// WithWritten returns ctx carrying f for Written. The callback travels in
+// the context so that wrappers of a sink (tracing, migration) that pass
+// their Send's context on keep it without knowing of it.
+func WithWritten(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, writtenKey{}, f)
+}
+
+// Written tells the engine that the call with ctx has put its messages on
+// the wire (WriteSignaller). A sink calls it at most once per call; it does
+// nothing where the engine asked for no signal.
+func Written(ctx context.Context) {
+	if f, ok := ctx.Value(writtenKey{}).(func()); ok {
+		f()
+	}
+}
+
 // Unordered is implemented by sources whose messages have no order to keep
 // apart from their group (an SQS standard queue): the engine sends their
 // ungrouped messages concurrently by default.

@@ -47,7 +47,8 @@ func (p PassSource) Warnings() []string {
 	return nil
 }
 
-// PassSink is a Sink that passes ReadyChecker, OrderedSender, Warner,
+// PassSink is a Sink that passes ReadyChecker, OrderedSender,
+// WriteSignaller, Warner,
 // DuplicateReporter and RunDuplicateReporter on to the Sink it wraps.
 type PassSink struct{ Sink }
 
@@ -63,6 +64,13 @@ func (p PassSink) Ready(ctx context.Context) error {
 func (p PassSink) KeepsOrder() bool {
 	o, ok := p.Sink.(OrderedSender)
 	return ok && o.KeepsOrder()
+}
+
+// SignalsWritten is the wrapped sink's, false where it does not say. A
+// wrapper's Send must pass its context on to the wrapped Send (Written).
+func (p PassSink) SignalsWritten() bool {
+	w, ok := p.Sink.(WriteSignaller)
+	return ok && w.SignalsWritten()
 }
 
 // Warnings are the wrapped sink's.
@@ -117,6 +125,7 @@ var (
 	_ Warner               = PassSource{}
 	_ ReadyChecker         = PassSink{}
 	_ OrderedSender        = PassSink{}
+	_ WriteSignaller       = PassSink{}
 	_ Warner               = PassSink{}
 	_ DuplicateReporter    = PassSink{}
 	_ RunDuplicateReporter = PassSink{}

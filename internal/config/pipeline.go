@@ -743,7 +743,9 @@ func checkLock(e *eval, src Adapter, l bridge.Lock, b *pipelineBlock) {
 func decodeEngine(e *eval, b *pipelineBlock) bridge.Options {
 	o := bridge.DefaultOptions()
 	if x := b.Ordering; x != nil {
-		e.integer(x.MaxInFlight, 1, maxInFlightLimit, &o.Ordering.MaxInFlight)
+		if e.integer(x.MaxInFlight, 1, maxInFlightLimit, &o.Ordering.MaxInFlight) {
+			o.Ordering.MaxInFlightAuto = false
+		}
 		if e.integer(x.PerGroup, 1, maxInFlightLimit, &o.Ordering.PerGroup) && o.Ordering.PerGroup > o.Ordering.MaxInFlight {
 			e.errorf(x.PerGroup.Expr.Range(), "Invalid value", "per_group (%d) cannot exceed max_in_flight (%d).", o.Ordering.PerGroup, o.Ordering.MaxInFlight)
 		}
