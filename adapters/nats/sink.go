@@ -103,6 +103,12 @@ func (s *sink) encode(sc *natsmap.Scratch, m *mapping.Message) (*nats.Msg, error
 // out on one connection in order, and the server stores them in that order.
 func (s *sink) KeepsOrder() bool { return true }
 
+// SignalsWritten reports that a core call says when its publishes are in
+// the connection's buffer, before its flush waits for the server
+// (driver.WriteSignaller): the next call's publishes go after them on the
+// same connection, so the two flushes' round trips may overlap.
+func (s *sink) SignalsWritten() bool { return s.js == nil }
+
 // sendCore publishes and flushes: a successful flush means the server has
 // read every message before it (not that anyone received them). A call
 // publishes on one connection: a message published after a reconnect could
@@ -138,6 +144,7 @@ func (s *sink) sendCore(ctx context.Context, msgs []*mapping.Message, errs []err
 		}
 		sent++
 	}
+	driver.Written(ctx)
 	if sent == 0 {
 		return
 	}
