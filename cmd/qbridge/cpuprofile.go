@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // A build with -tags pprof writes a CPU profile of the whole process to
@@ -32,7 +33,24 @@ func init() {
 	if mutexPath != "" {
 		runtime.SetMutexProfileFraction(1)
 	}
+	// $QBRIDGE_EXECTRACE also writes an execution trace (go tool trace):
+	// which goroutine ran, waited or was runnable when, for a stage that
+	// starves rather than works.
+	var tf *os.File
+	if tp := os.Getenv("QBRIDGE_EXECTRACE"); tp != "" {
+		if tf, err = os.Create(tp); err == nil {
+			err = trace.Start(tf)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "qbridge: QBRIDGE_EXECTRACE:", err)
+			os.Exit(1)
+		}
+	}
 	atExit = func() {
+		if tf != nil {
+			trace.Stop()
+			_ = tf.Close()
+		}
 		pprof.StopCPUProfile()
 		_ = f.Close()
 		if mutexPath != "" {
