@@ -214,6 +214,26 @@ func EncodedReport(reason string) (how string, ok bool) {
 	return strings.CutPrefix(reason, encodedPrefix)
 }
 
+// Refuse applies o.Policy to an item the wire form cannot take as it is:
+// under Drop it reports the item (Dropped) and returns carry=false, under
+// Encode, when canCarry, it reports it (Encoded) and returns carry=true (the
+// caller moves it into the envelope); otherwise it returns the RejectError
+// naming wire and field. canCarry false is for an item the envelope cannot
+// hold either (a duplicate, invalid UTF-8): Encode then rejects it.
+func (o *Options) Refuse(wire, field, reason string, canCarry bool) (carry bool, err error) {
+	switch o.Policy {
+	case Drop:
+		o.Dropped(field, reason)
+		return false, nil
+	case Encode:
+		if canCarry {
+			o.Encoded(field, reason)
+			return true, nil
+		}
+	}
+	return false, Rejectf(wire, field, "%s", reason)
+}
+
 // Dropped reports an item left out under the Drop policy.
 func (o *Options) Dropped(field, reason string) {
 	if o != nil && o.OnDrop != nil {

@@ -107,21 +107,3 @@ func (d *Dialect) reserved(name string) bool {
 	}
 	return false
 }
-
-// Refuse applies opt.Policy to an item the wire form cannot take. It returns
-// drop=true when the item is to be left out (Drop, reported through
-// opt.OnDrop), carry=true when it is to go into the envelope (Encode, when
-// canCarry), or else the RejectError naming field.
-func (d *Dialect) Refuse(opt *mapping.Options, field, reason string, canCarry bool) (drop, carry bool, err error) {
-	switch opt.Policy {
-	case mapping.Drop:
-		opt.Dropped(field, reason)
-		return true, false, nil
-	case mapping.Encode:
-		if canCarry {
-			opt.Encoded(field, reason)
-			return false, true, nil
-		}
-	}
-	return false, false, mapping.Rejectf(d.Wire, field, "%s", reason)
-}

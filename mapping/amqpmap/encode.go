@@ -149,8 +149,8 @@ func (d *Dialect) headerTTL(ttl time.Duration, opt *mapping.Options) (time.Durat
 		return 0, false, mapping.Rejectf(d.Wire, "header.ttl", "negative TTL %v", ttl)
 	case ttl > MaxTTL:
 		reason := "TTL " + ttl.String() + " exceeds the AMQP maximum of 4294967295 ms (about 49.7 days)"
-		drop, _, err := d.Refuse(opt, "header.ttl", reason, true)
-		if err != nil || drop {
+		carry, err := opt.Refuse(d.Wire, "header.ttl", reason, true)
+		if err != nil || !carry {
 			return 0, false, err
 		}
 		return MaxTTL, true, nil
@@ -328,7 +328,7 @@ func (d *Dialect) encodeAppProperties(m *mapping.Message, env *mapping.Envelope,
 			}
 		}
 		if reason != "" {
-			_, carry, err := d.Refuse(opt, appProp(a.Name), reason, canCarry)
+			carry, err := opt.Refuse(d.Wire, appProp(a.Name), reason, canCarry)
 			if err != nil {
 				return err
 			}
@@ -375,7 +375,7 @@ func (d *Dialect) encodeAnnotations(m *mapping.Message, env *mapping.Envelope, m
 		field := func() string { return annotation(a.Name) }
 		if _, dup := ann[a.Name]; dup {
 			// Not carried: a carried annotation replaces the native one.
-			if _, _, err := d.Refuse(opt, field(), "duplicate name", false); err != nil {
+			if _, err := opt.Refuse(d.Wire, field(), "duplicate name", false); err != nil {
 				return err
 			}
 			continue

@@ -155,7 +155,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 	// for a migration's resume.
 	if key := m.DedupKey(); key != "" {
 		if r := valueProblem(key); r != "" {
-			carry, err := decide(o, nats.MsgIdHdr, r)
+			carry, err := o.Refuse(Wire, nats.MsgIdHdr, r, true)
 			if err != nil {
 				return nil, err
 			}
@@ -184,7 +184,7 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 			continue
 		}
 		if r := valueProblem(f.v); r != "" {
-			carry, err := decide(o, f.field, r)
+			carry, err := o.Refuse(Wire, f.field, r, true)
 			if err != nil {
 				return nil, err
 			}
@@ -243,20 +243,6 @@ func encode(m *mapping.Message, subject string, opt *EncodeOptions, sc *Scratch)
 	return msg, nil
 }
 
-// decide applies the policy to an item NATS cannot take as it is: an error
-// (Reject), false (Drop: leave it out) or true (Encode: into the envelope).
-func decide(opt *mapping.Options, field, reason string) (carry bool, err error) {
-	switch opt.Policy {
-	case mapping.Drop:
-		opt.Dropped(field, reason)
-		return false, nil
-	case mapping.Encode:
-		opt.Encoded(field, reason)
-		return true, nil
-	}
-	return false, mapping.Rejectf(Wire, field, "%s", reason)
-}
-
 func attrField(name string) string { return fmt.Sprintf("attribute %q", name) }
 
 // encodeAttributes writes each attribute as a header with its Text() (a
@@ -277,7 +263,7 @@ func encodeAttributes(users []userHeader, attrs []mapping.Attribute, h nats.Head
 				}
 				return nil, mapping.Rejectf(Wire, attrField(a.Name), "%s", reason)
 			}
-			carry, err := decide(o, attrField(a.Name), reason)
+			carry, err := o.Refuse(Wire, attrField(a.Name), reason, true)
 			if err != nil {
 				return nil, err
 			}

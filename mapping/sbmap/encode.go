@@ -192,11 +192,11 @@ func prepare(m *mapping.Message, opt *mapping.Options) (*mapping.Message, mappin
 			continue
 		}
 		reason := fmt.Sprintf("%d characters exceed the Service Bus limit of %d", n, MaxIDLength)
-		drop, _, err := Dialect.Refuse(opt, k.field, reason, true)
+		encode, err := opt.Refuse(Dialect.Wire, k.field, reason, true)
 		if err != nil {
 			return nil, 0, err
 		}
-		if drop {
+		if !encode {
 			*k.get(edit()) = ""
 			continue
 		}
@@ -207,11 +207,11 @@ func prepare(m *mapping.Message, opt *mapping.Options) (*mapping.Message, mappin
 	}
 	if w.GroupKey != "" && w.PartitionKey != "" && w.GroupKey != w.PartitionKey {
 		reason := fmt.Sprintf("PartitionKey %q differs from SessionId %q; Service Bus requires them equal", w.PartitionKey, w.GroupKey)
-		drop, _, err := Dialect.Refuse(opt, "PartitionKey", reason, true)
+		encode, err := opt.Refuse(Dialect.Wire, "PartitionKey", reason, true)
 		if err != nil {
 			return nil, 0, err
 		}
-		if drop {
+		if !encode {
 			edit().PartitionKey = ""
 		} else {
 			edit().PartitionKey = w.GroupKey

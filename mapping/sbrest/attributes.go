@@ -31,7 +31,7 @@ func (e *encoded) encodeAttributes(attrs []mapping.Attribute, opt *mapping.Optio
 				}
 				return mapping.Rejectf(Wire, attrField(a.Name), "%s", reason)
 			}
-			carry, err := decide(opt, attrField(a.Name), reason)
+			carry, err := opt.Refuse(Wire, attrField(a.Name), reason, true)
 			if err != nil {
 				return err
 			}

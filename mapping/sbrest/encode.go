@@ -134,7 +134,7 @@ func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, 
 	}
 	idNative := true
 	if id := m.DedupKey(); len(id) > MaxIDLength {
-		carry, err := decide(opt, "MessageId", fmt.Sprintf("%d bytes, more than %d", len(id), MaxIDLength))
+		carry, err := opt.Refuse(Wire, "MessageId", fmt.Sprintf("%d bytes, more than %d", len(id), MaxIDLength), true)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +157,7 @@ func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, 
 		if len(*l.v) <= MaxIDLength {
 			continue
 		}
-		carry, err := decide(opt, l.field, fmt.Sprintf("%d bytes, more than %d", len(*l.v), MaxIDLength))
+		carry, err := opt.Refuse(Wire, l.field, fmt.Sprintf("%d bytes, more than %d", len(*l.v), MaxIDLength), true)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +183,7 @@ func encodeMessage(m *mapping.Message, opt *mapping.Options, f form) (*encoded, 
 		e.bp.PartitionKey = mm.PartitionKey
 	}
 	if e.bp.SessionID != "" && e.bp.PartitionKey != "" && e.bp.SessionID != e.bp.PartitionKey {
-		carry, err := decide(opt, "PartitionKey", "differs from SessionId; Service Bus requires them equal")
+		carry, err := opt.Refuse(Wire, "PartitionKey", "differs from SessionId; Service Bus requires them equal", true)
 		if err != nil {
 			return nil, err
 		}
@@ -256,21 +256,6 @@ func (e *encoded) size(f form, max int) int {
 	return len(appendElement(nil, e))
 }
 
-// decide applies the policy to an item the wire form cannot take as it is:
-// it returns an error (Reject), false (Drop: leave it out) or true (Encode:
-// carry it in the envelope).
-func decide(opt *mapping.Options, field, reason string) (carry bool, err error) {
-	switch opt.Policy {
-	case mapping.Drop:
-		opt.Dropped(field, reason)
-		return false, nil
-	case mapping.Encode:
-		opt.Encoded(field, reason)
-		return true, nil
-	}
-	return false, mapping.Rejectf(Wire, field, "%s", reason)
-}
-
 func encodeContentType(e *encoded, mm *mapping.Message, opt *mapping.Options, f form, native *mapping.Field) error {
 	ct := mm.ContentType
 	switch {
@@ -284,7 +269,7 @@ func encodeContentType(e *encoded, mm *mapping.Message, opt *mapping.Options, f 
 		*native |= mapping.FieldContentType
 		e.contentType = ct
 	default:
-		carry, err := decide(opt, "ContentType", reasonUnsafe)
+		carry, err := opt.Refuse(Wire, "ContentType", reasonUnsafe, true)
 		if err != nil {
 			return err
 		}

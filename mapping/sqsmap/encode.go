@@ -115,20 +115,6 @@ func Encode(m *mapping.Message, opt EncodeOptions) (*Outbound, error) {
 	return e.out, nil
 }
 
-// refuse applies the policy to something SQS cannot take: Reject returns
-// the error, Drop reports it, Encode tells the caller to encode it.
-func (e *encoder) refuse(field, reason string) (encode bool, err error) {
-	switch e.opt.Policy {
-	case mapping.Drop:
-		e.opt.Dropped(field, reason)
-		return false, nil
-	case mapping.Encode:
-		e.opt.Encoded(field, reason)
-		return true, nil
-	}
-	return false, mapping.Rejectf(Wire, field, "%s", reason)
-}
-
 func (e *encoder) body() (encoding string, err error) {
 	b := e.m.Body
 	if len(b) == 0 {
@@ -200,7 +186,7 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 		e.out.GroupID = g
 		native |= mapping.FieldGroupKey
 	default:
-		enc, err := e.refuse("MessageGroupId", "group key: "+checkID(g))
+		enc, err := e.opt.Refuse(Wire, "MessageGroupId", "group key: "+checkID(g), true)
 		if err != nil {
 			return 0, false, err
 		}
@@ -214,7 +200,7 @@ func (e *encoder) ids() (native mapping.Field, emptyGroup bool, err error) {
 	switch d := m.DedupID; {
 	case d != "":
 		if r := checkID(d); r != "" {
-			enc, err := e.refuse("MessageDeduplicationId", "dedup id: "+r)
+			enc, err := e.opt.Refuse(Wire, "MessageDeduplicationId", "dedup id: "+r, true)
 			if err != nil {
 				return 0, false, err
 			}
@@ -317,7 +303,7 @@ func (e *encoder) schedule() error {
 		e.out.DelaySeconds = int32((d + time.Second - 1) / time.Second)
 		return nil
 	}
-	enc, err := e.refuse("ScheduledAt", reason)
+	enc, err := e.opt.Refuse(Wire, "ScheduledAt", reason, true)
 	if err != nil {
 		return err
 	}
@@ -346,7 +332,7 @@ func (e *encoder) attribute(i int, a mapping.Attribute, native []wireAttr) (w wi
 	dt := dataType(v)
 	w = wireAttr{name: a.Name, dt: dt, src: i}
 	if r := checkDataType(dt); r != "" {
-		if enc, err := e.refuse(attrField(a.Name), r); err != nil || !enc {
+		if enc, err := e.opt.Refuse(Wire, attrField(a.Name), r, true); err != nil || !enc {
 			return w, false, err
 		}
 		w.dt, w.noted = v.Base(), true
@@ -366,7 +352,7 @@ func (e *encoder) attribute(i int, a mapping.Attribute, native []wireAttr) (w wi
 		}
 		if v.Base() == mapping.BaseNumber {
 			if r := checkNumber(text); r != "" {
-				if enc, err := e.refuse(attrField(a.Name), r); err != nil || !enc {
+				if enc, err := e.opt.Refuse(Wire, attrField(a.Name), r, true); err != nil || !enc {
 					return w, false, err
 				}
 				// Text with the type in the envelope.
@@ -374,7 +360,7 @@ func (e *encoder) attribute(i int, a mapping.Attribute, native []wireAttr) (w wi
 			}
 		}
 		if at := invalidTextAt(text); at >= 0 {
-			if enc, err := e.refuse(attrField(a.Name), "String value: "+describeInvalidText(text, at)); err != nil || !enc {
+			if enc, err := e.opt.Refuse(Wire, attrField(a.Name), "String value: "+describeInvalidText(text, at), true); err != nil || !enc {
 				return w, false, err
 			}
 			// The text's bytes as Binary, with the type in the envelope.
@@ -396,7 +382,7 @@ func (e *encoder) misfit(a mapping.Attribute, reason string, movable bool) error
 	if !movable && e.opt.Policy == mapping.Encode {
 		return mapping.Rejectf(Wire, field, "%s", reason)
 	}
-	enc, err := e.refuse(field, reason)
+	enc, err := e.opt.Refuse(Wire, field, reason, true)
 	if enc {
 		e.env.Attrs = append(e.env.Attrs, a)
 	}
