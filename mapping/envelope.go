@@ -76,7 +76,8 @@ type Envelope struct {
 	Texts map[string]string `json:"text,omitempty"`
 	// Attrs are attributes moved here under the Encode policy.
 	Attrs []Attribute `json:"attrs,omitempty"`
-	// BodyEncoding is "base64" when the body was base64-encoded to fit.
+	// BodyEncoding is BodyEncodingBase64 or BodyEncodingEmpty when the body
+	// was changed to fit (see DecodeBody).
 	BodyEncoding string `json:"body,omitempty"`
 	// Fields holds the model fields that the wire form cannot hold.
 	Fields *CarriedFields `json:"m,omitempty"`
@@ -652,14 +653,40 @@ func (e *Envelope) TypeOf(name string) (string, bool) {
 	return dt, ok
 }
 
-// EncodeBodyBase64 and DecodeBodyBase64 are the body convention of the
-// Encode policy for targets whose body must be text.
+// The body encodings an envelope records (Envelope.BodyEncoding). Every
+// decoder knows both, whichever encoder wrote them.
+const (
+	// BodyEncodingBase64: the body was base64-encoded for a target whose
+	// body must be text.
+	BodyEncodingBase64 = "base64"
+	// BodyEncodingEmpty: the body was empty and a placeholder was sent for a
+	// target that requires a body (SQS).
+	BodyEncodingEmpty = "empty"
+)
+
+// EncodeBodyBase64 is the body convention of the Encode policy for targets
+// whose body must be text; DecodeBody undoes it.
 func EncodeBodyBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-func DecodeBodyBase64(s string) ([]byte, error) {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s: body marked base64 is not base64: %w", EnvelopeName, err)
+// DecodeBody returns the body as it was before the encoding e records:
+// body itself when none (or e is nil), its base64 decoding, or an empty
+// body for the placeholder. A decoder wraps the error in its RejectError
+// on the field "body".
+func (e *Envelope) DecodeBody(body []byte) ([]byte, error) {
+	if e == nil {
+		return body, nil
 	}
-	return b, nil
+	switch e.BodyEncoding {
+	case "":
+		return body, nil
+	case BodyEncodingBase64:
+		b, err := base64.StdEncoding.DecodeString(string(body))
+		if err != nil {
+			return nil, fmt.Errorf("%s: body marked base64 is not base64: %w", EnvelopeName, err)
+		}
+		return b, nil
+	case BodyEncodingEmpty:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s: unknown body encoding %q: want %q or %q", EnvelopeName, e.BodyEncoding, BodyEncodingBase64, BodyEncodingEmpty)
 }

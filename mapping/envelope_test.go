@@ -125,3 +125,37 @@ func TestEnvelopeRefusesInvalidUTF8(t *testing.T) {
 		t.Errorf("binary is base64: %v", err)
 	}
 }
+
+// TestDecodeBody: the one decoding of the envelope's body marker, with the
+// one error text every codec reports (wrapped on the field "body").
+func TestDecodeBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, encoding, body string
+		want                 string
+		err                  string
+	}{
+		{"no envelope", "-", "as is", "as is", ""},
+		{"none", "", "as is", "as is", ""},
+		{"base64", BodyEncodingBase64, "aGk=", "hi", ""},
+		{"empty", BodyEncodingEmpty, "-", "", ""},
+		{"bad base64", BodyEncodingBase64, "!!", "", "qbridge.envelope: body marked base64 is not base64: illegal base64 data at input byte 0"},
+		{"unknown", "rot13", "x", "", `qbridge.envelope: unknown body encoding "rot13": want "base64" or "empty"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e *Envelope
+			if tc.encoding != "-" {
+				e = &Envelope{V: 1, BodyEncoding: tc.encoding}
+			}
+			got, err := e.DecodeBody([]byte(tc.body))
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

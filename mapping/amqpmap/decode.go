@@ -239,16 +239,11 @@ func (d *Dialect) applyEnvelope(env *mapping.Envelope, m *mapping.Message) error
 	if err := env.Apply(m); err != nil {
 		return mapping.Rejectf(d.Wire, appProp(mapping.EnvelopeName), "malformed envelope: %v", err)
 	}
-	if env.BodyEncoding != "" {
-		if env.BodyEncoding != "base64" {
-			return mapping.Rejectf(d.Wire, appProp(mapping.EnvelopeName), "malformed envelope: unknown body encoding %q", env.BodyEncoding)
-		}
-		b, err := mapping.DecodeBodyBase64(string(m.Body))
-		if err != nil {
-			return mapping.Rejectf(d.Wire, "body", "%v", err)
-		}
-		m.Body = b
+	b, err := env.DecodeBody(m.Body)
+	if err != nil {
+		return mapping.Rejectf(d.Wire, "body", "%v", err)
 	}
+	m.Body = b
 	if len(env.Attrs) > 0 {
 		sortAttrs(m.Attributes)
 	}

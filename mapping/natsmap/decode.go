@@ -223,17 +223,11 @@ func DecodeInto(m *mapping.Message, msg *nats.Msg, opt DecodeOptions) error {
 	if err := env.Apply(m); err != nil {
 		return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
 	}
-	switch env.BodyEncoding {
-	case "":
-	case "base64":
-		b, err := mapping.DecodeBodyBase64(string(m.Body))
-		if err != nil {
-			return mapping.Rejectf(Wire, "data", "%v", err)
-		}
-		m.Body = b
-	default:
-		return mapping.Rejectf(Wire, mapping.EnvelopeName, "unknown body encoding %q", env.BodyEncoding)
+	b, err := env.DecodeBody(m.Body)
+	if err != nil {
+		return mapping.Rejectf(Wire, "body", "%v", err)
 	}
+	m.Body = b
 	slices.SortStableFunc(m.Attributes, func(x, y mapping.Attribute) int { return cmp.Compare(x.Name, y.Name) })
 	return nil
 }

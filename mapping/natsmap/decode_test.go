@@ -83,8 +83,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"group values", nats.Header{"Qbridge-Group": {"a", "b"}}, `header "Qbridge-Group"`},
 		{"type does not parse", nats.Header{"qbridge.envelope": {`{"v":1,"types":{"b":"Binary"}}`}, "b": {"not base64!"}}, `header "b"`},
 		{"typed, several values", nats.Header{"qbridge.envelope": {`{"v":1,"types":{"n":"Number.int"}}`}, "n": {"1", "2"}}, `header "n"`},
-		{"bad body encoding", nats.Header{"qbridge.envelope": {`{"v":1,"body":"rot13"}`}}, mapping.EnvelopeName},
-		{"bad base64 body", nats.Header{"qbridge.envelope": {`{"v":1,"body":"base64"}`}}, "data"},
+		{"bad body encoding", nats.Header{"qbridge.envelope": {`{"v":1,"body":"rot13"}`}}, "body"},
+		{"bad base64 body", nats.Header{"qbridge.envelope": {`{"v":1,"body":"base64"}`}}, "body"},
 	} {
 		_, err := Decode(&nats.Msg{Subject: "s", Header: tc.h, Data: []byte("!!")}, DecodeOptions{})
 		var r *mapping.RejectError
@@ -162,6 +162,24 @@ func TestDecodePinIDOfJetStreamDelivery(t *testing.T) {
 			}
 			if _, ok := hdr["Nats-Pin-Id"]; !ok {
 				t.Error("Decode changed the message's headers")
+			}
+		})
+	}
+}
+
+// TestDecodeBodyMarkers: the envelope's body markers decode as in every
+// other codec, "empty" (written by the SQS encoder) included.
+func TestDecodeBodyMarkers(t *testing.T) {
+	for _, tc := range []struct {
+		name, envelope, data, want string
+	}{
+		{"base64", `{"v":1,"body":"base64"}`, "aGk=", "hi"},
+		{"empty", `{"v":1,"body":"empty"}`, "-", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Decode(&nats.Msg{Subject: "s", Header: nats.Header{"qbridge.envelope": {tc.envelope}}, Data: []byte(tc.data)}, DecodeOptions{})
+			if err != nil || string(m.Body) != tc.want {
+				t.Fatalf("got %v; want the body %q", err, tc.want)
 			}
 		})
 	}

@@ -182,17 +182,11 @@ func finishDecode(m *mapping.Message, entries []entry) error {
 	if err := env.Apply(m); err != nil {
 		return mapping.Rejectf(Wire, mapping.EnvelopeName, "%v", err)
 	}
-	switch env.BodyEncoding {
-	case "":
-	case "base64":
-		b, err := mapping.DecodeBodyBase64(string(m.Body))
-		if err != nil {
-			return mapping.Rejectf(Wire, "body", "%v", err)
-		}
-		m.Body = b
-	default:
-		return mapping.Rejectf(Wire, mapping.EnvelopeName, "unknown body encoding %q", env.BodyEncoding)
+	b, err := env.DecodeBody(m.Body)
+	if err != nil {
+		return mapping.Rejectf(Wire, "body", "%v", err)
 	}
+	m.Body = b
 	sortAttributes(m.Attributes)
 	return nil
 }

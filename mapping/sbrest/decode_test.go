@@ -102,7 +102,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"envelope version", http.Header{"Qbridge.envelope": {`"{"v":9}"`}}, mapping.EnvelopeName},
 		{"envelope unquoted", http.Header{"Qbridge.envelope": {`42`}}, mapping.EnvelopeName},
 		{"type does not parse", http.Header{"Qbridge.envelope": {`"{"v":1,"types":{"B":"Binary"}}"`}, "B": {`"not base64!"`}}, `property "B"`},
-		{"bad body encoding", http.Header{"Qbridge.envelope": {`"{"v":1,"body":"rot13"}"`}}, mapping.EnvelopeName},
+		{"bad body encoding", http.Header{"Qbridge.envelope": {`"{"v":1,"body":"rot13"}"`}}, "body"},
 	} {
 		_, err := Decode(tc.h, nil)
 		var r *mapping.RejectError

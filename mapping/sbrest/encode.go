@@ -337,6 +337,6 @@ func (e *encoded) encodeBody(body []byte, opt *mapping.Options, f form, env *map
 	}
 	opt.Encoded("body", "not valid UTF-8: a batch Body is a JSON string; sent base64")
 	e.bodyText = mapping.EncodeBodyBase64(body)
-	env.BodyEncoding = "base64"
+	env.BodyEncoding = mapping.BodyEncodingBase64
 	return nil
 }

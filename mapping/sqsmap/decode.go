@@ -184,23 +184,11 @@ func decodeValue(name string, a types.MessageAttributeValue, env *mapping.Envelo
 }
 
 func decodeBody(m *mapping.Message, body []byte, env *mapping.Envelope) error {
-	enc := ""
-	if env != nil {
-		enc = env.BodyEncoding
+	b, err := env.DecodeBody(body)
+	if err != nil {
+		return mapping.Rejectf(Wire, "body", "%v", err)
 	}
-	switch enc {
-	case "":
-		m.Body = body
-	case BodyEncodingBase64:
-		b, err := mapping.DecodeBodyBase64(string(body))
-		if err != nil {
-			return mapping.Rejectf(Wire, "body", "%v", err)
-		}
-		m.Body = b
-	case BodyEncodingEmpty:
-	default:
-		return mapping.Rejectf(Wire, attrField(mapping.EnvelopeName), "malformed: unknown body encoding %q", enc)
-	}
+	m.Body = b
 	return nil
 }
 

@@ -32,14 +32,10 @@ type EncodeOptions struct {
 	Now func() time.Time
 }
 
-// Envelope body encodings. "base64" is the mapping convention; "empty" is
-// this codec's: SQS refuses an empty body, so under the Encode policy an
-// empty body travels as EmptyBodyPlaceholder and decodes back to empty.
-const (
-	BodyEncodingBase64   = "base64"
-	BodyEncodingEmpty    = "empty"
-	EmptyBodyPlaceholder = "-"
-)
+// EmptyBodyPlaceholder is the body sent for an empty one: SQS refuses an
+// empty body, so under the Encode policy it travels as this text with the
+// envelope's mapping.BodyEncodingEmpty and decodes back to empty.
+const EmptyBodyPlaceholder = "-"
 
 // wireAttr is one message attribute as it will go on the wire.
 type wireAttr struct {
@@ -121,7 +117,7 @@ func (e *encoder) body() (encoding string, err error) {
 		if e.opt.Policy == mapping.Encode {
 			e.opt.Encoded("body", fmt.Sprintf("empty: SQS requires a body; sent as %q", EmptyBodyPlaceholder))
 			e.out.Body = EmptyBodyPlaceholder
-			return BodyEncodingEmpty, nil
+			return mapping.BodyEncodingEmpty, nil
 		}
 		return "", mapping.Rejectf(Wire, "body", "SQS requires a non-empty body (a body cannot be dropped; policy encode sends a placeholder)")
 	}
@@ -130,7 +126,7 @@ func (e *encoder) body() (encoding string, err error) {
 		if e.opt.Policy == mapping.Encode {
 			e.opt.Encoded("body", describeInvalidText(s, at)+"; SQS takes only XML characters: sent base64")
 			e.out.Body = mapping.EncodeBodyBase64(b)
-			return BodyEncodingBase64, nil
+			return mapping.BodyEncodingBase64, nil
 		}
 		return "", mapping.Rejectf(Wire, "body", "%s; SQS takes only XML characters (a body cannot be dropped; policy encode sends it base64)",
 			describeInvalidText(s, at))

@@ -24,12 +24,12 @@ func TestEncodeBody(t *testing.T) {
 		{"text", []byte("Grüße 🌍\t\n"), mapping.Reject, false, "Grüße 🌍\t\n", ""},
 		{"empty reject", nil, mapping.Reject, true, "", ""},
 		{"empty drop", nil, mapping.Drop, true, "", ""},
-		{"empty encode", []byte{}, mapping.Encode, false, EmptyBodyPlaceholder, BodyEncodingEmpty},
+		{"empty encode", []byte{}, mapping.Encode, false, EmptyBodyPlaceholder, mapping.BodyEncodingEmpty},
 		{"binary reject", []byte{0x89, 'P', 'N', 'G', 0}, mapping.Reject, true, "", ""},
 		{"binary drop", []byte{0x89, 'P', 'N', 'G', 0}, mapping.Drop, true, "", ""},
-		{"binary encode", []byte{0x89, 'P', 'N', 'G', 0}, mapping.Encode, false, "iVBORwA=", BodyEncodingBase64},
+		{"binary encode", []byte{0x89, 'P', 'N', 'G', 0}, mapping.Encode, false, "iVBORwA=", mapping.BodyEncodingBase64},
 		{"control char", []byte("a\x01"), mapping.Reject, true, "", ""},
-		{"U+FFFE", []byte("a\uFFFE"), mapping.Encode, false, base64.StdEncoding.EncodeToString([]byte("a\uFFFE")), BodyEncodingBase64},
+		{"U+FFFE", []byte("a\uFFFE"), mapping.Encode, false, base64.StdEncoding.EncodeToString([]byte("a\uFFFE")), mapping.BodyEncodingBase64},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
