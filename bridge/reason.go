@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"errors"
-	"unicode/utf8"
 
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -46,13 +45,5 @@ func SinkReason(err error) string {
 	return ReasonPermanent
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut at a rune boundary.
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// truncate is mapping.TruncateUTF8, named for this package's callers.
+func truncate(s string, n int) string { return mapping.TruncateUTF8(s, n) }

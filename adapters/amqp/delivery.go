@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/Azure/go-amqp"
 
@@ -173,7 +172,7 @@ func (d *delivery) DeadLetter(ctx context.Context, reason, description string) e
 	if description != "" {
 		desc = reason + ": " + description
 	}
-	return settleErr("reject", d.st.RejectMessage(ctx, d.msg, &amqp.Error{Condition: d.pol.rejectCond, Description: truncate(desc, 4096)}))
+	return settleErr("reject", d.st.RejectMessage(ctx, d.msg, &amqp.Error{Condition: d.pol.rejectCond, Description: mapping.TruncateUTF8(desc, 4096)}))
 }
 
 // begin claims the delivery's one settlement. done says the settlement is
@@ -206,14 +205,4 @@ func settleErr(op string, err error) error {
 		return fmt.Errorf("amqp: %s: the link is gone, the broker redelivers the message: %w", op, err)
 	}
 	return fmt.Errorf("amqp: %s: %w", op, err)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

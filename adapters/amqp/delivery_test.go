@@ -201,13 +201,6 @@ func TestDeadLetterAndOnce(t *testing.T) {
 	}
 }
 
-func TestTruncateKeepsUTF8(t *testing.T) {
-	s := strings.Repeat("é", 10) // 2 bytes each
-	if got := truncate(s, 5); got != "éé" {
-		t.Fatalf("%q", got)
-	}
-}
-
 func TestOutcome(t *testing.T) {
 	for name, tc := range map[string]struct {
 		state     amqp.DeliveryState

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -211,12 +210,5 @@ func rawModel(rm *azservicebus.ReceivedMessage) *mapping.Message {
 	return m
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// truncate is mapping.TruncateUTF8, named for this package's callers.
+func truncate(s string, n int) string { return mapping.TruncateUTF8(s, n) }
