@@ -395,11 +395,8 @@ func (c SinkConfig) resolve() (sinkSettings, error) {
 		return s, adaptercfg.Errorf("max_message_size", "%d: must be >= 0 (0 = the link's limit)", c.MaxMessageSize)
 	}
 	s.maxMsgSize = c.MaxMessageSize
-	if s.sendTimeout, err = adaptercfg.Duration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
+	if s.sendTimeout, err = adaptercfg.PositiveDuration("send_timeout", c.SendTimeout, DefaultSendTimeout); err != nil {
 		return s, err
-	}
-	if s.sendTimeout <= 0 {
-		return s, adaptercfg.Errorf("send_timeout", "%s: must be > 0", c.SendTimeout)
 	}
 	switch {
 	case c.MaxLinks < 0:
@@ -519,11 +516,8 @@ func (c *ConnConfig) resolve() (connSettings, error) {
 		{"reconnect_backoff_max", c.ReconnectBackoffM, DefaultBackoffMax, &cs.backoffMax},
 		{"close_timeout", c.CloseTimeout, DefaultCloseTimeout, &cs.closeTimeout},
 	} {
-		if *d.dst, err = adaptercfg.Duration(d.name, d.src, d.def); err != nil {
+		if *d.dst, err = adaptercfg.PositiveDuration(d.name, d.src, d.def); err != nil {
 			return cs, err
-		}
-		if *d.dst <= 0 {
-			return cs, adaptercfg.Errorf(d.name, "%q: must be > 0", d.src)
 		}
 	}
 	if cs.backoffMax < cs.backoff {

@@ -199,7 +199,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *SourceConfig) { c.MaxFrameSize = 100 }, "max_frame_size:"},
 		{func(c *SourceConfig) { c.ConnectTimeout = "-1s" }, "connect_timeout:"},
 		{func(c *SourceConfig) { c.ReconnectBackoff, c.ReconnectBackoffM = "10s", "1s" }, "reconnect_backoff_max:"},
-		{func(c *SourceConfig) { c.CloseTimeout = "0s" }, "close_timeout:"},
+		{func(c *SourceConfig) { c.CloseTimeout = "0s" }, `close_timeout: must be positive, not "0s"`},
 	} {
 		c := base()
 		tc.mut(&c)
@@ -220,7 +220,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *SinkConfig) { c.Address = "" }, "address:"},
 		{func(c *SinkConfig) { c.Address = "/queue/{nope}" }, "address: at offset 7: unknown placeholder"},
 		{func(c *SinkConfig) { c.MaxMessageSize = -1 }, "max_message_size:"},
-		{func(c *SinkConfig) { c.SendTimeout = "0s" }, "send_timeout:"},
+		{func(c *SinkConfig) { c.SendTimeout = "0s" }, `send_timeout: must be positive, not "0s"`},
 		{func(c *SinkConfig) { c.MaxLinks = -2 }, "max_links:"},
 		{func(c *SinkConfig) { c.Policy = 9 }, "policy:"},
 		{func(c *SinkConfig) { c.URLs = []string{"amqp://h2", "ftp://x"} }, "urls[1]:"},

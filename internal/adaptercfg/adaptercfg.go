@@ -6,33 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
-	"time"
 )
-
-// Duration parses the duration field named field; an empty string gives def.
-// Negative durations are refused: no setting of ours means "in the past".
-func Duration(field, s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, Errorf(field, "%q is not a duration (want e.g. \"500ms\", \"30s\" or \"5m\")", s)
-	}
-	if d < 0 {
-		return 0, Errorf(field, "%s must not be negative", s)
-	}
-	return d, nil
-}
-
-// PositiveDuration is Duration that also refuses zero when the field is set.
-func PositiveDuration(field, s string, def time.Duration) (time.Duration, error) {
-	d, err := Duration(field, s, def)
-	if err == nil && s != "" && d == 0 {
-		return 0, Errorf(field, "must be positive")
-	}
-	return d, err
-}
 
 // TLS is the `tls { ... }` block of the adapters.
 type TLS struct {

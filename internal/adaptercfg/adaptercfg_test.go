@@ -16,7 +16,7 @@ func TestDuration(t *testing.T) {
 		{"250ms", 250 * time.Millisecond, ""},
 		{"0s", 0, ""},
 		{"30x", 0, `wait: "30x" is not a duration`},
-		{"-1s", 0, "must not be negative"},
+		{"-1s", 0, `wait: must be zero or positive, not "-1s"`},
 	}
 	for _, tt := range tests {
 		got, err := Duration("wait", tt.in, 7*time.Second)

@@ -44,9 +44,9 @@ func TestFieldError(t *testing.T) {
 
 func TestDurationFieldError(t *testing.T) {
 	for _, tc := range []struct{ s, text string }{
-		{"soon", `ack_wait: "soon" is not a duration (want e.g. "500ms", "30s" or "5m")`},
-		{"-1s", "ack_wait: -1s must not be negative"},
-		{"0s", "ack_wait: must be positive"},
+		{"soon", `ack_wait: "soon" is not a duration: want a number and a unit (ms, s, m, h), such as "500ms", "30s" or "5m"`},
+		{"-1s", `ack_wait: must be positive, not "-1s"`},
+		{"0s", `ack_wait: must be positive, not "0s"`},
 	} {
 		_, err := PositiveDuration("ack_wait", tc.s, 0)
 		if err == nil || err.Error() != tc.text {

@@ -597,7 +597,7 @@ pipeline "broken" {
 		got = append(got, fmt.Sprintf("%d:%d %s: %s", d.Subject.Start.Line, d.Subject.Start.Column, d.Summary, d.Detail))
 	}
 	want := []string{
-		`17:18 Invalid nats source configuration: jetstream.ack_wait: "soon" is not a duration (want e.g. "500ms", "30s" or "5m").`,
+		`17:18 Invalid nats source configuration: jetstream.ack_wait: "soon" is not a duration: want a number and a unit (ms, s, m, h), such as "500ms", "30s" or "5m".`,
 		`20:3 Invalid nats sink configuration: subject: required.`,
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -762,7 +762,7 @@ func TestRealAdaptersFieldErrors(t *testing.T) {
 		{"servicebus first of two fields", "source \"servicebus\" {\n    connection_string = \"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=s\"\n    queue             = \"q\"\n    topic             = \"t\"\n    subscription      = \"s\"\n  }",
 			4, 25, "queue and topic/subscription: set one."},
 		{"nats duration", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n    jetstream {\n      stream   = \"S\"\n      durable  = \"d\"\n      ack_wait = \"-1s\"\n    }\n  }",
-			8, 18, "jetstream.ack_wait: -1s must not be negative."},
+			8, 18, `jetstream.ack_wait: must be positive, not "-1s".`},
 		{"field not written: the block", "source \"amqp\" {\n    address = \"/queue/q\"\n  }",
 			2, 3, "url: required"},
 	} {

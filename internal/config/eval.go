@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 )
 
 // eval evaluates attributes into Go values, collecting diagnostics that point
@@ -150,18 +153,10 @@ func (e *eval) duration(a *hcl.Attribute, allowZero bool, dst *time.Duration) bo
 	if !e.str(a, &s) {
 		return false
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		e.errorf(a.Expr.Range(), "Invalid duration",
-			"%q for %q is not a duration: want a number and a unit (ms, s, m, h), such as \"500ms\", \"30s\" or \"5m\".", s, a.Name)
-		return false
-	}
-	if d < 0 || (d == 0 && !allowZero) {
-		want := "positive"
-		if allowZero {
-			want = "zero or positive"
-		}
-		e.errorf(a.Expr.Range(), "Invalid duration", "%q must be %s, not %q.", a.Name, want, s)
+	d, err := adaptercfg.ParseDuration(s, allowZero)
+	var de *adaptercfg.DurationError
+	if errors.As(err, &de) {
+		e.errorf(a.Expr.Range(), "Invalid duration", "%s.", de.For(a.Name))
 		return false
 	}
 	*dst = d
