@@ -480,13 +480,19 @@ func (c *ConnConfig) resolve() (connSettings, error) {
 				return cs, adaptercfg.Errorf("tls", "set, but URL #%d (%s) is amqp://: use amqps://", i+1, ep.redacted)
 			}
 		}
-		tc, err := c.TLS.Config()
+	}
+	if c.TLS != nil || anyTLS {
+		// amqps:// without a tls block: the shared defaults (system roots,
+		// TLS 1.2 at least), as any other adapter's.
+		t := c.TLS
+		if t == nil {
+			t = &TLSConfig{}
+		}
+		tc, err := t.Config()
 		if err != nil {
 			return cs, err
 		}
 		cs.tls = tc
-	} else if anyTLS {
-		cs.tls = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	cs.containerID = c.ContainerID
 	cs.hostname = c.Hostname

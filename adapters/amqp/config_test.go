@@ -121,6 +121,32 @@ func TestSinkConfigResolve(t *testing.T) {
 	}
 }
 
+// TestTLSWithoutBlock: amqps:// without a tls block gets the shared TLS
+// defaults (adaptercfg.TLS.Config), amqp:// none.
+func TestTLSWithoutBlock(t *testing.T) {
+	want, err := (&TLSConfig{}).Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		urls    []string
+		withTLS bool
+	}{
+		{[]string{"amqps://h"}, true},
+		{[]string{"amqp://h"}, false},
+		{[]string{"amqp://a", "amqps://b"}, true},
+	} {
+		set, err := (&SinkConfig{ConnConfig: ConnConfig{URLs: tc.urls}, Address: "/queue/q"}).resolve()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.urls, err)
+		}
+		got := set.conn.tls
+		if (got != nil) != tc.withTLS || got != nil && (got.MinVersion != want.MinVersion || got.RootCAs != nil || got.InsecureSkipVerify) {
+			t.Errorf("%s: tls %+v, want the shared defaults: %v", tc.urls, got, tc.withTLS)
+		}
+	}
+}
+
 // The configs are decoded by gohcl: every field is an optional attribute
 // or a block, except the ones the config layer sets, which carry no tag at
 // all (gohcl reads `hcl:"-"` as a required attribute named "-").
