@@ -556,7 +556,7 @@ func TestSinkAddressTemplateAndLimits(t *testing.T) {
 			t.Errorf("%s: %+v", addr, m)
 		}
 	}
-	if n := len(snk.conn.links); n != 2 {
+	if n := snk.conn.links.Len(); n != 2 {
 		t.Errorf("%d sender links cached, want 2", n)
 	}
 }
@@ -571,7 +571,7 @@ func TestSinkLinkCacheEviction(t *testing.T) {
 		m := textMsg(g)
 		m.GroupKey = g
 		sendAll(t, snk, []*mapping.Message{m})
-		if n := len(snk.conn.links); n > 2 {
+		if n := snk.conn.links.Len(); n > 2 {
 			t.Fatalf("%d links cached", n)
 		}
 	}

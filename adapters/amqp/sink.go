@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/lru"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 )
@@ -22,17 +23,13 @@ import (
 // sconn is the sink's connection, session and sender links by address.
 type sconn struct {
 	*dialed
-	sess *amqp.Session
-
-	mu    sync.Mutex
-	links map[string]*sendLink
-	tick  uint64
+	sess  *amqp.Session
+	links *lru.Cache[string, *sendLink] // at most max_links
 }
 
 type sendLink struct {
 	addr string
 	snd  *amqp.Sender
-	used uint64 // sconn.tick at last use (LRU)
 }
 
 type sink struct {
@@ -63,7 +60,7 @@ func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, er
 	}
 	if set.isStatic {
 		// attach now: a refused address fails the start, not every message
-		if _, err := c.sender(ctx, set.static, set.maxLinks, set.targetDur, set.conn.closeTimeout); err != nil {
+		if _, err := c.sender(ctx, set.static, set.targetDur, set.conn.closeTimeout); err != nil {
 			s.Close(ctx)
 			return nil, fmt.Errorf("amqp sink: %s: attach %q: %w", c.endpoint, set.static, err)
 		}
@@ -99,7 +96,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			errs[i] = err
 			continue
 		}
-		sl, err := c.sender(ctx, addr, s.set.maxLinks, s.set.targetDur, s.set.conn.closeTimeout)
+		sl, err := c.sender(ctx, addr, s.set.targetDur, s.set.conn.closeTimeout)
 		if err != nil {
 			errs[i] = s.failed(c, nil, addr, fmt.Errorf("attach: %w", err))
 			continue
@@ -301,7 +298,7 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 		go closeConn(context.Background(), d.conn)
 		return nil, errClosed
 	}
-	s.conn = &sconn{dialed: d, sess: sess, links: map[string]*sendLink{}}
+	s.conn = &sconn{dialed: d, sess: sess, links: lru.New[string, *sendLink](s.set.maxLinks)}
 	s.log.Info("amqp sink: connected", "endpoint", d.endpoint, "broker", d.product, "connections", s.connects.Add(1))
 	if d.rabbit3 && !s.set.targetDur && strings.HasPrefix(s.set.address.String(), "/queue/") {
 		s.log.Warn("amqp sink: RabbitMQ 3.x declares a missing /queue/ queue non-durable when target_durable is false: a broker restart deletes it with every message in it; set target_durable = true, or send to a durable queue declared beforehand as /amq/queue/NAME",
@@ -319,52 +316,35 @@ func alive(c *amqp.Conn) bool {
 	}
 }
 
-// sender returns the link to addr, attaching it (and evicting the least
-// recently used one beyond maxLinks).
-func (c *sconn) sender(ctx context.Context, addr string, maxLinks int, targetDurable bool, closeTimeout time.Duration) (*sendLink, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tick++
-	if sl, ok := c.links[addr]; ok {
-		sl.used = c.tick
-		return sl, nil
-	}
-	var opts *amqp.SenderOptions
-	if targetDurable {
-		opts = &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState}
-	}
-	snd, err := c.sess.NewSender(ctx, addr, opts)
-	if err != nil {
-		return nil, err
-	}
-	if len(c.links) >= maxLinks {
-		var lru *sendLink
-		for _, sl := range c.links {
-			if lru == nil || sl.used < lru.used {
-				lru = sl
-			}
+// sender returns the link to addr, attaching it (and detaching the least
+// recently used one beyond max_links). The attach, a broker round trip,
+// holds up neither the sends to cached addresses nor other attaches, and
+// concurrent sends to a new address attach it once.
+func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool, closeTimeout time.Duration) (*sendLink, error) {
+	sl, evicted, err := c.links.Get(ctx, addr, func() (*sendLink, error) {
+		var opts *amqp.SenderOptions
+		if targetDurable {
+			opts = &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState}
 		}
-		delete(c.links, lru.addr)
+		snd, err := c.sess.NewSender(ctx, addr, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &sendLink{addr: addr, snd: snd}, nil
+	})
+	for _, old := range evicted {
 		// detach in the background, RabbitMQ 3.x included: it does detach
 		// the link, only its reply is wrong (Close then waits out its deadline)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
-			_ = lru.snd.Close(ctx)
+			_ = old.snd.Close(ctx)
 		}()
 	}
-	sl := &sendLink{addr: addr, snd: snd, used: c.tick}
-	c.links[addr] = sl
-	return sl, nil
+	return sl, err
 }
 
-func (c *sconn) drop(sl *sendLink) {
-	c.mu.Lock()
-	if c.links[sl.addr] == sl {
-		delete(c.links, sl.addr)
-	}
-	c.mu.Unlock()
-}
+func (c *sconn) drop(sl *sendLink) { c.links.Remove(sl.addr, sl) }
 
 // closeLink detaches a sender with a short deadline; skipped on RabbitMQ
 // 3.x, which never answers (the connection close cleans up).
@@ -424,17 +404,10 @@ func (s *sink) Close(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	c.mu.Lock()
 	var wg sync.WaitGroup
-	for _, sl := range c.links {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.closeLink(sl.snd, s.set.conn.closeTimeout)
-		}()
+	for _, sl := range c.links.Drain() {
+		wg.Go(func() { c.closeLink(sl.snd, s.set.conn.closeTimeout) })
 	}
-	c.links = map[string]*sendLink{}
-	c.mu.Unlock()
 	wg.Wait()
 	cctx, cancel := context.WithTimeout(ctx, s.set.conn.closeTimeout+time.Second)
 	defer cancel()

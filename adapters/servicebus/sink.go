@@ -1,7 +1,6 @@
 package servicebus
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/lru"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 	"github.com/qbridge/qbridge/mapping/sbmap"
@@ -52,7 +52,7 @@ func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azco
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}
-	snk := &amqpSink{sinkCommon: common, client: client, senders: newSenderCache(set.maxSenders)}
+	snk := &amqpSink{sinkCommon: common, client: client, senders: lru.New[string, *azservicebus.Sender](set.maxSenders)}
 	if name := set.entity.String(); !strings.Contains(name, "{") {
 		// A fixed entity: attach now, so that a wrong key or entity name
 		// fails at start rather than with the first message.
@@ -188,54 +188,4 @@ func (s *sinkCommon) Ready(context.Context) error {
 }
 
 // senderCache keeps the most recently used senders, one per entity.
-type senderCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // of *cachedSender, most recent first
-	byKey map[string]*list.Element
-}
-
-type cachedSender struct {
-	entity string
-	s      *azservicebus.Sender
-}
-
-func newSenderCache(max int) *senderCache {
-	return &senderCache{max: max, order: list.New(), byKey: map[string]*list.Element{}}
-}
-
-// get returns the sender of entity, creating it (and evicting the least
-// recently used one) as needed; evicted senders are returned for closing.
-func (c *senderCache) get(entity string, create func() (*azservicebus.Sender, error)) (*azservicebus.Sender, []*azservicebus.Sender, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byKey[entity]; ok {
-		c.order.MoveToFront(e)
-		return e.Value.(*cachedSender).s, nil, nil
-	}
-	snd, err := create()
-	if err != nil {
-		return nil, nil, err
-	}
-	c.byKey[entity] = c.order.PushFront(&cachedSender{entity: entity, s: snd})
-	var evicted []*azservicebus.Sender
-	for c.order.Len() > c.max {
-		e := c.order.Back()
-		cs := c.order.Remove(e).(*cachedSender)
-		delete(c.byKey, cs.entity)
-		evicted = append(evicted, cs.s)
-	}
-	return snd, evicted, nil
-}
-
-func (c *senderCache) all() []*azservicebus.Sender {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*azservicebus.Sender
-	for e := c.order.Front(); e != nil; e = e.Next() {
-		out = append(out, e.Value.(*cachedSender).s)
-	}
-	c.order.Init()
-	clear(c.byKey)
-	return out
-}
+type senderCache = lru.Cache[string, *azservicebus.Sender]

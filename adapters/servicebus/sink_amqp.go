@@ -63,7 +63,7 @@ func (s *amqpSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	var evictMu sync.Mutex
 	var evicted []*azservicebus.Sender
 	eachGroup(order, groups, func(k batchKey, items []outgoing) {
-		snd, ev, err := s.senders.get(k.entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(k.entity, nil) })
+		snd, ev, err := s.senders.Get(ctx, k.entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(k.entity, nil) })
 		if err != nil {
 			for _, it := range items {
 				errs[it.idx] = s.sendErr(k.entity, err)
@@ -171,7 +171,7 @@ func (s *amqpSink) sendOne(ctx context.Context, snd *azservicebus.Sender, entity
 // probe attaches the sender link of entity (creating a batch asks the
 // link for its size limit).
 func (s *amqpSink) probe(ctx context.Context, entity string) error {
-	snd, _, err := s.senders.get(entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(entity, nil) })
+	snd, _, err := s.senders.Get(ctx, entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(entity, nil) })
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func (s *amqpSink) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		var errs []error
-		for _, snd := range s.senders.all() {
+		for _, snd := range s.senders.Drain() {
 			errs = append(errs, snd.Close(ctx))
 		}
 		errs = append(errs, s.client.Close(ctx))
