@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/Azure/go-amqp"
 
@@ -125,9 +126,13 @@ func brokerProduct(props map[string]any) (string, bool) {
 	return name, err == nil && m < 4
 }
 
-// closeConn closes conn, waiting at most until ctx ends (Close writes the
-// close frame and may wait for a dead peer's write timeout).
-func closeConn(ctx context.Context, conn *amqp.Conn) {
+// closeConn closes conn, waiting at most timeout (close_timeout) and until
+// ctx ends: Close writes the close frame and may wait for a dead peer's
+// write timeout. Every close of a connection goes through it, so none, in
+// the background or not, waits unbounded.
+func closeConn(ctx context.Context, conn *amqp.Conn, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		_ = conn.Close()

@@ -221,11 +221,7 @@ func (s *sink) failed(c *sconn, sl *sendLink, addr string, err error) error {
 			s.conn = nil
 			s.lastErr = err
 			s.retryAt = time.Now().Add(s.bo.Next())
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
-				defer cancel()
-				closeConn(ctx, c.conn)
-			}()
+			go closeConn(context.Background(), c.conn, s.set.conn.closeTimeout)
 			s.log.Warn("amqp sink: connection lost; reconnecting on the next send", "endpoint", c.endpoint, "error", err)
 		}
 		s.mu.Unlock()
@@ -282,7 +278,7 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 		sess, err = d.conn.NewSession(sctx, nil)
 		cancel()
 		if err != nil {
-			closeConn(ctx, d.conn)
+			closeConn(ctx, d.conn, s.set.conn.closeTimeout)
 			err = fmt.Errorf("%s: begin session: %w", d.endpoint, err)
 		}
 	}
@@ -295,7 +291,7 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 		return nil, fmt.Errorf("amqp sink: connect: %w", err)
 	}
 	if s.closed {
-		go closeConn(context.Background(), d.conn)
+		go closeConn(context.Background(), d.conn, s.set.conn.closeTimeout)
 		return nil, errClosed
 	}
 	s.conn = &sconn{dialed: d, sess: sess, links: lru.New[string, *sendLink](s.set.maxLinks)}
@@ -346,13 +342,13 @@ func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool, clo
 
 func (c *sconn) drop(sl *sendLink) { c.links.Remove(sl.addr, sl) }
 
-// closeLink detaches a sender with a short deadline; skipped on RabbitMQ
+// closeLink detaches a sender within timeout and ctx; skipped on RabbitMQ
 // 3.x, which never answers (the connection close cleans up).
-func (c *sconn) closeLink(snd *amqp.Sender, timeout time.Duration) {
+func (c *sconn) closeLink(ctx context.Context, snd *amqp.Sender, timeout time.Duration) {
 	if c.rabbit3 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	_ = snd.Close(ctx)
 }
@@ -406,11 +402,9 @@ func (s *sink) Close(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	for _, sl := range c.links.Drain() {
-		wg.Go(func() { c.closeLink(sl.snd, s.set.conn.closeTimeout) })
+		wg.Go(func() { c.closeLink(ctx, sl.snd, s.set.conn.closeTimeout) })
 	}
 	wg.Wait()
-	cctx, cancel := context.WithTimeout(ctx, s.set.conn.closeTimeout+time.Second)
-	defer cancel()
-	closeConn(cctx, c.conn)
+	closeConn(ctx, c.conn, s.set.conn.closeTimeout+time.Second)
 	return nil
 }

@@ -287,9 +287,7 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 		}
 	}
 	if err != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
-		closeConn(cctx, d.conn)
-		cancel()
+		closeConn(context.Background(), d.conn, s.set.conn.closeTimeout)
 		return nil, fmt.Errorf("amqp source: %s: attach %q: %w", d.endpoint, s.set.address, err)
 	}
 	s.mu.Lock()
@@ -420,11 +418,7 @@ func (s *source) linkFailed(l *rlink, err error) {
 		s.log.Warn("amqp source: link lost; reconnecting", "endpoint", l.endpoint, "address", s.set.address,
 			"error", err, "retry_in", wait.Round(time.Millisecond), "reconnects", n)
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.closeTimeout)
-		defer cancel()
-		closeConn(ctx, l.conn)
-	}()
+	go closeConn(context.Background(), l.conn, s.set.conn.closeTimeout)
 }
 
 // linkDead reports whether err is the receiver's link or connection ending
@@ -524,7 +518,5 @@ func (s *source) shutdown(ctx context.Context, l *rlink) {
 		_ = l.rcv.Close(cctx)
 		cancel()
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.set.conn.closeTimeout+time.Second)
-	defer cancel()
-	closeConn(cctx, l.conn)
+	closeConn(ctx, l.conn, s.set.conn.closeTimeout+time.Second)
 }
