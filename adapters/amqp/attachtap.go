@@ -1,7 +1,6 @@
 package amqp
 
 import (
-	"encoding/binary"
 	"net"
 	"sync"
 
@@ -48,30 +47,27 @@ func (t *attachTap) mode(name string) (string, bool) {
 	return m, ok
 }
 
-// scan consumes whole frames from buf (AMQP 1.0 part 2 §2.3.1: size,
-// doff, type, channel) and protocol headers ("AMQP" and 4 bytes).
+// maxTapFrame bounds what the tap buffers: a frame declared larger is no
+// attach reply it waits for (it stops reading the stream instead).
+const maxTapFrame = 1 << 26
+
+// scan consumes whole frames and protocol headers from buf.
 func (t *attachTap) scan() {
 	for {
-		if len(t.buf) >= 8 && string(t.buf[:4]) == "AMQP" {
-			t.buf = t.buf[8:]
-			continue
-		}
-		if len(t.buf) < 8 {
+		u, size := amqpguard.NextUnit(t.buf)
+		switch {
+		case u == amqpguard.UnitPartial && size <= maxTapFrame:
 			return
-		}
-		size := binary.BigEndian.Uint32(t.buf)
-		if size < 8 || size > 1<<26 {
-			t.done, t.buf = true, nil // not a frame stream we understand
-			return
-		}
-		if uint32(len(t.buf)) < size {
-			return
-		}
-		f := t.buf[:size]
-		if doff := int(f[4]) * 4; f[5] == 0 && doff >= 8 && doff < len(f) {
-			if name, mode, ok := parseAttachReply(f[doff:]); ok {
-				t.modes[name] = mode
+		case u == amqpguard.UnitHeader:
+		case u == amqpguard.UnitFrame:
+			if body, ok := amqpguard.FrameBody(t.buf[:size]); ok {
+				if name, mode, ok := parseAttachReply(body); ok {
+					t.modes[name] = mode
+				}
 			}
+		default: // not a frame stream we understand, or too large a frame
+			t.done, t.buf = true, nil
+			return
 		}
 		t.buf = t.buf[size:]
 	}
@@ -81,92 +77,30 @@ func (t *attachTap) scan() {
 // receiver of ours (role = sender): the link name and its source's
 // distribution-mode (AMQP 1.0 part 3 §3.5.3, field 7 of source).
 func parseAttachReply(b []byte) (name, mode string, ok bool) {
-	b, ok = describedList(b, 0x12)
+	fields, count, _, ok := amqpguard.DescribedList(b, 0x12, "amqp:attach:list")
+	var f [6][]byte // name, handle, role, snd-settle-mode, rcv-settle-mode, source
+	if ok {
+		var n int
+		n, ok = amqpguard.ListFields(fields, count, f[:])
+		ok = ok && n == len(f)
+	}
 	if !ok {
 		return "", "", false
 	}
-	fields, ok := listFields(b, 6)
-	if !ok || len(fields) < 6 {
-		return "", "", false
-	}
-	name, ok = amqpString(fields[0])
-	if !ok || len(fields[2]) == 0 || !(fields[2][0] == 0x42 || (fields[2][0] == 0x56 && len(fields[2]) > 1 && fields[2][1] == 0)) {
+	name, ok = amqpguard.ReadString(f[0])
+	if role, isBool := amqpguard.ReadBool(f[2]); !ok || !isBool || role {
 		return "", "", false // not the sender's side of a link
 	}
-	src, ok := describedList(fields[5], 0x28)
+	src, scount, _, ok := amqpguard.DescribedList(f[5], 0x28, "amqp:source:list")
+	var sf [7][]byte // address ... distribution-mode
+	if ok {
+		var n int
+		n, ok = amqpguard.ListFields(src, scount, sf[:])
+		ok = ok && n == len(sf)
+	}
 	if !ok {
-		return name, "", true // no source: nothing granted
+		return name, "", true // no source, or no mode: nothing granted
 	}
-	sf, ok := listFields(src, 7)
-	if !ok || len(sf) < 7 {
-		return name, "", true
-	}
-	mode, _ = amqpString(sf[6])
+	mode, _ = amqpguard.ReadString(sf[6])
 	return name, mode, true
-}
-
-// describedList returns the list body of a value described by the small
-// ulong code, or of a described list with an 8-byte ulong descriptor.
-func describedList(b []byte, code byte) ([]byte, bool) {
-	switch {
-	case len(b) >= 3 && b[0] == 0x00 && b[1] == 0x53 && b[2] == code:
-		return b[3:], true
-	case len(b) >= 10 && b[0] == 0x00 && b[1] == 0x80 && binary.BigEndian.Uint64(b[2:10]) == uint64(code):
-		return b[10:], true
-	}
-	return nil, false
-}
-
-// listFields splits the first max fields of the list at b's start.
-func listFields(b []byte, max int) ([][]byte, bool) {
-	if len(b) == 0 {
-		return nil, false
-	}
-	var count, off int
-	switch b[0] {
-	case 0x45:
-		return nil, true
-	case 0xc0:
-		if len(b) < 3 {
-			return nil, false
-		}
-		count, off = int(b[2]), 3
-	case 0xd0:
-		if len(b) < 9 {
-			return nil, false
-		}
-		count, off = int(binary.BigEndian.Uint32(b[5:9])), 9
-	default:
-		return nil, false
-	}
-	var out [][]byte
-	for i := 0; i < count && i < max; i++ {
-		n, ok := amqpguard.SkipValue(b[off:])
-		if !ok {
-			return nil, false
-		}
-		out = append(out, b[off:off+n])
-		off += n
-	}
-	return out, true
-}
-
-// amqpString reads a str8/str32/sym8/sym32 value; null is "".
-func amqpString(b []byte) (string, bool) {
-	if len(b) == 0 {
-		return "", false
-	}
-	switch b[0] {
-	case 0x40:
-		return "", true
-	case 0xa1, 0xa3:
-		if len(b) >= 2 {
-			return string(b[2:]), true
-		}
-	case 0xb1, 0xb3:
-		if len(b) >= 5 {
-			return string(b[5:]), true
-		}
-	}
-	return "", false
 }

@@ -50,48 +50,6 @@ func TestBrowseRabbitMQ(t *testing.T) {
 	}
 }
 
-// The attach parser reads the distribution-mode of the broker's reply.
-func TestParseAttachReply(t *testing.T) {
-	t.Parallel()
-	sym := func(s string) []byte { return append([]byte{0xa3, byte(len(s))}, s...) }
-	str := func(s string) []byte { return append([]byte{0xa1, byte(len(s))}, s...) }
-	list := func(fields ...[]byte) []byte {
-		var body []byte
-		for _, f := range fields {
-			body = append(body, f...)
-		}
-		return append([]byte{0xc0, byte(len(body) + 1), byte(len(fields))}, body...)
-	}
-	source := func(mode []byte) []byte {
-		// address, durable, expiry-policy, timeout, dynamic, dynamic-node-properties, distribution-mode
-		return append([]byte{0x00, 0x53, 0x28}, list(str("/queue/q"), []byte{0x43}, sym("session-end"), []byte{0x43}, []byte{0x42}, []byte{0x40}, mode)...)
-	}
-	attach := func(name string, role byte, src []byte) []byte {
-		return append([]byte{0x00, 0x53, 0x12}, list(str(name), []byte{0x43}, []byte{role}, []byte{0x50, 0x00}, []byte{0x50, 0x00}, src)...)
-	}
-	for _, tc := range []struct {
-		name     string
-		frame    []byte
-		wantName string
-		wantMode string
-		ok       bool
-	}{
-		{"copy granted", attach("l1", 0x42, source(sym("copy"))), "l1", "copy", true},
-		{"move", attach("l2", 0x42, source(sym("move"))), "l2", "move", true},
-		{"mode left out", attach("l3", 0x42, source([]byte{0x40})), "l3", "", true},
-		{"no source", attach("l4", 0x42, []byte{0x40}), "l4", "", true},
-		{"our own attach (receiver role)", attach("l5", 0x41, source(sym("copy"))), "", "", false},
-		{"not an attach", append([]byte{0x00, 0x53, 0x13}, list([]byte{0x43})...), "", "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			name, mode, ok := parseAttachReply(tc.frame)
-			if ok != tc.ok || name != tc.wantName || mode != tc.wantMode {
-				t.Fatalf("got (%q, %q, %v), want (%q, %q, %v)", name, mode, ok, tc.wantName, tc.wantMode, tc.ok)
-			}
-		})
-	}
-}
-
 // The dry-run sink reaches the sink's verdicts without a connection.
 func TestDrySink(t *testing.T) {
 	t.Parallel()

@@ -235,30 +235,26 @@ func (g *guard) process() {
 			i = len(g.in)
 			break
 		}
-		if len(rest) < 8 {
+		u, size := NextUnit(rest)
+		if u == UnitPartial {
 			break
 		}
-		if string(rest[:4]) == "AMQP" {
-			// protocol header; id 2 is in-band TLS: no longer readable
+		switch u {
+		case UnitHeader:
+			// id 2 is in-band TLS: no longer readable
 			if rest[4] == 2 {
 				g.flushHeld()
 				g.passthrough = true
 			}
-			g.emit(rest[:8], 0)
-			i += 8
-			continue
-		}
-		size := binary.BigEndian.Uint32(rest[:4])
-		if size < 8 || rest[4] < 2 {
+			g.emit(rest[:size], 0)
+		case UnitInvalid:
 			g.flushHeld()
 			g.passthrough = true
 			continue
+		case UnitFrame:
+			g.frame(rest[:size])
 		}
-		if uint64(size) > uint64(len(rest)) {
-			break
-		}
-		g.frame(rest[:size])
-		i += int(size)
+		i += size
 	}
 	n := copy(g.in, g.in[i:])
 	g.in = g.in[:n]
@@ -282,17 +278,16 @@ func (g *guard) flushHeld() {
 }
 
 func (g *guard) frame(f []byte) {
-	doff := int(f[4]) * 4
-	if f[5] != 0 || doff > len(f) || doff == len(f) { // SASL frame, bad offset, or heartbeat
-		g.emit(f, 0)
-		return
+	body, ok := FrameBody(f) // not a SASL frame, a bad offset or a heartbeat
+	var t transferInfo
+	if ok {
+		t, ok = parseTransfer(body)
 	}
-	t, ok := parseTransfer(f[doff:])
 	if !ok {
 		g.emit(f, 0)
 		return
 	}
-	payloadOff := doff + t.perfLen
+	payloadOff := len(f) - len(body) + t.perfLen
 	key := linkKey{binary.BigEndian.Uint16(f[6:8]), t.handle}
 	parts, inProgress := g.pending[key]
 	switch {
@@ -475,67 +470,24 @@ type transferInfo struct {
 // holds a transfer performative; ok is false for any other body.
 func parseTransfer(b []byte) (transferInfo, bool) {
 	var t transferInfo
-	if len(b) < 3 || b[0] != 0 {
+	fields, count, n, ok := DescribedList(b, 0x14, "amqp:transfer:list")
+	var f [10][]byte // handle ... aborted
+	if ok {
+		_, ok = ListFields(fields, count, f[:])
+	}
+	if !ok || count == 0 { // handle is mandatory
 		return t, false
 	}
-	var i int
-	switch b[1] {
-	case 0x53:
-		if b[2] != 0x14 {
-			return t, false
-		}
-		i = 3
-	case 0x80:
-		if len(b) < 10 || binary.BigEndian.Uint64(b[2:10]) != 0x14 {
-			return t, false
-		}
-		i = 10
-	case 0xa3:
-		const sym = "amqp:transfer:list"
-		if len(b) < 3+len(sym) || int(b[2]) != len(sym) || string(b[3:3+len(sym)]) != sym {
-			return t, false
-		}
-		i = 3 + len(sym)
-	default:
+	if t.handle, ok = readUint(f[0]); !ok {
 		return t, false
 	}
-	if i >= len(b) {
-		return t, false
+	if f[5] != nil {
+		t.more, _ = ReadBool(f[5])
 	}
-	var body []byte
-	var count int
-	switch b[i] {
-	case 0xc0, 0xd0:
-		var n int
-		var ok bool
-		body, count, n, ok = compound(b[i:])
-		if !ok {
-			return t, false
-		}
-		t.perfLen = i + n
-	default: // list0 cannot hold a transfer (handle is mandatory)
-		return t, false
+	if f[9] != nil {
+		t.aborted, _ = ReadBool(f[9])
 	}
-	for f := 0; f < count && f <= 9; f++ {
-		n, ok := SkipValue(body)
-		if !ok {
-			return t, false
-		}
-		v := body[:n]
-		switch f {
-		case 0:
-			h, ok := readUint(v)
-			if !ok {
-				return t, false
-			}
-			t.handle = h
-		case 5:
-			t.more = readBool(v)
-		case 9:
-			t.aborted = readBool(v)
-		}
-		body = body[n:]
-	}
+	t.perfLen = n
 	return t, true
 }
 
@@ -549,14 +501,4 @@ func readUint(v []byte) (uint32, bool) {
 		return binary.BigEndian.Uint32(v[1:5]), true
 	}
 	return 0, false
-}
-
-func readBool(v []byte) bool {
-	switch v[0] {
-	case 0x41:
-		return true
-	case 0x56:
-		return v[1] != 0
-	}
-	return false
 }
