@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
 	"math"
 	"strings"
@@ -39,13 +38,11 @@ type sink struct {
 
 	connMu sync.Mutex // one connect at a time
 
-	mu      sync.Mutex
-	conn    *sconn
-	lastErr error
-	closed  bool
-	next    int
-	bo      backoff.Backoff
-	retryAt time.Time
+	rd *redialer
+
+	mu     sync.Mutex
+	conn   *sconn
+	closed bool
 
 	connects atomic.Int64 // connections made (for logs and tests)
 	// redialing: a reconnect that Ready started runs (one at a time).
@@ -53,7 +50,8 @@ type sink struct {
 }
 
 func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, error) {
-	s := &sink{set: set, log: log, stop: make(chan struct{}), bo: backoff.Backoff{Base: set.conn.backoff, Max: set.conn.backoffMax}}
+	s := &sink{set: set, log: log, stop: make(chan struct{})}
+	s.rd = newRedialer(&s.set.conn, s.stop)
 	c, err := s.connection(ctx)
 	if err != nil {
 		return nil, err
@@ -121,9 +119,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		}
 		errs[p.i] = outcome(p.link.addr, state)
 	}
-	s.mu.Lock()
-	s.bo.Reset()
-	s.mu.Unlock()
+	s.rd.reset()
 	return errs
 }
 
@@ -219,8 +215,7 @@ func (s *sink) failed(c *sconn, sl *sendLink, addr string, err error) error {
 		s.mu.Lock()
 		if s.conn == c {
 			s.conn = nil
-			s.lastErr = err
-			s.retryAt = time.Now().Add(s.bo.Next())
+			s.rd.failed(err)
 			go closeConn(context.Background(), c.conn, s.set.conn.closeTimeout)
 			s.log.Warn("amqp sink: connection lost; reconnecting on the next send", "endpoint", c.endpoint, "error", err)
 		}
@@ -257,9 +252,8 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 		s.mu.Unlock()
 		return c, nil
 	}
-	wait := time.Until(s.retryAt)
 	s.mu.Unlock()
-	if err := backoff.Sleep(ctx, s.stop, errClosed, wait); err != nil {
+	if err := s.rd.wait(ctx); err != nil {
 		return nil, fmt.Errorf("amqp sink: waiting to reconnect: %w", err)
 	}
 	s.connMu.Lock()
@@ -269,9 +263,8 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 		s.mu.Unlock()
 		return c, nil
 	}
-	next := s.next
 	s.mu.Unlock()
-	d, err := dialAny(ctx, &s.set.conn, &next, nil)
+	d, err := s.rd.dial(ctx, nil)
 	var sess *amqp.Session
 	if err == nil {
 		sctx, cancel := context.WithTimeout(ctx, s.set.conn.connectTimeout)
@@ -282,14 +275,12 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 			err = fmt.Errorf("%s: begin session: %w", d.endpoint, err)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.next = next
 	if err != nil {
-		s.lastErr = err
-		s.retryAt = time.Now().Add(s.bo.Next())
+		s.rd.failed(err)
 		return nil, fmt.Errorf("amqp sink: connect: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		go closeConn(context.Background(), d.conn, s.set.conn.closeTimeout)
 		return nil, errClosed
@@ -360,8 +351,9 @@ func (c *sconn) closeLink(ctx context.Context, snd *amqp.Sender, timeout time.Du
 // (an idle sink would otherwise wait for its next send).
 func (s *sink) Ready(context.Context) error {
 	s.mu.Lock()
-	c, lastErr, closed := s.conn, s.lastErr, s.closed
+	c, closed := s.conn, s.closed
 	s.mu.Unlock()
+	lastErr := s.rd.err()
 	switch {
 	case closed:
 		return errClosed
@@ -373,7 +365,7 @@ func (s *sink) Ready(context.Context) error {
 			defer s.redialing.Store(false)
 			// Bounded by the backoff and the dial's own timeout; Close
 			// (s.stop) ends the wait for the backoff.
-			ctx, cancel := context.WithTimeout(context.Background(), s.bo.Max+2*s.set.conn.connectTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), s.set.conn.backoffMax+2*s.set.conn.connectTimeout)
 			defer cancel()
 			_, _ = s.connection(ctx)
 		}()

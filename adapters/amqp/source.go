@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/backoff"
 	"log/slog"
 	"net"
 	"strings"
@@ -43,13 +42,11 @@ type source struct {
 
 	connMu sync.Mutex // one connect at a time
 
+	rd *redialer
+
 	mu           sync.Mutex
 	cur          *rlink
-	lastErr      error
 	closed       bool
-	next         int // endpoint to dial first
-	bo           backoff.Backoff
-	retryAt      time.Time
 	headFailures int // consecutive go-amqp decode failures (decode_guard = off)
 
 	guardFull    atomic.Bool // escalated from scan to full
@@ -67,8 +64,8 @@ func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*sour
 		poison: amqpguard.NewLog(),
 		pol:    &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
 		stop:   make(chan struct{}),
-		bo:     backoff.Backoff{Base: set.conn.backoff, Max: set.conn.backoffMax},
 	}
+	s.rd = newRedialer(&s.set.conn, s.stop)
 	if _, err := s.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -113,8 +110,8 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 			}
 		}
 		if len(out) > 0 {
+			s.rd.reset()
 			s.mu.Lock()
-			s.bo.Reset()
 			s.headFailures = 0
 			s.mu.Unlock()
 			return out, nil
@@ -208,9 +205,8 @@ func (s *source) current(ctx context.Context) (*rlink, error) {
 			s.mu.Unlock()
 			return l, nil
 		}
-		wait := time.Until(s.retryAt)
 		s.mu.Unlock()
-		if err := backoff.Sleep(ctx, s.stop, errClosed, wait); err != nil {
+		if err := s.rd.wait(ctx); err != nil {
 			return nil, err
 		}
 		l, err := s.connect(ctx)
@@ -223,11 +219,7 @@ func (s *source) current(ctx context.Context) (*rlink, error) {
 		if errors.Is(err, errClosed) {
 			return nil, err
 		}
-		s.mu.Lock()
-		s.lastErr = err
-		d := s.bo.Next()
-		s.retryAt = time.Now().Add(d)
-		s.mu.Unlock()
+		d := s.rd.failed(err)
 		s.log.Warn("amqp source: connect failed; retrying", "error", err, "retry_in", d.Round(time.Millisecond))
 	}
 }
@@ -245,7 +237,6 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 		s.mu.Unlock()
 		return l, nil
 	}
-	next := s.next
 	s.mu.Unlock()
 
 	var wrap func(net.Conn) net.Conn
@@ -273,10 +264,7 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 			return tap
 		}
 	}
-	d, err := dialAny(ctx, &s.set.conn, &next, wrap)
-	s.mu.Lock()
-	s.next = next
-	s.mu.Unlock()
+	d, err := s.rd.dial(ctx, wrap)
 	if err != nil {
 		return nil, fmt.Errorf("amqp source: connect: %w", err)
 	}
@@ -387,12 +375,10 @@ func (s *source) linkFailed(l *rlink, err error) {
 		return
 	}
 	s.cur = nil
-	s.lastErr = err
 	if time.Since(l.since) > s.set.conn.backoffMax {
-		s.bo.Reset() // a long-lived link: reconnect at once
+		s.rd.reset() // a long-lived link: reconnect at once
 	}
-	wait := s.bo.Next()
-	s.retryAt = time.Now().Add(wait)
+	wait := s.rd.failed(err)
 	closed := s.closed
 	undecodable, isUndecodable := localDecodeFailure(err)
 	if isUndecodable {
@@ -450,8 +436,9 @@ func localDecodeFailure(err error) (string, bool) {
 // Ready reports whether the source holds a live connection.
 func (s *source) Ready(context.Context) error {
 	s.mu.Lock()
-	l, lastErr, closed := s.cur, s.lastErr, s.closed
+	l, closed := s.cur, s.closed
 	s.mu.Unlock()
+	lastErr := s.rd.err()
 	switch {
 	case closed:
 		return errClosed
