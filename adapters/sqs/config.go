@@ -121,6 +121,15 @@ var (
 	roleSessionRE = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
 )
 
+// checkQueueURL checks that field's value raw is an http(s) queue URL.
+func checkQueueURL(field, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || queueNameOf(raw) == "" {
+		return adaptercfg.Errorf(field, "%q is not an http(s) queue URL such as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME", raw)
+	}
+	return nil
+}
+
 // validate checks the connection fields.
 func (c *ConnConfig) validate() error {
 	switch {
@@ -132,9 +141,8 @@ func (c *ConnConfig) validate() error {
 		return adaptercfg.Errorf("account_id", "only used with queue_name (queue_url names the account)")
 	}
 	if c.QueueURL != "" {
-		u, err := url.Parse(c.QueueURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || queueNameOf(c.QueueURL) == "" {
-			return adaptercfg.Errorf("queue_url", "%q is not an http(s) queue URL such as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME", c.QueueURL)
+		if err := checkQueueURL("queue_url", c.QueueURL); err != nil {
+			return err
 		}
 	}
 	if c.QueueName != "" {
@@ -211,9 +219,8 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, err
 	}
 	if c.DeadLetterQueueURL != "" {
-		u, err := url.Parse(c.DeadLetterQueueURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || queueNameOf(c.DeadLetterQueueURL) == "" {
-			return nil, adaptercfg.Errorf("dead_letter_queue_url", "%q is not an http(s) queue URL such as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME", c.DeadLetterQueueURL)
+		if err := checkQueueURL("dead_letter_queue_url", c.DeadLetterQueueURL); err != nil {
+			return nil, err
 		}
 	}
 	s := &sourceSettings{maxMessages: c.MaxMessages, pollers: c.Pollers}

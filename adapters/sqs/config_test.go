@@ -111,6 +111,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"queue_url", src(func(c *SourceConfig) { c.QueueURL = "" })},
 		{"queue_url and queue_name", src(func(c *SourceConfig) { c.QueueName = "q" })},
 		{"queue_url", src(func(c *SourceConfig) { c.QueueURL = "sqs/q" })},
+		{"dead_letter_queue_url", src(func(c *SourceConfig) { c.DeadLetterQueueURL = "sqs/dlq" })},
+		{"dead_letter_queue_url", src(func(c *SourceConfig) { c.DeadLetterQueueURL = "https://sqs.us-east-1.amazonaws.com/" })},
 		{"queue_name", src(func(c *SourceConfig) { c.QueueURL, c.QueueName = "", "bad name" })},
 		{"account_id", src(func(c *SourceConfig) { c.AccountID = "123" })},
 		{"account_id", src(func(c *SourceConfig) { c.QueueURL, c.QueueName, c.AccountID = "", "q", "12" })},
