@@ -255,13 +255,7 @@ func deliverySeqs(ds []*jsDelivery) string {
 // pause waits d, or less when ctx ends or the source closes (the loop
 // then sees it).
 func (s *jsSource) pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.ctx.Done():
-	}
+	_ = backoff.Sleep(ctx, s.ctx.Done(), nil, d)
 }
 
 // consumerGone tells whether a fetch failed because the consumer (or its

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qbridge/qbridge/internal/backoff"
 	"github.com/qbridge/qbridge/internal/ctxwait"
 )
 
@@ -114,6 +115,13 @@ func (c *coalescer[T]) close(ctx context.Context) error {
 	return ctxwait.Group(ctx, &c.wg)
 }
 
+// entryRetryBase and entryRetryMax bound the wait before runEntries
+// retries the entries that failed.
+const (
+	entryRetryBase = 100 * time.Millisecond
+	entryRetryMax  = time.Second
+)
+
 // runEntries runs a batch call for n entries and retries the entries that
 // failed for a reason that may pass (a server fault, throttling), up to
 // attempts times in all. call returns the per-entry errors (nil: done) and
@@ -125,6 +133,9 @@ func runEntries(ctx context.Context, n, attempts int, call func(ctx context.Cont
 	for i := range todo {
 		todo[i] = i
 	}
+	// Jittered so that the entries of concurrent batches that failed
+	// together (throttling) do not come back together.
+	bo := backoff.Backoff{Base: entryRetryBase, Max: entryRetryMax}
 	for attempt := 1; len(todo) > 0; attempt++ {
 		res, again := call(ctx, todo)
 		var next []int
@@ -135,21 +146,9 @@ func runEntries(ctx context.Context, n, attempts int, call func(ctx context.Cont
 			}
 		}
 		todo = next
-		if len(todo) > 0 && sleepCtx(ctx, time.Duration(attempt)*100*time.Millisecond) != nil {
+		if len(todo) > 0 && backoff.Sleep(ctx, nil, nil, bo.Next()) != nil {
 			break
 		}
 	}
 	return errs
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -254,7 +254,7 @@ func (s *Source) poll(ctx context.Context) {
 				default:
 				}
 			}
-			if sleepCtx(ctx, bo.Next()) != nil {
+			if backoff.Sleep(ctx, nil, nil, bo.Next()) != nil {
 				return
 			}
 			continue
@@ -264,7 +264,7 @@ func (s *Source) poll(ctx context.Context) {
 		if len(out.Messages) == 0 {
 			if s.set.waitTime == 0 {
 				// short polling: do not spin on an empty queue
-				if sleepCtx(ctx, 100*time.Millisecond) != nil {
+				if backoff.Sleep(ctx, nil, nil, 100*time.Millisecond) != nil {
 					return
 				}
 			}
