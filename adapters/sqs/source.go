@@ -280,7 +280,10 @@ func (s *Source) poll(ctx context.Context) {
 		select {
 		case s.batches <- batch:
 		case <-ctx.Done():
-			s.release(batch)
+			// ctx is over: the release gets a little time of its own.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			s.release(rctx, batch)
+			cancel()
 			return
 		}
 	}
@@ -377,8 +380,13 @@ func (s *Source) extendPrefetched(ctx context.Context, now time.Time, age time.D
 	}
 }
 
-// release makes deliveries that the engine never got visible again at once.
-func (s *Source) release(ds []*delivery) {
+// releaseTimeout bounds the release of prefetched messages; one not
+// released comes back after its visibility timeout anyway.
+const releaseTimeout = 5 * time.Second
+
+// release makes deliveries that the engine never got visible again at once,
+// until ctx ends.
+func (s *Source) release(ctx context.Context, ds []*delivery) {
 	var items []visItem
 	for _, d := range ds {
 		if d.settled.CompareAndSwap(false, true) {
@@ -386,8 +394,6 @@ func (s *Source) release(ds []*delivery) {
 			items = append(items, visItem{d.handle, 0})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	for len(items) > 0 {
 		chunk := items[:min(maxBatch, len(items))]
 		items = items[len(chunk):]
@@ -414,7 +420,9 @@ func (s *Source) Close(ctx context.Context) error {
 	// Receive cannot run any more: take what it did not hand out.
 	select {
 	case s.recv <- struct{}{}:
-		s.release(s.pending)
+		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+		s.release(rctx, s.pending)
+		cancel()
 		s.pending = nil
 		<-s.recv
 	case <-ctx.Done():

@@ -51,6 +51,8 @@ type stubAPI struct {
 	sendIn                       []*awssqs.SendMessageInput
 	deleteIn                     []*awssqs.DeleteMessageBatchInput
 	receiveDone, receiveBlocking chan struct{}
+	// visHang makes ChangeMessageVisibilityBatch wait until its ctx ends.
+	visHang bool
 }
 
 func (s *stubAPI) ReceiveMessage(ctx context.Context, in *awssqs.ReceiveMessageInput, _ ...func(*awssqs.Options)) (*awssqs.ReceiveMessageOutput, error) {
@@ -84,12 +86,16 @@ func (s *stubAPI) DeleteMessageBatch(_ context.Context, in *awssqs.DeleteMessage
 	return out, nil
 }
 
-func (s *stubAPI) ChangeMessageVisibilityBatch(_ context.Context, in *awssqs.ChangeMessageVisibilityBatchInput, _ ...func(*awssqs.Options)) (*awssqs.ChangeMessageVisibilityBatchOutput, error) {
+func (s *stubAPI) ChangeMessageVisibilityBatch(ctx context.Context, in *awssqs.ChangeMessageVisibilityBatchInput, _ ...func(*awssqs.Options)) (*awssqs.ChangeMessageVisibilityBatchOutput, error) {
 	s.mu.Lock()
 	n := s.nVis
 	s.nVis++
 	s.visEntries = append(s.visEntries, in.Entries)
 	s.mu.Unlock()
+	if s.visHang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if s.visBatch != nil {
 		return s.visBatch(n, in)
 	}
@@ -610,6 +616,32 @@ func TestStubCloseReleasesPrefetched(t *testing.T) {
 	if _, err := src.Receive(context.Background(), 1); !errors.Is(err, errClosed) {
 		t.Fatalf("receive after close: %v", err)
 	}
+}
+
+// Close returns by its ctx's deadline when releasing the prefetched
+// messages hangs: the release ran on a 5 s context of its own.
+func TestStubCloseReleaseKeepsTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stub := &stubAPI{visHang: true}
+		stub.receive = func(n int, _ *awssqs.ReceiveMessageInput) (*awssqs.ReceiveMessageOutput, error) {
+			if n == 0 {
+				return &awssqs.ReceiveMessageOutput{Messages: []types.Message{received(t, "a", "h1"), received(t, "b", "h2")}}, nil
+			}
+			return nil, nil
+		}
+		src := stubSource(t, stub, false, SourceConfig{Pollers: 1})
+		if ds, err := src.Receive(t.Context(), 1); err != nil || len(ds) != 1 {
+			t.Fatal(ds, err)
+		}
+		const grace = time.Second
+		ctx, cancel := context.WithTimeout(t.Context(), grace)
+		defer cancel()
+		began := time.Now()
+		_ = src.Close(ctx)
+		if took := time.Since(began); took > grace {
+			t.Fatalf("Close took %s with a %s deadline", took, grace)
+		}
+	})
 }
 
 // A prefetched message whose visibility ended before the engine asked (its
