@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/logpace"
 )
 
 var _ driver.Warner = (*jsSource)(nil)
@@ -107,7 +108,7 @@ func (s *jsSource) watchShared() {
 	var (
 		st       shareState
 		clean    int
-		lastWarn time.Time
+		warn     *logpace.Pacer // new at each report's start: its first line is not held back
 		epoch    uint64
 		lastCons jetstream.Consumer
 	)
@@ -163,10 +164,11 @@ func (s *jsSource) watchShared() {
 			"its messages are split between the clients and per-group order is lost; run one qbridge per consumer, "+
 			"or give the consumer a pinned priority group so that replicas fail over (docs/scaling.md)",
 			s.set.js.durable, s.set.js.stream, sign)}
-		first := s.shared.Swap(e) == nil
-		if first || time.Since(lastWarn) >= time.Minute {
-			lastWarn = time.Now()
-			s.log.Error(e.msg, "durable", s.set.js.durable)
+		if s.shared.Swap(e) == nil || warn == nil {
+			warn = logpace.New(1, time.Minute)
 		}
+		warn.Do(func(leftOut int64) {
+			s.log.Error(e.msg, "durable", s.set.js.durable, logpace.LeftOutKey, leftOut)
+		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/logpace"
 )
 
 func TestShareObserve(t *testing.T) {
@@ -80,8 +82,9 @@ func TestJetStreamSharedConsumerWarns(t *testing.T) {
 	if !strings.Contains(w, "another client consumes durable") || !strings.Contains(w, "docs/scaling.md") {
 		t.Errorf("warning %q", w)
 	}
-	if !strings.Contains(alogs.String(), "level=ERROR") {
-		t.Errorf("not logged as an error:\n%s", alogs)
+	// paced: the line says how many like it it stands for
+	if !strings.Contains(alogs.String(), "level=ERROR") || !strings.Contains(alogs.String(), logpace.LeftOutKey+"=") {
+		t.Errorf("not logged as a paced error:\n%s", alogs)
 	}
 }
 
