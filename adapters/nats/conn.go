@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -61,13 +63,19 @@ func dialAt(ctx context.Context, cc connConfig, log *slog.Logger, connected slog
 		c.releaseServer()
 		return nil, err
 	}
-	// nats.Connect has no context: honour ctx's deadline by the timeout
-	// option and refuse a context that is already over.
+	// nats.Connect has no context: refuse a context that is already over,
+	// and dial through a connectDialer, which holds each connection
+	// attempt to ctx (nats.go gives each URL the whole connect timeout).
 	if err := ctx.Err(); err != nil {
 		c.releaseServer()
 		return nil, err
 	}
-	nc, err := nats.Connect(url, opts...)
+	dialer := &connectDialer{Dialer: net.Dialer{Timeout: cc.ConnectTimeout}, ctx: ctx}
+	nc, err := nats.Connect(url, append(opts, nats.SetCustomDialer(dialer))...)
+	dialer.connected()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+	}
 	if err != nil {
 		c.releaseServer()
 		err = fmt.Errorf("nats: connect %s: %w", redactURL(url), err)
@@ -237,4 +245,83 @@ func checkURLs(u string) error {
 func credentialsRefused(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
 		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
+}
+
+// connectDialer dials for nats.go. Until connected is called (the first
+// connect, which nats.Connect makes without a context) it dials with ctx
+// and holds the connection's deadlines to ctx: nats.go sets the connect
+// timeout as the deadline of each attempt (TLS, INFO, CONNECT, PONG), so
+// a caller's shorter deadline, or its cancel, ended nothing. Reconnects
+// dial as nats.go would.
+type connectDialer struct {
+	net.Dialer
+
+	mu  sync.Mutex
+	ctx context.Context // nil once connected
+}
+
+// connected ends the first connect: later dials (reconnects) are not held
+// to its context.
+func (d *connectDialer) connected() {
+	d.mu.Lock()
+	d.ctx = nil
+	d.mu.Unlock()
+}
+
+func (d *connectDialer) Dial(network, address string) (net.Conn, error) {
+	d.mu.Lock()
+	ctx := d.ctx
+	d.mu.Unlock()
+	if ctx == nil {
+		return d.Dialer.Dial(network, address)
+	}
+	nc, err := d.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	c := &connectConn{Conn: nc, ctx: ctx}
+	c.stop = context.AfterFunc(ctx, c.expire)
+	return c, nil
+}
+
+// connectConn is a connection of the first connect: until nats.go clears
+// its deadline (the handshake is over) no deadline it sets is later than
+// ctx's, and ctx's end ends a read or write under way.
+type connectConn struct {
+	net.Conn
+	ctx  context.Context
+	stop func() bool
+
+	mu   sync.Mutex
+	done bool // the handshake is over: deadlines pass through
+}
+
+// expired is a deadline in the past.
+var expired = time.Unix(1, 0)
+
+func (c *connectConn) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.done {
+		_ = c.Conn.SetDeadline(expired)
+	}
+}
+
+func (c *connectConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return c.Conn.SetDeadline(t)
+	}
+	if t.IsZero() {
+		c.done = true
+		c.stop()
+		return c.Conn.SetDeadline(t)
+	}
+	if c.ctx.Err() != nil {
+		t = expired
+	} else if dl, ok := c.ctx.Deadline(); ok && dl.Before(t) {
+		t = dl
+	}
+	return c.Conn.SetDeadline(t)
 }
