@@ -325,3 +325,19 @@ func (c *connectConn) SetDeadline(t time.Time) error {
 	}
 	return c.Conn.SetDeadline(t)
 }
+
+// Dial connects as a source or sink does (the URL checked, the
+// credentials, TLS, the URL redacted in errors, refused credentials
+// permanent), for the commands that publish or read on their own
+// (qbridge send, tail). close closes the connection.
+func Dial(ctx context.Context, cfg ConnConfig, log *slog.Logger) (nc *nats.Conn, close func(), err error) {
+	cc, err := cfg.resolve()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := dialAt(ctx, cc, log, slog.LevelDebug)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.nc, c.close, nil
+}

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	natsadapter "github.com/qbridge/qbridge/adapters/nats"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/natsmap"
 )
@@ -30,6 +32,7 @@ const maxSendBody = 64 << 20
 // natsFlags are the connection flags send and tail share.
 type natsFlags struct {
 	url, user, password, token, creds, nkey, groupHeader string
+	tlsCA, tlsCert, tlsKey, tlsServerName                string
 	timeout                                              time.Duration
 }
 
@@ -40,31 +43,29 @@ func (f *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.token, "token", "", "authentication token")
 	fs.StringVar(&f.creds, "creds", "", "credentials (.creds) file")
 	fs.StringVar(&f.nkey, "nkey", "", "NKey seed file")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA file that verifies the server (TLS)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "client certificate file (TLS, with -tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "client key file (TLS, with -tls-cert)")
+	fs.StringVar(&f.tlsServerName, "tls-server-name", "", "server name to verify (TLS)")
 	fs.StringVar(&f.groupHeader, "group-header", "Qbridge-Group", "header that carries the group key")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "connect (and, for send, publish) timeout")
 }
 
-func (f *natsFlags) connect(name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name("qbridge " + name), nats.Timeout(f.timeout)}
-	switch {
-	case f.user != "":
-		opts = append(opts, nats.UserInfo(f.user, f.password))
-	case f.token != "":
-		opts = append(opts, nats.Token(f.token))
-	case f.creds != "":
-		opts = append(opts, nats.UserCredentials(f.creds))
-	case f.nkey != "":
-		o, err := nats.NkeyOptionFromSeed(f.nkey)
-		if err != nil {
-			return nil, fmt.Errorf("-nkey: %w", err)
-		}
-		opts = append(opts, o)
+// connect dials through the NATS adapter, as a pipeline would: one
+// connection path (URL check, TLS, credentials, redacted errors). Its log
+// says what happens to the connection afterwards (a disconnect).
+func (f *natsFlags) connect(ctx context.Context, name string, std stdio) (*nats.Conn, func(), error) {
+	cfg := natsadapter.ConnConfig{
+		URL: f.url, User: f.user, Password: f.password, Token: f.token,
+		CredsFile: f.creds, NKeySeedFile: f.nkey,
+		ConnectTimeout: f.timeout.String(), Name: "qbridge " + name,
 	}
-	nc, err := nats.Connect(f.url, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", f.url, err)
+	if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsServerName != "" {
+		cfg.TLS = &natsadapter.TLSConfig{CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey, ServerName: f.tlsServerName}
 	}
-	return nc, nil
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return natsadapter.Dial(ctx, cfg, newLogger(std.Err, "text", slog.LevelWarn))
 }
 
 // multiFlag collects a repeatable flag.
@@ -153,12 +154,12 @@ func runSend(ctx context.Context, args []string, std stdio) int {
 		msg.Header.Add(k, v)
 	}
 
-	nc, err := nf.connect("send")
+	nc, closeConn, err := nf.connect(ctx, "send", std)
 	if err != nil {
 		fmt.Fprintln(std.Err, "qbridge send:", err)
 		return 1
 	}
-	defer nc.Close()
+	defer closeConn()
 	ctx, cancel := context.WithTimeout(ctx, nf.timeout)
 	defer cancel()
 	if *useJS {

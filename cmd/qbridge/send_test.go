@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,56 @@ func TestSendJetStream(t *testing.T) {
 	code, _, errs = run(t, runSend, "", "-url", srv.ClientURL(), "-subject", "nostream", "-jetstream", "x")
 	if code != 1 || !strings.Contains(errs, "no stream") {
 		t.Errorf("send to a subject no stream stores = %d %q", code, errs)
+	}
+}
+
+// A password in -url never reaches the error output, whatever fails: the
+// connect error quoted the URL as given.
+func TestNATSCommandsRedactTheURL(t *testing.T) {
+	const secret = "s3cret-pw"
+	auth, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, Username: "u", Password: "other", NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth.Start()
+	defer auth.Shutdown()
+	if !auth.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String() // nothing listens there any more
+	ln.Close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	for _, c := range []struct {
+		name, url, want string
+	}{
+		{"refused", "nats://u:" + secret + "@" + closed, "no servers available"},
+		{"wrong password", "nats://u:" + secret + "@" + auth.Addr().String(), "refused the credentials"},
+		{"silent server", "nats://u:" + secret + "@" + silent.Addr().String(), "timeout"},
+		{"unparsable", "nats://u:" + secret + "%zz@" + closed, "percent-encoded"},
+		{"second URL", "nats://" + closed + ",nats://u:" + secret + "@" + closed, "no servers available"},
+	} {
+		for cmd, f := range map[string]func(context.Context, []string, stdio) int{"send": runSend, "tail": runTail} {
+			t.Run(c.name+"/"+cmd, func(t *testing.T) {
+				args := []string{"-url", c.url, "-timeout", "500ms", "-subject", "a"}
+				if cmd == "send" {
+					args = append(args, "x")
+				}
+				code, _, errOut := run(t, f, "", args...)
+				if code != 1 || !strings.Contains(errOut, c.want) {
+					t.Errorf("exit %d, want 1 and %q:\n%s", code, c.want, errOut)
+				}
+				if strings.Contains(errOut, secret) {
+					t.Errorf("the password is in the output:\n%s", errOut)
+				}
+			})
+		}
 	}
 }

@@ -63,12 +63,12 @@ func runTail(ctx context.Context, args []string, std stdio) int {
 		return 2
 	}
 
-	nc, err := nf.connect("tail")
+	nc, closeConn, err := nf.connect(ctx, "tail", std)
 	if err != nil {
 		fmt.Fprintln(std.Err, "qbridge tail:", err)
 		return 1
 	}
-	defer nc.Close()
+	defer closeConn()
 
 	msgs := make(chan tailMsg, 256)
 	done := make(chan struct{}) // unblocks the handlers once we return
