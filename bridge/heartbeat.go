@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,18 +44,19 @@ func (p *Pipeline) extendDue(ctx context.Context, now time.Time, age time.Durati
 	if len(due) == 0 {
 		return
 	}
-	sem := make(chan struct{}, extendParallel)
+	// A fixed set of workers takes the due items in turn: a goroutine per
+	// item was one per unsettled message on each tick.
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for _, it := range due {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return
-		}
+	for range min(extendParallel, len(due)) {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			p.extend(ctx, it)
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(due) {
+					return
+				}
+				p.extend(ctx, due[i])
+			}
 		})
 	}
 	wg.Wait()
