@@ -600,34 +600,40 @@ func TestShutdownNacksRetryingAtOnce(t *testing.T) {
 }
 
 func TestInFlightBound(t *testing.T) {
-	q := newQueue(t)
-	for i := range 300 {
-		q.push(msg(fmt.Sprintf("g%d", i%50), i/50))
-	}
-	sink := newSink(t)
-	gate := make(chan struct{})
-	sink.gate = gate
-	opt := fastOptions()
-	opt.Ordering.MaxInFlight = 20
-	opt.Batch.Size = 7
-	h := start(t, Config{Options: opt}, q, sink)
-	eventually(t, 5*time.Second, "20 in flight", func() bool { out, _ := q.stats(); return out == 20 })
-	time.Sleep(50 * time.Millisecond)
-	if out, _ := q.stats(); out != 20 {
-		t.Fatalf("%d in flight, want exactly 20 while the sink is stuck", out)
-	}
-	if s := h.p.Stats(); s.InFlight != 20 || !s.Running {
-		t.Errorf("Stats = %+v", s)
-	}
-	sink.mu.Lock()
-	sink.gate = nil
-	sink.mu.Unlock()
-	close(gate)
-	eventually(t, 10*time.Second, "all sent", func() bool { return sink.count() == 300 })
-	if _, maxOut := q.stats(); maxOut > 20 {
-		t.Errorf("max in flight %d, limit 20", maxOut)
-	}
-	checkOrder(t, sink, 50, 6)
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t)
+		for i := range 300 {
+			q.push(msg(fmt.Sprintf("g%d", i%50), i/50))
+		}
+		sink := newSink(t)
+		gate := make(chan struct{})
+		sink.gate = gate
+		opt := fastOptions()
+		opt.Ordering.MaxInFlight = 20
+		opt.Batch.Size = 7
+		h := start(t, Config{Options: opt}, q, sink)
+		// Everything that can move has moved once the bubble is blocked;
+		// a minute later still nothing more has been taken.
+		for _, after := range []time.Duration{0, time.Minute} {
+			time.Sleep(after)
+			synctest.Wait()
+			if out, maxOut := q.stats(); out != 20 || maxOut != 20 {
+				t.Fatalf("after %s: %d in flight (at most %d), want exactly 20 while the sink is stuck", after, out, maxOut)
+			}
+		}
+		if s := h.p.Stats(); s.InFlight != 20 || !s.Running {
+			t.Errorf("Stats = %+v", s)
+		}
+		sink.mu.Lock()
+		sink.gate = nil
+		sink.mu.Unlock()
+		close(gate)
+		eventually(t, 10*time.Second, "all sent", func() bool { return sink.count() == 300 })
+		if _, maxOut := q.stats(); maxOut > 20 {
+			t.Errorf("max in flight %d, limit 20", maxOut)
+		}
+		checkOrder(t, sink, 50, 6)
+	})
 }
 
 func TestGroupBacklogStats(t *testing.T) {
@@ -749,21 +755,26 @@ func TestBatching(t *testing.T) {
 }
 
 func TestLingerFillsBatches(t *testing.T) {
-	q := newQueue(t)
-	sink := newSink(t)
-	opt := fastOptions()
-	opt.Batch = Batch{Size: 4, Linger: 200 * time.Millisecond, Concurrency: 1}
-	start(t, Config{Options: opt}, q, sink)
-	for i := range 4 {
-		q.push(msg("", i))
-		time.Sleep(5 * time.Millisecond)
-	}
-	eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 4 })
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if fmt.Sprint(sink.batchSizes) != "[4]" {
-		t.Errorf("batch sizes %v, want [4]", sink.batchSizes)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		q := newQueue(t)
+		sink := newSink(t)
+		opt := fastOptions()
+		opt.Batch = Batch{Size: 4, Linger: 200 * time.Millisecond, Concurrency: 1}
+		start(t, Config{Options: opt}, q, sink)
+		synctest.Wait()
+		// 4 messages 50 ms apart: within one linger (the bubble's clock
+		// moves only when everything waits, so the gaps are exact).
+		for i := range 4 {
+			q.push(msg("", i))
+			time.Sleep(50 * time.Millisecond)
+		}
+		eventually(t, 5*time.Second, "all sent", func() bool { return sink.count() == 4 })
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		if fmt.Sprint(sink.batchSizes) != "[4]" {
+			t.Errorf("batch sizes %v, want [4]", sink.batchSizes)
+		}
+	})
 }
 
 func TestTransformSetsGroupKey(t *testing.T) {
