@@ -20,6 +20,55 @@ type lockOps interface {
 	abandon(ctx context.Context) error
 }
 
+// lockRenewal is the keep-alive of one lock (a message's or a session's):
+// when to renew it next, and the renewal.
+type lockRenewal struct {
+	every       time.Duration
+	renewLock   func(context.Context) (time.Time, error)
+	lockedUntil time.Time // zero: unknown
+	// expiry, when set, reads the lock's expiry as it is now: a session's
+	// lock is renewed by its deliveries' Extend as well.
+	expiry func() time.Time
+}
+
+// next is when to renew the lock.
+func (l *lockRenewal) next(now time.Time) time.Time {
+	lu := l.lockedUntil
+	if l.expiry != nil {
+		lu = l.expiry()
+	}
+	return renewAt(now, lu, l.every)
+}
+
+// renew renews the lock, within settleTimeout.
+func (l *lockRenewal) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	lu, err := l.renewLock(ctx)
+	if err == nil {
+		l.lockedUntil = lu
+	}
+	return err
+}
+
+// keepLocked renews l's lock whenever it is due until wait returns false.
+// wait blocks until due fires (true: renew now) or whatever the caller
+// waits for happens (false). It returns the error of a failed renewal.
+func keepLocked(ctx context.Context, l *lockRenewal, wait func(due <-chan time.Time) bool) error {
+	for {
+		now := time.Now()
+		t := time.NewTimer(l.next(now).Sub(now))
+		more := wait(t.C)
+		t.Stop()
+		if !more {
+			return nil
+		}
+		if err := l.renew(ctx); err != nil {
+			return err
+		}
+	}
+}
+
 // holder emulates a Nack delay: Service Bus has no abandon delay, so the
 // message is kept locked (its lock renewed) for the delay and abandoned
 // then. On close every held message is abandoned at once.
@@ -63,39 +112,28 @@ func (h *holder) hold(delay time.Duration, lockedUntil time.Time, ops lockOps, i
 	go func() {
 		defer h.wg.Done()
 		defer done()
-		deadline := time.Now().Add(delay)
-		for {
-			now := time.Now()
-			next := renewAt(now, lockedUntil, h.renewEvery)
-			if !next.Before(deadline) {
-				next = deadline
-			}
-			t := time.NewTimer(next.Sub(now))
+		end := time.NewTimer(delay)
+		defer end.Stop()
+		l := &lockRenewal{every: h.renewEvery, renewLock: ops.renew, lockedUntil: lockedUntil}
+		err := keepLocked(context.Background(), l, func(due <-chan time.Time) bool {
 			select {
-			case <-t.C:
+			case <-due:
+				return true
+			case <-end.C:
 			case <-h.stop:
-				t.Stop()
-				deadline = time.Time{}
 			}
-			if !time.Now().Before(deadline) {
-				ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-				err := ops.abandon(ctx)
-				cancel()
-				if err != nil {
-					h.log.Warn(h.what+": abandoning a message after its Nack delay failed; it is redelivered when its lock expires",
-						"message_id", id, "error", err)
-				}
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-			lu, err := ops.renew(ctx)
-			cancel()
-			if err != nil {
-				h.log.Warn(h.what+": renewing the lock of a message held for its Nack delay failed; it is redelivered when the lock expires",
-					"message_id", id, "error", err)
-				return
-			}
-			lockedUntil = lu
+			return false
+		})
+		if err != nil {
+			h.log.Warn(h.what+": renewing the lock of a message held for its Nack delay failed; it is redelivered when the lock expires",
+				"message_id", id, "error", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		if err := ops.abandon(ctx); err != nil {
+			h.log.Warn(h.what+": abandoning a message after its Nack delay failed; it is redelivered when its lock expires",
+				"message_id", id, "error", err)
 		}
 	}()
 	return true

@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -83,5 +84,47 @@ func testHolderRenewsThenAbandons(t *testing.T) {
 	}
 	if h.hold(time.Second, time.Time{}, f3, "id4", func() {}) {
 		t.Fatal("hold after close")
+	}
+}
+
+// keepLocked renews when the lock is due (renewAt: every, or half the
+// remaining lock time), until wait says stop or a renewal fails.
+func TestKeepLocked(t *testing.T) {
+	errGone := errors.New("lock lost")
+	for _, c := range []struct {
+		name       string
+		lockFor    time.Duration // what a renewal returns
+		renewErr   error
+		stopAfter  time.Duration // wait returns false then
+		wantRenews int
+		wantErr    error
+	}{
+		{name: "stopped before due", lockFor: time.Minute, stopAfter: 50 * time.Millisecond, wantRenews: 0},
+		{name: "every", lockFor: time.Minute, stopAfter: 550 * time.Millisecond, wantRenews: 5},
+		// a 100 ms lock is renewed at half its remaining time: every 50 ms
+		{name: "short lock", lockFor: 100 * time.Millisecond, stopAfter: 520 * time.Millisecond, wantRenews: 10},
+		{name: "renewal fails", lockFor: time.Minute, renewErr: errGone, stopAfter: time.Hour, wantRenews: 1, wantErr: errGone},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeLock{lockFor: c.lockFor, renewErr: c.renewErr}
+				l := &lockRenewal{every: 100 * time.Millisecond, renewLock: f.renew, lockedUntil: time.Now().Add(c.lockFor)}
+				stop := time.After(c.stopAfter)
+				err := keepLocked(t.Context(), l, func(due <-chan time.Time) bool {
+					select {
+					case <-stop:
+						return false
+					case <-due:
+						return true
+					}
+				})
+				if !errors.Is(err, c.wantErr) {
+					t.Errorf("error %v, want %v", err, c.wantErr)
+				}
+				if n, _ := f.state(); n != c.wantRenews {
+					t.Errorf("%d renewals, want %d", n, c.wantRenews)
+				}
+			})
+		})
 	}
 }

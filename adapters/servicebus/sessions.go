@@ -209,25 +209,18 @@ func receiveSession(ctx context.Context, sr *azservicebus.SessionReceiver) (msgs
 // renewSession keeps the session lock until ctx ends; a failed renewal
 // ends the session (cancel).
 func (s *sessionSource) renewSession(ctx context.Context, cancel context.CancelFunc, lock *sessionLock, id string) {
-	for {
-		now := time.Now()
-		t := time.NewTimer(renewAt(now, lock.lockedUntil(), s.set.lockRenewal).Sub(now))
+	l := &lockRenewal{every: s.set.lockRenewal, renewLock: lock.renew, expiry: lock.lockedUntil}
+	err := keepLocked(ctx, l, func(due <-chan time.Time) bool {
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+			return false
+		case <-due:
+			return true
 		}
-		rctx, rcancel := context.WithTimeout(ctx, settleTimeout)
-		_, err := lock.renew(rctx)
-		rcancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("servicebus source: renewing a session lock failed; releasing the session", "entity", s.set.entityPath, "session_id", id, "error", err)
-				cancel()
-			}
-			return
-		}
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("servicebus source: renewing a session lock failed; releasing the session", "entity", s.set.entityPath, "session_id", id, "error", err)
+		cancel()
 	}
 }
 

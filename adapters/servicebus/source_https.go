@@ -101,28 +101,24 @@ func (s *httpsSource) worker() {
 
 // handOver waits for Receive to take d, renewing its lock meanwhile.
 func (s *httpsSource) handOver(d *httpsDelivery) bool {
-	lockedUntil := d.m.Source.LockedUntil
-	for {
-		now := time.Now()
-		t := time.NewTimer(renewAt(now, lockedUntil, s.set.lockRenewal).Sub(now))
+	sent := false
+	l := &lockRenewal{every: s.set.lockRenewal, renewLock: d.renewLock, lockedUntil: d.m.Source.LockedUntil}
+	err := keepLocked(s.ctx, l, func(due <-chan time.Time) bool {
 		select {
 		case s.out <- d:
-			t.Stop()
-			return true
-		case <-s.ctx.Done():
-			t.Stop()
+			sent = true
 			return false
-		case <-t.C:
+		case <-s.ctx.Done():
+			return false
+		case <-due:
+			return true
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, settleTimeout)
-		lu, err := d.renewLock(ctx)
-		cancel()
-		if err != nil {
-			s.log.Warn("servicebus source: renewing the lock of a message waiting to be taken failed; dropping it (it is delivered again)", "entity", s.set.restPath, "error", err)
-			return true // nothing to unlock
-		}
-		lockedUntil = lu
+	})
+	if err != nil {
+		s.log.Warn("servicebus source: renewing the lock of a message waiting to be taken failed; dropping it (it is delivered again)", "entity", s.set.restPath, "error", err)
+		return true // nothing to unlock
 	}
+	return sent
 }
 
 func (s *httpsSource) unlock(d *httpsDelivery) {
