@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -85,6 +86,41 @@ func testHolderRenewsThenAbandons(t *testing.T) {
 	if h.hold(time.Second, time.Time{}, f3, "id4", func() {}) {
 		t.Fatal("hold after close")
 	}
+}
+
+// Held messages share the holder's one goroutine: during a sink outage
+// thousands may be held, and each had a goroutine and a timer of its own.
+func TestHolderGoroutinesFlat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHolder(100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+		before := runtime.NumGoroutine()
+		const n = 500
+		locks := make([]*fakeLock, n)
+		var done sync.WaitGroup
+		for i := range locks {
+			locks[i] = &fakeLock{lockFor: time.Second}
+			done.Add(1)
+			if !h.hold(time.Duration(i%10+1)*time.Second, time.Now().Add(time.Second), locks[i], "id", done.Done) {
+				t.Fatal("hold refused")
+			}
+		}
+		synctest.Wait()
+		if grew := runtime.NumGoroutine() - before; grew > 1 {
+			t.Errorf("%d goroutines more for %d held messages, want 1", grew, n)
+		}
+		done.Wait() // every delay ends
+		for i, f := range locks {
+			renews, ab := f.state()
+			if ab.IsZero() {
+				t.Fatalf("message %d not abandoned", i)
+			}
+			// renewed every 100 ms for its delay
+			if want := (i%10 + 1) * 10; renews < want-1 || renews > want {
+				t.Fatalf("message %d: %d renewals, want about %d", i, renews, want)
+			}
+		}
+		h.close(t.Context())
+	})
 }
 
 // keepLocked renews when the lock is due (renewAt: every, or half the
