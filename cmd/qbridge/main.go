@@ -16,7 +16,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 
 	"github.com/qbridge/qbridge/internal/config"
@@ -58,45 +58,91 @@ func init() {
 func main() {
 	setMemoryLimit()
 	setGCFloor()
-	// The first interrupt cancels ctx (tools stop, a migration drains); a
-	// second one ends the process at once, 128 + the signal as a shell
-	// reports a kill by it. Restoring the default disposition instead
-	// brought back an ignore the process inherited: started with nohup or
-	// in the background of a script, SIGINT is ignored, and the second
-	// Ctrl-C did nothing. "qbridge run" takes both from a channel of its
-	// own (ownSignals).
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithCancel(context.Background())
-	go watchSignals(sigs, cancel, func(code int) { // ends with the process
+	ctx, cancel := context.WithCancelCause(context.Background())
+	w := &signalWatcher{cancel: cancel, exit: func(code int) { // ends with the process
 		atExit()
 		os.Exit(code)
-	})
+	}}
+	go w.watch(sigs)
+	ctx = withSignalWatcher(ctx, w)
 	code := dispatch(ctx, os.Args[1:], stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-	cancel()
+	cancel(nil)
 	atExit()
 	os.Exit(code)
 }
 
-// watchSignals cancels on the first signal and exits on the second, with
-// 128 + its number, unless the command took them (ownSignals).
-func watchSignals(sigs <-chan os.Signal, cancel func(), exit func(code int)) {
-	<-sigs
-	cancel()
-	s := <-sigs
-	if ownSignals.Load() {
+// signalWatcher is the process's one handler of stop signals (SIGINT,
+// SIGTERM). The first cancels the command's context, with a stopSignal as
+// its cause; a second one ends the process at once, 128 + the signal as a
+// shell reports a kill by it, unless the command took it (takeSecond:
+// "qbridge run" logs it and exits 1). Restoring the default disposition
+// instead brought back an ignore the process inherited: started with nohup
+// or in the background of a script, SIGINT is ignored, and the second
+// Ctrl-C did nothing.
+type signalWatcher struct {
+	cancel context.CancelCauseFunc
+	exit   func(code int)
+
+	mu     sync.Mutex
+	second chan os.Signal // a command's, from takeSecond; nil: exit
+}
+
+// stopSignal is the cause of a context cancelled by a stop signal.
+type stopSignal struct{ os.Signal }
+
+func (s stopSignal) Error() string { return "stop signal " + s.String() }
+
+// watch handles sigs until the second signal, or until sigs is closed.
+func (w *signalWatcher) watch(sigs <-chan os.Signal) {
+	s, ok := <-sigs
+	if !ok {
+		return
+	}
+	w.cancel(stopSignal{s})
+	if s, ok = <-sigs; !ok {
+		return
+	}
+	w.mu.Lock()
+	second := w.second
+	w.mu.Unlock()
+	if second != nil {
+		second <- s // buffered; the one send
 		return
 	}
 	code := 1
 	if n, ok := s.(syscall.Signal); ok {
 		code = 128 + int(n)
 	}
-	exit(code)
+	w.exit(code)
 }
 
-// ownSignals is set by a command that handles a second stop signal itself
-// ("qbridge run" logs it and exits 1).
-var ownSignals atomic.Bool
+// takeSecond hands the second stop signal to the command instead of
+// ending the process.
+func (w *signalWatcher) takeSecond() <-chan os.Signal {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.second == nil {
+		w.second = make(chan os.Signal, 1)
+	}
+	return w.second
+}
+
+type signalWatcherKey struct{}
+
+func withSignalWatcher(ctx context.Context, w *signalWatcher) context.Context {
+	return context.WithValue(ctx, signalWatcherKey{}, w)
+}
+
+// takeSecondSignal is ctx's watcher's takeSecond; nil (never ready) when
+// no watcher handles the process's signals (a test).
+func takeSecondSignal(ctx context.Context) <-chan os.Signal {
+	if w, ok := ctx.Value(signalWatcherKey{}).(*signalWatcher); ok {
+		return w.takeSecond()
+	}
+	return nil
+}
 
 // dispatch runs the command named by args[0].
 func dispatch(ctx context.Context, args []string, std stdio) int {

@@ -75,22 +75,23 @@ Example:
 		fmt.Fprintln(std.Err, "qbridge run:", err)
 		return 2
 	}
-	sig := make(chan os.Signal, 4)
-	ownSignals.Store(true)
-	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sig)
-	d := &daemon{path: *path, std: std, signals: sig, logOverride: lf}
-	// The daemon takes SIGINT and SIGTERM from its own channel, where it can
-	// tell a second one (cut the drain short) from the first; main's
-	// signal context would cancel ctx for the first one as well.
-	return d.run(context.WithoutCancel(ctx))
+	// SIGINT and SIGTERM come from main's watcher: the first cancels ctx
+	// (the drain), the second comes here (cut the drain short).
+	second := takeSecondSignal(ctx)
+	hup := make(chan os.Signal, 4)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	d := &daemon{path: *path, std: std, signals: hup, second: second, logOverride: lf}
+	return d.run(ctx)
 }
 
 // daemon is one "qbridge run".
 type daemon struct {
-	path    string
-	std     stdio
-	signals <-chan os.Signal
+	path string
+	std  stdio
+	// signals are SIGHUPs (reload); second is the second stop signal (the
+	// first cancels run's ctx).
+	signals, second <-chan os.Signal
 	// listening, if set, is told the monitoring address (tests use port 0).
 	listening func(net.Addr)
 	// backlogInterval is how often sources are counted (0: the default).
@@ -174,7 +175,7 @@ func (d *daemon) run(ctx context.Context) int {
 		}
 	}()
 
-	tel, stopTel, err := telemetry.FromEnv(ctx, buildVersion(), d.log)
+	tel, stopTel, err := telemetry.FromEnv(context.WithoutCancel(ctx), buildVersion(), d.log)
 	if err != nil {
 		d.log.Error("cannot set up tracing (OTEL_* variables)", "error", err)
 		return 1
@@ -225,16 +226,15 @@ func (d *daemon) run(ctx context.Context) int {
 	for stopping := false; !stopping; {
 		select {
 		case <-ctx.Done():
-			d.log.Info("stop requested; draining pipelines")
-			stopping = true
-		case s := <-d.signals:
-			if s == syscall.SIGHUP {
-				d.reload(sup)
-				backlog.Refresh() // the reload's pipelines get (or lose) their series now
-				continue
+			if sig, ok := errors.AsType[stopSignal](context.Cause(ctx)); ok {
+				d.log.Info("stop requested; draining pipelines", "signal", sig.String())
+			} else {
+				d.log.Info("stop requested; draining pipelines")
 			}
-			d.log.Info("stop requested; draining pipelines", "signal", s.String())
 			stopping = true
+		case <-d.signals:
+			d.reload(sup)
+			backlog.Refresh() // the reload's pipelines get (or lose) their series now
 		}
 	}
 
@@ -249,10 +249,8 @@ func (d *daemon) run(ctx context.Context) int {
 		case <-stopped:
 			d.log.Info("qbridge stopped")
 			return 0
-		case s := <-d.signals:
-			if s == syscall.SIGHUP {
-				continue
-			}
+		case <-d.signals: // no reload while stopping
+		case s := <-d.second:
 			// Unsettled messages come back from the brokers when their
 			// locks lapse: nothing is lost, some may be redelivered.
 			d.log.Error("second stop signal; exiting without finishing the drain", "signal", s.String())

@@ -150,14 +150,33 @@ func startDaemon(t *testing.T, path string) *runningDaemon {
 func startDaemonWith(t *testing.T, path string, lf logFlags) *runningDaemon {
 	t.Helper()
 	r := &runningDaemon{sig: make(chan os.Signal, 4), addr: make(chan net.Addr, 1), code: make(chan int, 1), log: &testlog.Buffer{}}
+	// As the process has them: SIGHUP to the daemon, stop signals to a
+	// signalWatcher (which ends nothing itself: the daemon takes the second).
+	ctx, cancel := context.WithCancelCause(context.Background())
+	w := &signalWatcher{cancel: cancel, exit: func(code int) { t.Errorf("the watcher exited %d", code) }}
+	ctx = withSignalWatcher(ctx, w)
+	hup, stops := make(chan os.Signal, 4), make(chan os.Signal, 4)
 	d := &daemon{
 		path:        path,
 		std:         stdio{In: strings.NewReader(""), Out: io.Discard, Err: r.log},
-		signals:     r.sig,
+		signals:     hup,
+		second:      takeSecondSignal(ctx),
 		listening:   func(a net.Addr) { r.addr <- a },
 		logOverride: lf,
 	}
-	go func() { r.code <- d.run(context.Background()) }()
+	go w.watch(stops)
+	go func() {
+		defer close(stops) // ends the watcher
+		for s := range r.sig {
+			if s == syscall.SIGHUP {
+				hup <- s
+			} else {
+				stops <- s
+			}
+		}
+	}()
+	t.Cleanup(func() { close(r.sig); cancel(nil) })
+	go func() { r.code <- d.run(ctx) }()
 	return r
 }
 
