@@ -275,10 +275,7 @@ func (p *Pipeline) openSinks(ctx context.Context) bool {
 		p.pipelined = ok && os.KeepsOrder() && p.opt.Ordering.PerGroup == 1
 		ws, ok := s.(driver.WriteSignaller)
 		p.overlap = p.pipelined && ok && ws.SignalsWritten()
-		p.maxInFlight = p.opt.Ordering.MaxInFlight
-		if p.overlap && p.opt.Ordering.MaxInFlightAuto {
-			p.maxInFlight = max(p.maxInFlight, OverlapMaxInFlight)
-		}
+		p.setMaxInFlight()
 		p.batchSize = p.opt.Batch.Size
 		if p.batchSize == 0 {
 			p.batchSize = DefaultBatchSize
@@ -317,9 +314,27 @@ func (p *Pipeline) openSource(ctx context.Context) (driver.Source, bool) {
 	if ok {
 		p.mu.Lock()
 		p.source = src
+		p.setMaxInFlight()
 		p.mu.Unlock()
 	}
 	return src, ok
+}
+
+// setMaxInFlight sets the bound on messages in flight: MaxInFlight, raised
+// to OverlapMaxInFlight where a lane's calls overlap and MaxInFlightAuto is
+// set, but not above what the source itself holds back at most
+// (driver.UnsettledBound: a JetStream consumer past max_ack_pending leaves
+// a pull open on the server, docs/adapter-nats.md). p.mu is held.
+func (p *Pipeline) setMaxInFlight() {
+	p.maxInFlight = p.opt.Ordering.MaxInFlight
+	if !p.overlap || !p.opt.Ordering.MaxInFlightAuto {
+		return
+	}
+	auto := OverlapMaxInFlight
+	if b, ok := p.source.(driver.UnsettledBound); ok && b.MaxUnsettled() > 0 {
+		auto = min(auto, b.MaxUnsettled())
+	}
+	p.maxInFlight = max(p.maxInFlight, auto)
 }
 
 func (p *Pipeline) closeSource(src driver.Source) error {

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -360,11 +362,13 @@ func TestOverlapMaxInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		writes, auto bool
+		bound        int // the source's MaxUnsettled; 0: none
 		want         int
 	}{
-		{"overlapping calls", true, true, OverlapMaxInFlight},
-		{"max_in_flight configured", true, false, 1000},
-		{"a sink that does not signal", false, true, 1000},
+		{"overlapping calls", true, true, 0, OverlapMaxInFlight},
+		{"a source that holds back fewer", true, true, 1500, 1500},
+		{"max_in_flight configured", true, false, 0, 1000},
+		{"a sink that does not signal", false, true, 0, 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newQueue(t)
@@ -377,7 +381,15 @@ func TestOverlapMaxInFlight(t *testing.T) {
 			sink.gate = gate
 			opt := fastOptions()
 			opt.Ordering.MaxInFlightAuto = tc.auto
-			start(t, Config{Options: opt}, q, sink)
+			cfg := Config{Options: opt}
+			if tc.bound > 0 {
+				src := &sourceOpener{q: q}
+				cfg.Source = func(ctx context.Context) (driver.Source, error) {
+					s, err := src.open(ctx)
+					return boundedSource{s, tc.bound}, err
+				}
+			}
+			start(t, cfg, q, sink)
 			eventually(t, 10*time.Second, "the bound reached", func() bool { out, _ := q.stats(); return out >= tc.want })
 			close(gate)
 			eventually(t, 30*time.Second, "all sent", func() bool { return sink.count() >= OverlapMaxInFlight+500 })
@@ -387,3 +399,12 @@ func TestOverlapMaxInFlight(t *testing.T) {
 		})
 	}
 }
+
+// boundedSource says it holds back at most max unsettled messages
+// (driver.UnsettledBound).
+type boundedSource struct {
+	driver.Source
+	max int
+}
+
+func (b boundedSource) MaxUnsettled() int { return b.max }

@@ -77,6 +77,11 @@ type jsSource struct {
 	cancel context.CancelFunc
 }
 
+// MaxUnsettled is the consumer's max_ack_pending (driver.UnsettledBound):
+// past it the server delivers nothing, and a pull it cannot serve stays
+// open on the server.
+func (s *jsSource) MaxUnsettled() int { return s.set.js.maxAckPending }
+
 func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*jsSource, error) {
 	c, err := dial(ctx, set.conn, log)
 	if err != nil {

@@ -145,6 +145,14 @@ type WriteSignaller interface {
 	SignalsWritten() bool
 }
 
+// UnsettledBound is implemented by sources that deliver at most
+// MaxUnsettled messages not yet settled (a JetStream consumer's
+// max_ack_pending): the engine's automatic bound on messages in flight
+// stays within it.
+type UnsettledBound interface {
+	MaxUnsettled() int
+}
+
 type writtenKey struct{}
 
 // WithWritten returns ctx carrying f for Written. The callback travels in

@@ -13,8 +13,8 @@ import "context"
 // changes what the engine does and a wrapper of deliveries must unwrap them
 // for the adapter: BatchAcker (sources) and DeadLetterer (deliveries).
 
-// PassSource is a Source that passes ReadyChecker, Unordered, LossCounter
-// and Warner on to the Source it wraps.
+// PassSource is a Source that passes ReadyChecker, Unordered,
+// UnsettledBound, LossCounter and Warner on to the Source it wraps.
 type PassSource struct{ Source }
 
 // Ready is the wrapped source's, nil where it cannot tell.
@@ -29,6 +29,14 @@ func (p PassSource) Ready(ctx context.Context) error {
 func (p PassSource) Unordered() bool {
 	u, ok := p.Source.(Unordered)
 	return ok && u.Unordered()
+}
+
+// MaxUnsettled is the wrapped source's, 0 (no bound) where it does not say.
+func (p PassSource) MaxUnsettled() int {
+	if b, ok := p.Source.(UnsettledBound); ok {
+		return b.MaxUnsettled()
+	}
+	return 0
 }
 
 // Lost is the wrapped source's, 0 for a source that cannot lose.
@@ -121,6 +129,7 @@ func (p PassDelivery) Release(ctx context.Context) error {
 var (
 	_ ReadyChecker         = PassSource{}
 	_ Unordered            = PassSource{}
+	_ UnsettledBound       = PassSource{}
 	_ LossCounter          = PassSource{}
 	_ Warner               = PassSource{}
 	_ ReadyChecker         = PassSink{}
