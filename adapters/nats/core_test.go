@@ -260,6 +260,34 @@ func TestCoreSinkMaxPayloadPermanent(t *testing.T) {
 	}
 }
 
+// A subject longer than the server's protocol line takes would make it
+// close the connection, failing every later message: the sink refuses that
+// one message (too large), core and JetStream, and the next one goes.
+func TestSinkRefusesASubjectTooLong(t *testing.T) {
+	srv := startServer(t)
+	for _, tc := range []struct {
+		name string
+		js   *JetStreamSinkConfig
+	}{
+		{"core", nil},
+		{"jetstream", &JetStreamSinkConfig{Stream: "LONGSUBJ", CreateStream: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "long." + tc.name + ".{group}", JetStream: tc.js})
+			long, fits := msg("long"), msg("fits")
+			long.GroupKey = strings.Repeat("g", 5000)
+			fits.GroupKey = strings.Repeat("g", 3000)
+			errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{long, fits, msg("after")})
+			if rej := (*mapping.RejectError)(nil); !errors.As(errs[0], &rej) || !rej.TooLarge {
+				t.Errorf("a 5000-byte subject: %v, want a too-large refusal", errs[0])
+			}
+			if errs[1] != nil || errs[2] != nil {
+				t.Errorf("the messages after it: %v, %v; the connection must stay up", errs[1], errs[2])
+			}
+		})
+	}
+}
+
 func TestReceiveStopsOnContextAndClose(t *testing.T) {
 	srv := startServer(t)
 	for _, tc := range []struct {

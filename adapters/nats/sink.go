@@ -91,12 +91,22 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 // encode renders m's subject and encodes m, into sc when it is not nil.
 func (s *sink) encode(sc *natsmap.Scratch, m *mapping.Message) (*nats.Msg, error) {
 	subject := s.set.subject.render(m, s.set.groupToken)
+	if len(subject) > maxSubjectBytes {
+		// The server would answer "maximum control line exceeded" and
+		// close the connection: every later message would fail with it.
+		return nil, mapping.TooLargef("nats", "subject", "the subject is %d bytes, more than %d: nats-server refuses a protocol line over max_control_line (4 KiB by default) and closes the connection", len(subject), maxSubjectBytes)
+	}
 	nm, err := s.codec.encode(sc, m, subject)
 	if err != nil {
 		return nil, fmt.Errorf("nats: encode for %q: %w", subject, err)
 	}
 	return nm, nil
 }
+
+// maxSubjectBytes is the longest subject the sink publishes: nats-server's
+// default max_control_line is 4096 bytes and bounds the whole HPUB line
+// (subject, reply and two sizes); the server does not tell its own.
+const maxSubjectBytes = 4000
 
 // KeepsOrder reports that a call's messages reach the server in slice order
 // (driver.OrderedSender): core publishes and JetStream async publishes go
