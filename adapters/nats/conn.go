@@ -73,6 +73,11 @@ func dialAt(ctx context.Context, cc connConfig, log *slog.Logger, connected slog
 	dialer := &connectDialer{Dialer: net.Dialer{Timeout: cc.ConnectTimeout}, ctx: ctx}
 	nc, err := nats.Connect(url, append(opts, nats.SetCustomDialer(dialer))...)
 	dialer.connected()
+	if dl, ok := ctx.Deadline(); err != nil && ok && !time.Now().Before(dl) {
+		// The sockets' deadline is ctx's: under load it fires before
+		// ctx's own timer has marked ctx done.
+		<-ctx.Done()
+	}
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
 	}
