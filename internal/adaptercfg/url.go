@@ -57,6 +57,10 @@ func ParseURL(raw string) (*url.URL, error) {
 	hint := ""
 	if strings.Contains(raw, "@") {
 		hint = " (a user, password or token with any of : / ? # [ ] @ % must be percent-encoded: # as %23, % as %25)"
+		// url.Parse quotes what it could not read: with a "#" in a
+		// password it took the rest for the host (`invalid port
+		// ":s3cret" after host`), a piece of the password.
+		err = errors.New("not a valid URL")
 	}
 	return nil, errors.New(`"` + RedactURL(raw) + `": ` + err.Error() + hint)
 }

@@ -23,7 +23,7 @@ func TestRedactURL(t *testing.T) {
 }
 
 func TestParseURLErrorHidesCredentials(t *testing.T) {
-	for _, raw := range []string{"nats://alice:p#SECRETX@127.0.0.1:4222", "amqp://bob:p%zzSECRETX@127.0.0.1:5672", "amqp://bob:%SE@127.0.0.1:5672"} {
+	for _, raw := range []string{"nats://alice:p#SECRETX@127.0.0.1:4222", "nats://alice:SECRETX#y@127.0.0.1:4222", "amqp://bob:p%zzSECRETX@127.0.0.1:5672", "amqp://bob:%SE@127.0.0.1:5672"} {
 		_, err := ParseURL(raw)
 		if err == nil || strings.Contains(err.Error(), "SE") || !strings.Contains(err.Error(), "percent-encoded") {
 			t.Errorf("ParseURL(%q): %v", raw, err)
