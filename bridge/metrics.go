@@ -90,8 +90,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		retried:      counter("messages_retried_total", "Sink attempts retried after a transient error.", "pipeline", "adapter"),
 		throttled:    counter("sink_throttled_total", "Sink attempts the broker answered with a request to slow down (retried with backoff).", "pipeline", "adapter"),
 		deadLettered: counter("messages_dead_lettered_total", "Messages dead-lettered, by reason.", "pipeline", "reason"),
-		dropped:      counter("mapping_dropped_total", "Items (attributes, fields) left out under the drop mapping policy.", "pipeline", "adapter"),
-		encoded:      counter("mapping_encoded_total", "Items (attributes, fields, bodies) the encode mapping policy changed to fit the sink: moved into the carry envelope, sent base64, a schedule sent now.", "pipeline", "adapter"),
+		dropped:      counter("mapping_dropped_total", "Items (attributes, fields) left out under the drop mapping policy, by the sink or the dead-letter sink (role).", "pipeline", "adapter", "role"),
+		encoded:      counter("mapping_encoded_total", "Items (attributes, fields, bodies) the encode mapping policy changed to fit the sink or the dead-letter sink (role): moved into the carry envelope, sent base64, a schedule sent now.", "pipeline", "adapter", "role"),
 		errors:       counter("errors_total", "Failed operations (ack, nack, extend, dead_letter, receive, open, close).", "pipeline", "op"),
 		restarts:     counter("source_restarts_total", "Source restarts after a receive error.", "pipeline", "adapter"),
 		sinkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -197,7 +197,7 @@ type pipelineMetrics struct {
 	name                                      string
 	received, acked, nacked, restarts         prometheus.Counter
 	sent, retried, throttled, dropped         prometheus.Counter
-	encoded                                   prometheus.Counter
+	encoded, dlDropped, dlEncoded             prometheus.Counter // dl: by the dead-letter sink
 	sinkLatency, e2eLatency                   prometheus.Observer
 	errAck, errNack, errExtend, errDeadLetter prometheus.Counter
 	errReceive, errOpen, errClose             prometheus.Counter
@@ -205,7 +205,7 @@ type pipelineMetrics struct {
 
 // forPipeline curries the metrics of one pipeline. Dead-letter sends are
 // counted by messages_dead_lettered_total only, not as sent.
-func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
+func (m *Metrics) forPipeline(name, source, sink, deadLetterSink string) *pipelineMetrics {
 	e := func(op string) prometheus.Counter { return m.errors.WithLabelValues(name, op) }
 	pm := &pipelineMetrics{
 		m: m, name: name,
@@ -216,14 +216,18 @@ func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
 		sent:      m.sent.WithLabelValues(name, sink),
 		retried:   m.retried.WithLabelValues(name, sink),
 		throttled: m.throttled.WithLabelValues(name, sink),
-		dropped:   m.dropped.WithLabelValues(name, sink),
-		encoded:   m.encoded.WithLabelValues(name, sink),
+		dropped:   m.dropped.WithLabelValues(name, sink, roleSink),
+		encoded:   m.encoded.WithLabelValues(name, sink, roleSink),
 
 		sinkLatency: m.sinkLatency.WithLabelValues(name, sink),
 		e2eLatency:  m.e2eLatency.WithLabelValues(name),
 
 		errAck: e("ack"), errNack: e("nack"), errExtend: e("extend"), errDeadLetter: e("dead_letter"),
 		errReceive: e("receive"), errOpen: e("open"), errClose: e("close"),
+	}
+	if deadLetterSink != "" {
+		pm.dlDropped = m.dropped.WithLabelValues(name, deadLetterSink, roleDeadLetter)
+		pm.dlEncoded = m.encoded.WithLabelValues(name, deadLetterSink, roleDeadLetter)
 	}
 	// Every reason's series exists from the start at 0, so rate() and
 	// increase() alerts see the first dead letter (a series that appears
@@ -237,6 +241,16 @@ func (m *Metrics) forPipeline(name, source, sink string) *pipelineMetrics {
 	}
 	return pm
 }
+
+// The role label of the mapping counters: the dead-letter sink's
+// encoder is counted apart, so that what the sink received changed is not
+// mixed with what went to the dead letters changed (an audit saw a migration
+// report items "encoded to fit the sink" that only the dead-letter sink had
+// encoded).
+const (
+	roleSink       = "sink"
+	roleDeadLetter = "dead_letter"
+)
 
 func (pm *pipelineMetrics) deadLettered(reason string) {
 	pm.m.deadLettered.WithLabelValues(pm.name, reason).Inc()

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
@@ -125,7 +127,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg:     cfg,
 		opt:     opt,
 		log:     log.With("pipeline", cfg.Name),
-		met:     met.forPipeline(cfg.Name, cfg.SourceKind, cfg.SinkKind),
+		met:     met.forPipeline(cfg.Name, cfg.SourceKind, cfg.SinkKind, cfg.DeadLetter.SinkKind),
 		ackWake: make(chan struct{}, 1),
 		groups:  map[string]*group{},
 		nackLog: logpace.New(1, time.Second),
@@ -290,7 +292,7 @@ func (p *Pipeline) openSinks(ctx context.Context) bool {
 		return ok
 	}
 	return p.retryOpen(ctx, "dead-letter sink", p.cfg.DeadLetter.SinkKind, func(ctx context.Context) error {
-		s, err := p.cfg.DeadLetter.Sink(ctx, p.onDrop)
+		s, err := p.cfg.DeadLetter.Sink(ctx, p.onDeadLetterDrop)
 		if err != nil {
 			return fmt.Errorf("open %s dead-letter sink: %w", p.cfg.DeadLetter.SinkKind, err)
 		}
@@ -394,13 +396,26 @@ func (p *Pipeline) closeSinks() error {
 // onDrop is handed to sinks for the Drop mapping policy; what the Encode
 // policy reports through it (mapping.EncodedReport) is counted apart.
 func (p *Pipeline) onDrop(field, reason string) {
+	p.countDrop(p.met.dropped, p.met.encoded, roleSink, field, reason)
+}
+
+// onDeadLetterDrop is onDrop for the dead-letter sink's encoder.
+func (p *Pipeline) onDeadLetterDrop(field, reason string) {
+	p.countDrop(p.met.dlDropped, p.met.dlEncoded, roleDeadLetter, field, reason)
+}
+
+func (p *Pipeline) countDrop(dropped, encoded prometheus.Counter, role, field, reason string) {
 	if how, ok := mapping.EncodedReport(reason); ok {
-		p.met.encoded.Inc()
-		p.log.Debug("mapping encoded an item", "field", field, "how", how)
+		if encoded != nil {
+			encoded.Inc()
+		}
+		p.log.Debug("mapping encoded an item", "role", role, "field", field, "how", how)
 		return
 	}
-	p.met.dropped.Inc()
-	p.log.Warn("mapping dropped an item", "field", field, "reason", reason)
+	if dropped != nil {
+		dropped.Inc()
+	}
+	p.log.Warn("mapping dropped an item", "role", role, "field", field, "reason", reason)
 }
 
 // receive admits deliveries until ctx ends (nil) or the source fails.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -804,19 +805,39 @@ func TestTransformSetsGroupKey(t *testing.T) {
 	}
 }
 
+// What the sink's encoder and the dead-letter sink's encoder leave out or
+// encode is counted apart (role), each under its own sink's kind.
 func TestDropCounted(t *testing.T) {
 	q := newQueue(t)
 	q.push(msg("", 0))
-	sink := newSink(t)
+	sink, dl := newSink(t), newSink(t)
 	m := NewMetrics(nil)
-	start(t, Config{Options: fastOptions(), Metrics: m}, q, sink)
+	cfg := Config{Options: fastOptions(), Metrics: m}
+	cfg.DeadLetter.Sink, cfg.DeadLetter.SinkKind = dl.open, "memdl"
+	start(t, cfg, q, sink)
 	eventually(t, 5*time.Second, "sent", func() bool { return sink.count() == 1 })
-	sink.mu.Lock()
-	onDrop := sink.onDrop
-	sink.mu.Unlock()
-	onDrop(`attribute "x"`, "too many attributes")
-	if v := counterValue(t, m.dropped, "test", "mem"); v != 1 {
-		t.Errorf("dropped = %v, want 1", v)
+	onDrop := func(s *memSink) func(field, reason string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.onDrop
+	}
+	onDrop(sink)(`attribute "x"`, "too many attributes")
+	enc := &mapping.Options{OnDrop: onDrop(dl)}
+	enc.Encoded(`attribute "y"`, "into the carry envelope")
+	enc.Encoded(`attribute "z"`, "into the carry envelope")
+	for _, c := range []struct {
+		v      *prometheus.CounterVec
+		labels []string
+		want   float64
+	}{
+		{m.dropped, []string{"test", "mem", "sink"}, 1},
+		{m.encoded, []string{"test", "mem", "sink"}, 0},
+		{m.dropped, []string{"test", "memdl", "dead_letter"}, 0},
+		{m.encoded, []string{"test", "memdl", "dead_letter"}, 2},
+	} {
+		if v := counterValue(t, c.v, c.labels...); v != c.want {
+			t.Errorf("%v = %v, want %v", c.labels, v, c.want)
+		}
 	}
 }
 

@@ -33,10 +33,19 @@ func readCounts(reg *prometheus.Registry, pipeline string) Counts {
 			dst = &c.Retried
 		case "qbridge_sink_throttled_total":
 			dst = &c.Throttled
-		case "qbridge_mapping_dropped_total":
-			dst = &c.Dropped
-		case "qbridge_mapping_encoded_total":
-			dst = &c.Encoded
+		case "qbridge_mapping_dropped_total", "qbridge_mapping_encoded_total":
+			// The sink's only: the report's mapping line says what the
+			// sink received changed, not the dead letters.
+			dst := &c.Dropped
+			if mf.GetName() == "qbridge_mapping_encoded_total" {
+				dst = &c.Encoded
+			}
+			for _, m := range mf.GetMetric() {
+				if label(m, "role") != "dead_letter" {
+					*dst += int64(m.GetCounter().GetValue())
+				}
+			}
+			continue
 		case "qbridge_mapping_envelope_shed_total":
 			for _, m := range mf.GetMetric() {
 				n := int64(m.GetCounter().GetValue())
