@@ -144,6 +144,9 @@ Flags:
 		if err := migrate.CheckWritable(*reportPath); err != nil {
 			return usageErr("-report: %v", err)
 		}
+		if err := migrate.CheckReportTarget(*reportPath); err != nil {
+			return usageErr("-report: %v", err)
+		}
 		if *stateFile != "" && sameFile(*reportPath, *stateFile) {
 			return usageErr("-state and -report name the same file, %s: the report would replace the checkpoints, and the next run would copy everything again; give each its own file", *stateFile)
 		}

@@ -46,6 +46,8 @@ func TestMigrateUsage(t *testing.T) {
 		{"sample on a move", []string{"-yes", "-sample", "10", good}, 2, "-sample is for a dry run"},
 		{"report is a directory", []string{"-yes", "-report", dir, good}, 2, "is a directory"},
 		{"state and report the same file", []string{"-copy", "-yes", "-state", filepath.Join(dir, "same.json"), "-report", filepath.Join(dir, ".", "same.json"), good}, 2, "-state and -report name the same file"},
+		{"report onto the configuration", []string{"-yes", "-report", good, good}, 2, "exists and is not a migration report"},
+		{"report onto a state file", []string{"-yes", "-report", writeFile(t, dir, "state.json", `{"version":1,"checkpoints":{}}`), good}, 2, "exists and is not a migration report"},
 		{"parallel 0", []string{"-parallel", "0", good}, 2, "-parallel 0: must be at least 1"},
 		{"pipeline twice", []string{"-yes", "-pipeline", "orders", "-pipeline", "orders", good}, 2, `-pipeline "orders" is given twice`},
 		{"bar without a terminal", []string{"-yes", "-progress", "bar", writeFile(t, dir, "bad2.hcl", "pipeline \"x\" {}\n")}, 1, "standard output is not a terminal, so progress goes to log lines"},

@@ -1,6 +1,8 @@
 package migrate
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,5 +21,30 @@ func TestReadCountsMappingIsTheSinks(t *testing.T) {
 	drop.WithLabelValues("p", "nats", "dead_letter").Add(5)
 	if c := readCounts(reg, "p"); c.Encoded != 2 || c.Dropped != 1 {
 		t.Errorf("encoded %d, dropped %d; want the sink's 2 and 1", c.Encoded, c.Dropped)
+	}
+}
+
+func TestCheckReportTarget(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, path string
+		ok         bool
+	}{
+		{"not there yet", filepath.Join(dir, "new.json"), true},
+		{"empty", file("empty.json", ""), true},
+		{"an earlier report", file("old.json", `{"version":1,"mode":"move","outcome":"complete","pipelines":[]}`), true},
+		{"a configuration", file("p.hcl", "pipeline \"x\" {}\n"), false},
+		{"a state file", file("s.json", `{"version":1,"checkpoints":{}}`), false},
+	} {
+		if err := CheckReportTarget(tc.path); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
 	}
 }

@@ -258,3 +258,32 @@ func CheckWritable(path string) error {
 	f.Close()
 	return os.Remove(f.Name())
 }
+
+// CheckReportTarget refuses a -report path that names an existing file
+// other than a migration report: the report replaces it whole, and an
+// audit replaced the configuration being run (-report x.hcl x.hcl) and
+// another pipeline's -state file that way. An empty file, a report of an
+// earlier run, a path not there yet and a device or pipe are fine.
+func CheckReportTarget(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil
+	}
+	const most = 64 << 20
+	if fi.Size() > most {
+		return fmt.Errorf("%s exists and is not a migration report (%d bytes): the report would replace it; name a new file or remove it", path, fi.Size())
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cannot read %s, which the report would replace: %w", path, err)
+	}
+	var head struct {
+		Mode    *Mode           `json:"mode"`
+		Outcome *Outcome        `json:"outcome"`
+		Jobs    json.RawMessage `json:"pipelines"`
+	}
+	if json.Unmarshal(raw, &head) != nil || head.Mode == nil || head.Outcome == nil {
+		return fmt.Errorf("%s exists and is not a migration report (a configuration, a -state file?): the report would replace it; name a new file or remove it", path)
+	}
+	return nil
+}
