@@ -157,11 +157,13 @@ func verification(j *JobReport, mode Mode) *Verification {
 		if extra := v.SinkGrowth - put; extra > 0 {
 			v.Note = fmt.Sprintf("the sink grew by %d more than migrate wrote: another producer wrote to it meanwhile", extra)
 		}
-		if j.Redelivered > 0 && !j.SinkAfter.Deduplicates && mode == ModeMove {
+		if n := min(j.Redelivered, j.Written); n > 0 && !j.SinkAfter.Deduplicates && mode == ModeMove {
 			// A resumed move writes again what the interrupted run wrote
 			// and did not acknowledge; a sink without duplicate detection
-			// keeps both copies (the summary said a plain verified).
-			dup := fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them), and the sink does not drop duplicates", j.Redelivered)
+			// keeps both copies (the summary said a plain verified). A dry
+			// run's sample raises the same counts: said, and never more
+			// than this run wrote.
+			dup := fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink does not drop duplicates", n)
 			if v.Note != "" {
 				dup = v.Note + "; " + dup
 			}
