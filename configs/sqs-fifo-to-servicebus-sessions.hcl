@@ -45,7 +45,11 @@ pipeline "sqs-fifo-to-servicebus-sessions" {
   }
 
   mapping {
-    policy = "reject" # anything Service Bus cannot hold is dead-lettered with the reason
+    # Anything Service Bus cannot hold is refused with the reason (logged). With no
+    # dead_letter block it goes back to SQS, with a growing backoff, until the queue's
+    # redrive policy moves it to the queue's dead-letter queue; its group waits behind it
+    # meanwhile. Add dead_letter { sink "sqs" { ... } } to keep it aside with the reason.
+    policy = "reject"
   }
   ordering {
     max_in_flight = 1000
