@@ -322,10 +322,15 @@ func attributeHeader(a mapping.Attribute, h nats.Header, gh string) (text string
 	if err != nil {
 		return "", nil, false, "", err
 	}
-	if r := valueProblem(t); r != "" {
+	typed = v.Kind != mapping.KindString || v.Label != ""
+	problem := lineProblem
+	if typed {
+		problem = valueProblem // its type goes in the envelope, JSON
+	}
+	if r := problem(t); r != "" {
 		return "", nil, false, r, nil
 	}
-	return t, nil, v.Kind != mapping.KindString || v.Label != "", "", nil
+	return t, nil, typed, "", nil
 }
 
 // fit writes the envelope header and enforces the size limit; Drop leaves

@@ -187,9 +187,29 @@ func TestFieldPolicies(t *testing.T) {
 // Invalid UTF-8 has no reversible encoding (the envelope is JSON, and so is
 // the header text of a Strings value that is not one header per value):
 // never U+FFFD in its place.
+// A plain string that is not valid UTF-8 goes as the header it came as:
+// NATS headers are bytes and natsmap decodes them as they are, so a NATS
+// message carrying one reaches a NATS sink or dead-letter sink unchanged
+// (the limits audit found it refused by both, even under encode).
+func TestInvalidUTF8PlainStringHeader(t *testing.T) {
+	m := &mapping.Message{Attributes: []mapping.Attribute{{Name: "k", Value: mapping.String("v\xff")}}}
+	for _, p := range []mapping.Policy{mapping.Reject, mapping.Encode} {
+		msg, err := Encode(m, "s", EncodeOptions{Options: mapping.Options{Policy: p}})
+		if err != nil || msg.Header.Get("k") != "v\xff" || msg.Header[mapping.EnvelopeName] != nil {
+			t.Fatalf("%v: %v, headers %q", p, err, msg.Header)
+		}
+		back, err := Decode(msg, DecodeOptions{})
+		if err != nil || len(back.Attributes) != 1 || !back.Attributes[0].Value.Equal(m.Attributes[0].Value) {
+			t.Errorf("%v: decoded %v %v", p, back, err)
+		}
+	}
+}
+
+// Text that is not valid UTF-8 where JSON must hold it (a typed value, a
+// Strings value's JSON form) is refused, or left out under drop.
 func TestInvalidUTF8(t *testing.T) {
 	for name, v := range map[string]mapping.Value{
-		"string":               mapping.String("\xff"),
+		"typed string":         mapping.String("\xff").WithLabel("custom"),
 		"strings":              mapping.Strings("a", "\xff"),
 		"strings with a blank": mapping.Strings("", "\xa3"), // found by FuzzDecode
 		"one of strings":       mapping.Strings("\xff"),

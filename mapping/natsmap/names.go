@@ -76,6 +76,13 @@ func valueProblem(s string) string {
 	if !utf8.ValidString(s) {
 		return "not valid UTF-8"
 	}
+	return lineProblem(s)
+}
+
+// lineProblem is valueProblem without the UTF-8 rule: what a header value
+// needs to arrive unchanged when no JSON holds it (a plain string
+// attribute: NATS headers are bytes, and natsmap decodes them as they are).
+func lineProblem(s string) string {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
 			return "control character (a NATS header value is one line)"
