@@ -68,10 +68,12 @@ func FuzzOpenState(f *testing.F) {
 		if err := s.save("fuzz", after, 0); err != nil {
 			t.Fatalf("save: %v", err)
 		}
+		s.close()
 		again, err := openState(path)
 		if err != nil {
 			t.Fatalf("after a save of %q: %v", content, err)
 		}
+		defer again.close()
 		if again.after("fuzz") != after || len(again.data.Jobs) != len(s.data.Jobs) {
 			t.Fatalf("after a save of %q: after %d of %d jobs, want %d of %d", content, again.after("fuzz"), len(again.data.Jobs), after, len(s.data.Jobs))
 		}

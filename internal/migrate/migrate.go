@@ -136,6 +136,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			return finish()
 		}
 		state = s
+		defer state.close()
 	}
 	// A failed pipeline does not stop the others: pipelines are
 	// independent queues, and stopping at the first failure left the rest

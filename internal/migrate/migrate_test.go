@@ -872,9 +872,16 @@ func TestStateFileRefusesOtherJSON(t *testing.T) {
 	if err := s.save("p", 7, 12); err != nil {
 		t.Fatal(err)
 	}
+	// One migration at a time on a state file: two copies resuming from
+	// one checkpoint wrote everything twice.
+	if _, err := openState(path); err == nil || !strings.Contains(err.Error(), "another qbridge migrate uses the state file") {
+		t.Fatalf("a state file in use opened again: %v", err)
+	}
+	s.close()
 	if s, err = openState(path); err != nil || s.after("p") != 7 || s.rewritable("p") != 5 {
 		t.Fatalf("a saved state file reads back: %v", err)
 	}
+	defer s.close()
 	// Neither figure moves back.
 	if err := s.save("p", 6, 9); err != nil {
 		t.Fatal(err)
