@@ -133,6 +133,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 
 	var srcErr, snkErr error
 	rep.SourceBefore, rep.SinkBefore, srcErr, snkErr = j.countBoth(ctx, rep, false)
+	if !browsing && rep.SourceBefore != nil && rep.SourceBefore.Entity != "" {
+		// Locked by the broker's name too: one queue given as localhost
+		// in one run and 127.0.0.1 in another had two locks, and both
+		// runs consumed it (an audit).
+		unlock, err := lockSource("entity " + rep.SourceBefore.Entity + " " + j.queue)
+		if err != nil {
+			return fail(err)
+		}
+		defer unlock()
+	}
 	if driver.IsPermanent(srcErr) {
 		// A queue or stream that does not exist: the engine would retry
 		// until -connect-timeout, as a daemon waiting for it should; a

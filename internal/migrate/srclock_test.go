@@ -4,6 +4,7 @@ package migrate
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -96,4 +97,73 @@ func TestSourceLockComesBeforeTheCount(t *testing.T) {
 	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "another qbridge migrate on this machine reads this source") {
 		t.Fatalf("a move of a locked source: %s: %s", rep.Outcome, rep.Reason)
 	}
+}
+
+// The lock also holds by the broker's name for the source (the SQS
+// QueueArn): one queue spelled two ways (localhost and 127.0.0.1 in an
+// audit) let two moves consume it at once.
+func TestSecondMoveOfOneEntityFails(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	b, pipes := setup(t, `
+pipeline "by-name" {
+  source "memqpar" {
+    broker   = "%[1]s"
+    queue    = "in"
+    spelling = " by name"
+  }
+  sink "memqpar" {
+    broker = "%[1]s"
+    queue  = "out"
+  }
+}
+pipeline "by-url" {
+  source "memqpar" {
+    broker   = "%[1]s"
+    queue    = "in"
+    spelling = " by URL"
+  }
+  sink "memqpar" {
+    broker = "%[1]s"
+    queue  = "out"
+  }
+}
+`)
+	first, second := pipes[:1], pipes[1:]
+	if first[0].SourceIdentity() == second[0].SourceIdentity() {
+		t.Fatal("the two spellings have one identity: the test's premise")
+	}
+	b.put("in", msgs(3, 0)...)
+	b.mu.Lock()
+	b.queue("in").heldByOther = 1 // the first move never finds it drained
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan *Report, 1)
+	opt := fastOptions(ModeMove)
+	opt.Timeout = time.Minute
+	go func() { done <- Run(ctx, first, opt, nil) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b.backlog("in").InFlight == 4 { // the first move is consuming (its sink holds them: memqpar's gate)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first move never moved its messages: in %+v out %+v", b.backlog("in"), b.backlog("out"))
+		}
+		select {
+		case rep := <-done:
+			t.Fatalf("the first move ended: %s: %s", rep.Outcome, rep.Reason)
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	o := fastOptions(ModeMove)
+	o.Timeout = 5 * time.Second // the guard: without the lock it would read on
+	rep := Run(context.Background(), second, o, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "another qbridge migrate on this machine reads this source") {
+		t.Fatalf("second move: %s: %s", rep.Outcome, rep.Reason)
+	}
+	close(parStateOf(fmt.Sprintf("b%d", brokerSeq.Load())).gate) // let the first move end
+	cancel()
+	<-done
 }
