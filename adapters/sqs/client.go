@@ -154,6 +154,7 @@ type queueInfo struct {
 	fifo              bool
 	contentBasedDedup bool
 	visibility        time.Duration // the queue's VisibilityTimeout
+	maxMessageSize    int           // the queue's MaximumMessageSize; 0: not read
 }
 
 // refusedAtOpen marks credentials the service refuses as permanent at a
@@ -190,7 +191,8 @@ func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, e
 	out, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(q.url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue,
-			types.QueueAttributeNameContentBasedDeduplication, types.QueueAttributeNameVisibilityTimeout},
+			types.QueueAttributeNameContentBasedDeduplication, types.QueueAttributeNameVisibilityTimeout,
+			types.QueueAttributeNameMaximumMessageSize},
 	})
 	if err != nil {
 		if !attributesRefused(err) {
@@ -205,7 +207,26 @@ func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, e
 	if v, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && v >= 0 {
 		q.visibility = time.Duration(v) * time.Second
 	}
+	if v, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]); err == nil && v >= 1024 && v <= MaxMessageSizeLimit {
+		q.maxMessageSize = v
+	}
 	return q, nil
+}
+
+// sizeLimit is the limit a sink encodes for: the queue's MaximumMessageSize
+// where it was read, at most max_message_size when that is set; else
+// max_message_size or its default. A queue set to 1,024 bytes refused
+// what the codec let through, as permanent, and a dry run counted it as
+// written (migration audit).
+func sizeLimit(configured, resolved int, q *queueInfo) int {
+	switch {
+	case q == nil || q.maxMessageSize == 0:
+		return resolved
+	case configured == 0:
+		return q.maxMessageSize
+	default:
+		return min(configured, q.maxMessageSize)
+	}
 }
 
 // attributesRefused reports a GetQueueAttributes failure that leaves the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -12,6 +13,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/mapping"
 )
 
 // Error codes that say "try again later" although SQS may mark them as the
@@ -137,6 +139,12 @@ func (e *EntryError) Permanent() bool {
 // repeating it cannot help.
 func entryError(op string, f types.BatchResultErrorEntry) error {
 	e := &EntryError{Op: op, Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+	if e.Permanent() && strings.Contains(e.Message, "must be shorter than") {
+		// "Message must be shorter than N bytes": the queue's
+		// MaximumMessageSize, below what the sink assumed. Dead-lettered
+		// as too-large, as the codec's own size refusal is.
+		return fmt.Errorf("%w: %w", mapping.TooLargef("sqs", "message", "larger than the queue's MaximumMessageSize"), e)
+	}
 	if e.Permanent() {
 		return driver.Permanent(e)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -235,7 +236,7 @@ var _ driver.Sink = drySink{}
 // nothing. Without the network, FIFO-ness comes from the queue's name
 // (.fifo, which SQS requires of FIFO queues) and content-based
 // deduplication from content_based_dedup; the latter changes no verdict.
-func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
+func NewDrySink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason string), log *slog.Logger) (driver.Sink, error) {
 	set, err := cfg.resolve()
 	if err != nil {
 		return nil, err
@@ -245,7 +246,34 @@ func NewDrySink(_ context.Context, cfg SinkConfig, onDrop func(field, reason str
 		name = queueNameOf(cfg.QueueURL)
 	}
 	cbd := cfg.ContentBasedDedup != nil && *cfg.ContentBasedDedup
-	return drySink{enc: encodeOptions(&cfg, set, strings.HasSuffix(name, ".fifo"), cbd, onDrop)}, nil
+	fifo := strings.HasSuffix(name, ".fifo")
+	// The queue's own size limit, where it can be read (best effort: a
+	// dry run with no network or no sqs:GetQueueAttributes goes on with
+	// the configured one).
+	if q := dryQueue(ctx, &cfg, log); q != nil {
+		local := *set
+		local.maxMessageSize = sizeLimit(cfg.MaxMessageSize, set.maxMessageSize, q)
+		set = &local
+	}
+	return drySink{enc: encodeOptions(&cfg, set, fifo, cbd, onDrop)}, nil
+}
+
+// dryQueue reads the queue's attributes for a dry run, or nil.
+func dryQueue(ctx context.Context, cfg *SinkConfig, log *slog.Logger) *queueInfo {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client, err := newClient(ctx, &cfg.ConnConfig, log)
+	if err != nil {
+		return nil
+	}
+	q, err := resolveQueue(ctx, client, &cfg.ConnConfig)
+	if err != nil {
+		return nil
+	}
+	return q
 }
 
 // Send returns the encoder's verdict for each message.

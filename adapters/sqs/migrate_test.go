@@ -321,3 +321,37 @@ func TestCountRefusedCredentials(t *testing.T) {
 		})
 	}
 }
+
+// The sink encodes for the queue's own MaximumMessageSize where it can
+// read it (at most max_message_size when set), and a message SQS refuses
+// as too long is dead-lettered as too-large, not as a plain permanent
+// refusal (migration audit: a queue of 1,024 bytes).
+func TestStubSinkTakesTheQueuesSizeLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		configured int
+		queue      string
+		want       int
+	}{
+		{"the queue's, max_message_size unset", 0, "1024", 1024},
+		{"the smaller of the two", 4096, "2048", 2048},
+		{"max_message_size below the queue's", 2048, "1048576", 2048},
+		{"the default where the queue does not say", 0, "", DefaultMaxMessageSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubAPI{attrs: map[string]string{"FifoQueue": "false", "ContentBasedDeduplication": "false"}}
+			if tc.queue != "" {
+				stub.attrs["MaximumMessageSize"] = tc.queue
+			}
+			snk := stubSink(t, stub, false, SinkConfig{MaxMessageSize: tc.configured})
+			if got := snk.enc.MaxMessageSize; got != tc.want {
+				t.Errorf("limit %d, want %d", got, tc.want)
+			}
+		})
+	}
+	err := entryError("SendMessageBatch", types.BatchResultErrorEntry{Code: aws.String("InvalidParameterValue"),
+		Message: aws.String("One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes."), SenderFault: true})
+	if rej := (*mapping.RejectError)(nil); !errors.As(err, &rej) || !rej.TooLarge || !driver.IsPermanent(err) || !strings.Contains(err.Error(), "shorter than 1024") {
+		t.Errorf("a message SQS refuses as too long: %v, want a permanent too-large refusal that keeps SQS's words", err)
+	}
+}

@@ -140,6 +140,9 @@ func newSink(ctx context.Context, client api, cfg *SinkConfig, set *sinkSettings
 	if cfg.ContentBasedDedup != nil {
 		cbd = *cfg.ContentBasedDedup
 	}
+	local := *set
+	local.maxMessageSize = sizeLimit(cfg.MaxMessageSize, set.maxMessageSize, q)
+	set = &local
 	s := &Sink{
 		api: client, queue: q, set: set, log: log.With("queue", q.url),
 		enc:      encodeOptions(cfg, set, q.fifo, cbd, onDrop),
