@@ -187,7 +187,9 @@ func TestMigrateDeadLettersRejectedAndTooLarge(t *testing.T) {
 	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_SRC", "in.>")
 	natsCreateStream(t, js, "MIG_DLQ", "dlq")
-	queue := env.createQueue(t, "dst", false, nil)
+	// A queue of 256 KiB, as SQS queues were before 2025 (fauxqs, like SQS
+	// now, makes 1 MiB ones): the sink encodes for the queue's limit.
+	queue := env.createQueue(t, "dst", false, map[string]string{"MaximumMessageSize": "262144"})
 	const n = 80
 	want := map[string]int64{} // reason → count
 	for i := range n {
@@ -200,7 +202,7 @@ func TestMigrateDeadLettersRejectedAndTooLarge(t *testing.T) {
 			m.Header.Set("AWS.internal", "reserved by SQS")
 			want["rejected"]++
 		case i%10 == 7:
-			m.Data = []byte(strings.Repeat("x", 300<<10)) // over SQS's 256 KiB
+			m.Data = []byte(strings.Repeat("x", 300<<10)) // over the queue's 256 KiB
 			want["too-large"]++
 		}
 		if _, err := js.PublishMsg(natsCtx(t, 5*time.Second), m); err != nil {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -444,8 +445,9 @@ func TestFauxqsBatchEdges(t *testing.T) {
 	}
 }
 
-// The queue's own MaximumMessageSize below the sink's setting: SQS refuses
-// the entry (sender fault → permanent), the rest of the batch goes.
+// The queue's own MaximumMessageSize below the sink's setting: the sink
+// encodes for the queue's (read at open) and refuses the message as too
+// large itself, the rest of the batch goes.
 func TestFauxqsServerRefusesTooLarge(t *testing.T) {
 	t.Parallel()
 	admin := adminClient(t)
@@ -458,8 +460,8 @@ func TestFauxqsServerRefusesTooLarge(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("small messages: %v, %v", errs[0], errs[2])
 	}
-	if errs[1] == nil || !driver.IsPermanent(errs[1]) {
-		t.Errorf("too large: %v, want permanent", errs[1])
+	if rej := (*mapping.RejectError)(nil); !errors.As(errs[1], &rej) || !rej.TooLarge {
+		t.Errorf("too large: %v, want a too-large refusal", errs[1])
 	}
 }
 
