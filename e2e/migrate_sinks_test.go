@@ -187,8 +187,8 @@ func TestMigrateDeadLettersRejectedAndTooLarge(t *testing.T) {
 	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_SRC", "in.>")
 	natsCreateStream(t, js, "MIG_DLQ", "dlq")
-	// A queue of 256 KiB, as SQS queues were before 2025 (fauxqs, like SQS
-	// now, makes 1 MiB ones): the sink encodes for the queue's limit.
+	// A queue of 256 KiB, the most before AWS raised the limit in 2025
+	// (fauxqs makes 1 MiB ones): the sink encodes for the queue's limit.
 	queue := env.createQueue(t, "dst", false, map[string]string{"MaximumMessageSize": "262144"})
 	const n = 80
 	want := map[string]int64{} // reason → count
