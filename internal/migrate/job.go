@@ -175,10 +175,13 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			return fail(driver.Permanent(fmt.Errorf("the sink keeps at most %d messages (%s): of the %d at the source it would drop %d, without refusing a write; raise its limits, or migrate into another stream",
 				snk.KeepsAtMost, snk.Limits, src.Pending(), over)))
 		case snk.KeepsAtMost > 0 && snk.Pending()+src.Pending() > snk.KeepsAtMost:
+			out := snk.Pending() + src.Pending() - snk.KeepsAtMost
 			j.log.Warn("the sink keeps at most so many messages: what this migration writes pushes out the oldest it holds",
-				"limits", snk.Limits, "pushed_out", snk.Pending()+src.Pending()-snk.KeepsAtMost)
+				"limits", snk.Limits, "pushed_out", out)
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the sink keeps at most %d messages (%s): what this migration writes pushes out the oldest %d it holds", snk.KeepsAtMost, snk.Limits, out))
 		case snk.Limits != "":
 			j.log.Warn("the sink drops what it holds beyond its limits without refusing a write; check that they keep what this migration writes", "limits", snk.Limits)
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the sink drops what it holds beyond its limits (%s) without refusing a write: check that they keep what this migration writes", snk.Limits))
 		}
 	}
 	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil && src.Ordered && !snk.Ordered {
@@ -190,6 +193,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			msg += ", and it drops no duplicates"
 		}
 		j.log.Warn(msg)
+		rep.Warnings = append(rep.Warnings, msg)
 	}
 	if tr.hold {
 		tr.sample = opt.Sample

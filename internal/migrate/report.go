@@ -250,6 +250,11 @@ type JobReport struct {
 	// StuckExamples holds one stuck message per reason (Counts.Stuck),
 	// with the refusal's error.
 	StuckExamples map[string]Example `json:"stuck_examples,omitempty"`
+	// Warnings are what the job logged as a warning before anything
+	// moved, about what the sink does with the messages (their order, a
+	// limit that drops some): in the summary and the report too, not only
+	// in the log (an audit saw an ordering warning scroll past on stderr).
+	Warnings []string `json:"warnings,omitempty"`
 
 	browseRefused bool // the broker refused to browse: a dry run samples instead
 	// sinkCountable: a count of the sink was tried that its broker could
@@ -503,6 +508,9 @@ func (r *Report) Summary(w io.Writer) {
 		}
 		if j.liveDeadLetters {
 			fmt.Fprintln(w, "    the pipeline has no dead-letter sink: the source's dead letters go to its sink, beside live messages (each with DeadLetterReason); a dead_letter { sink … } keeps them apart")
+		}
+		for _, warning := range j.Warnings {
+			fmt.Fprintf(w, "    warning: %s\n", warning)
 		}
 		if d := j.DryRun; d != nil {
 			fmt.Fprintf(w, "    read %d; would write %d", j.Read, d.WouldWrite)

@@ -537,11 +537,20 @@ func TestOrderedSourceIntoUnorderedSinkIsWarned(t *testing.T) {
 		opt := fastOptions(ModeMove)
 		var logs syncBuffer
 		opt.Log = slog.New(slog.NewTextHandler(&logs, nil))
-		if rep := Run(context.Background(), pipes, opt, nil); rep.Outcome != OutcomeComplete {
+		rep := Run(context.Background(), pipes, opt, nil)
+		if rep.Outcome != OutcomeComplete {
 			t.Fatalf("%s: %s", rep.Outcome, rep.Reason)
 		}
-		if got := strings.Contains(logs.String(), "its consumers may see a group's messages out of order, and it drops no duplicates"); got != ordered {
+		const warning = "its consumers may see a group's messages out of order, and it drops no duplicates"
+		if got := strings.Contains(logs.String(), warning); got != ordered {
 			t.Errorf("source ordered %v: warned %v:\n%s", ordered, got, logs.String())
+		}
+		// In the summary and the report too, not only in the log.
+		if got := strings.Contains(summaryOf(rep), "warning: the source keeps each group's messages in order"); got != ordered {
+			t.Errorf("source ordered %v: in the summary %v:\n%s", ordered, got, summaryOf(rep))
+		}
+		if got := len(rep.Jobs[0].Warnings) == 1 && strings.Contains(rep.Jobs[0].Warnings[0], warning); got != ordered {
+			t.Errorf("source ordered %v: report warnings %q", ordered, rep.Jobs[0].Warnings)
 		}
 	}
 }
