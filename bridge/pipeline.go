@@ -671,7 +671,7 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 		if lastErr != nil {
 			return fmt.Errorf("not running (opening adapters or restarting its source): last error: %w", lastErr)
 		}
-		return errors.New("not running (opening adapters or restarting its source)")
+		return ErrOpening
 	}
 	for _, a := range adapters {
 		if rc, ok := a.a.(driver.ReadyChecker); ok && a.a != nil {
@@ -707,3 +707,8 @@ func (p *Pipeline) stallLocked(now time.Time) error {
 // ErrStalled is wrapped by Ready's error for a pipeline whose sink confirms
 // nothing (Options.StallAfter).
 var ErrStalled = errors.New("stalled")
+
+// ErrOpening is Ready's error while the adapters open, or the source
+// restarts, and no attempt has failed yet: the first may still be under
+// way.
+var ErrOpening = errors.New("not running (opening adapters or restarting its source)")

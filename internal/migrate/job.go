@@ -976,6 +976,12 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 				if notReady != nil {
 					cause = notReady.Error()
 				}
+				if errors.Is(notReady, bridge.ErrOpening) {
+					// The log has no attempt's error: none had returned (an
+					// audit got this with nothing to go on).
+					return OutcomeFailed, "", fmt.Sprintf("not connected after %s: no attempt to open the adapters has returned yet (a broker that takes the connection and does not answer, or a host name that does not resolve, takes longer than that); -connect-timeout %s also covers the counts before the run: give it more to see the attempt's error",
+						now.Sub(since).Round(time.Second), opt.ConnectTimeout)
+				}
 				if errors.Is(notReady, bridge.ErrStalled) {
 					// Connected, and the sink refuses every send: the
 					// cause says for how long.

@@ -26,6 +26,9 @@ type memBroker struct {
 	queues  map[string]*memQueue
 	// failOpen makes sources fail to open, for the connect timeout.
 	failOpen bool
+	// hangOpen, when not nil, makes sources wait for it (or their
+	// context) to open: an attempt that does not return.
+	hangOpen chan struct{}
 	// refuseBrowse makes browsing sources fail to open as a broker that
 	// does not grant a copy link does.
 	refuseBrowse bool
@@ -332,15 +335,23 @@ type memSource struct {
 	done bool
 }
 
-func newMemSource(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Source, error) {
+func newMemSource(ctx context.Context, c memSourceConfig, _ *slog.Logger) (driver.Source, error) {
 	b := brokerOf(c.Broker)
 	b.mu.Lock()
 	fail := b.failOpen
 	gone := b.goneOnOpen
+	hang := b.hangOpen
 	if c.migrating {
 		b.openedForMigration = true
 	}
 	b.mu.Unlock()
+	if hang != nil {
+		select {
+		case <-hang:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if fail {
 		return nil, errors.New("memq: connection refused")
 	}

@@ -582,6 +582,22 @@ func TestTimeoutWhenAnotherConsumerHoldsMessages(t *testing.T) {
 	}
 }
 
+// An attempt to open that has not returned when the connect timeout
+// passes leaves no error in the log: the reason says so, and what to do
+// (an audit: "not connected after 8s ... the log has each attempt's
+// error", and the log had none).
+func TestConnectTimeoutWhileTheFirstAttemptHangs(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.hangOpen = make(chan struct{})
+	defer close(b.hangOpen)
+	opt := fastOptions(ModeMove)
+	opt.ConnectTimeout = 200 * time.Millisecond
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "no attempt to open the adapters has returned yet") {
+		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
+	}
+}
+
 func TestConnectTimeoutSaysWhy(t *testing.T) {
 	b, pipes := setup(t, moveHCL)
 	b.failOpen = true
