@@ -516,6 +516,12 @@ func (r *Report) Summary(w io.Writer) {
 			fmt.Fprintf(w, "    read %d; would write %d", j.Read, d.WouldWrite)
 			if d.Sampled {
 				fmt.Fprint(w, " (a sample)")
+				if src := j.SourceBefore; src != nil && src.HasSessions && src.Sessions > int64(j.Groups) {
+					// One message per session, from as many sessions as the
+					// source holds at once: the rest were not looked at (an
+					// audit took read 4 for a verdict on 10 sessions).
+					fmt.Fprintf(w, "; %d of the %d sessions sampled (at most sessions.max_concurrent; a message in the others is not looked at)", j.Groups, src.Sessions)
+				}
 			}
 			if j.Skipped > 0 {
 				// A filter that matches nothing shows here, not as a

@@ -554,3 +554,20 @@ func TestOrderedSourceIntoUnorderedSinkIsWarned(t *testing.T) {
 		}
 	}
 }
+
+// A dry run of a session entity samples one message per session from at
+// most sessions.max_concurrent sessions: the summary says how many of the
+// entity's sessions that was (an audit read 4 of 10 and was told nothing).
+func TestSummarySaysSessionsSampled(t *testing.T) {
+	for _, tc := range []struct {
+		sessions, groups int
+		want             bool
+	}{{10, 4, true}, {4, 4, false}} {
+		rep := &Report{Mode: ModeDryRun, Outcome: OutcomeComplete, Jobs: []*JobReport{{Pipeline: "p", Queue: "main", Outcome: OutcomeComplete,
+			Counts: Counts{Read: int64(tc.groups)}, Groups: tc.groups, DryRun: &DryRunReport{WouldWrite: int64(tc.groups), Sampled: true},
+			SourceBefore: &driver.Backlog{Ready: 50, HasSessions: true, Sessions: int64(tc.sessions)}}}}
+		if got := strings.Contains(summaryOf(rep), fmt.Sprintf("%d of the %d sessions sampled", tc.groups, tc.sessions)); got != tc.want {
+			t.Errorf("%d of %d sessions: said %v, want %v:\n%s", tc.groups, tc.sessions, got, tc.want, summaryOf(rep))
+		}
+	}
+}
