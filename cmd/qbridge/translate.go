@@ -106,6 +106,10 @@ func runTranslate(_ context.Context, args []string, std stdio) int {
 		CarrySource:    *carry,
 		Envelope:       env,
 		OnDrop: func(field, reason string) {
+			if how, ok := mapping.EncodedReport(reason); ok {
+				fmt.Fprintf(std.Err, "qbridge translate: encoded %s: %s\n", field, how)
+				return
+			}
 			fmt.Fprintf(std.Err, "qbridge translate: dropped %s: %s\n", field, reason)
 		},
 		OnShed: func(fields []string) {

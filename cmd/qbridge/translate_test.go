@@ -122,6 +122,10 @@ func TestTranslatePolicyEncodeAndDrop(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"Body": "AAEC"`) {
 		t.Fatalf("encode: exit %d %s %s", code, out, stderr)
 	}
+	// What encode changed is said as encoded, not as dropped.
+	if !strings.Contains(stderr, "qbridge translate: encoded") || strings.Contains(stderr, "dropped") {
+		t.Errorf("encode: stderr %q, want the body reported as encoded", stderr)
+	}
 	// Back to NATS: the binary body is restored from the base64 marker.
 	code, nats, stderr := run(t, runTranslate, out, "-from", "sqs", "-to", "nats")
 	if code != 0 || !strings.Contains(compact(t, nats), `"data":"\u0000\u0001\u0002"`) {
