@@ -288,6 +288,45 @@ func TestSinkRefusesASubjectTooLong(t *testing.T) {
 	}
 }
 
+// A connection nats.go closed for good (here the server's -ERR for a
+// protocol line over max_control_line; also the same authorization error
+// twice) is dialed again by the sink: it used to fail every later message
+// until a restart, and Ready stayed "connection CLOSED".
+func TestSinkRedialsAClosedConnection(t *testing.T) {
+	srv := startServer(t)
+	for _, tc := range []struct {
+		name string
+		js   *JetStreamSinkConfig
+	}{
+		{"core", nil},
+		{"jetstream", &JetStreamSinkConfig{Stream: "REDIAL", CreateStream: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "redial." + tc.name, JetStream: tc.js})
+			s := snk.(*sink)
+			old := s.conn.nc
+			_ = old.Publish(strings.Repeat("x", 5000), nil) // the server answers -ERR and nats.go closes
+			_ = old.Flush()
+			deadline := time.Now().Add(10 * time.Second)
+			for !old.IsClosed() {
+				if time.Now().After(deadline) {
+					t.Fatal("the connection was not closed: the test's premise")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{msg("after")}); errs[0] != nil {
+				t.Fatalf("after the close: %v", errs[0])
+			}
+			if err := s.Ready(context.Background()); err != nil {
+				t.Errorf("Ready after the redial: %v", err)
+			}
+			if s.conn.nc == old {
+				t.Error("the closed connection is still the sink's")
+			}
+		})
+	}
+}
+
 func TestReceiveStopsOnContextAndClose(t *testing.T) {
 	srv := startServer(t)
 	for _, tc := range []struct {

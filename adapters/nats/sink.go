@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -20,12 +21,16 @@ import (
 // confirmation that the server has the messages) or to JetStream (async
 // publishes, then a wait for every PubAck of the Send call).
 type sink struct {
-	conn  *conn
-	js    jetstream.JetStream // nil for core
-	set   *sinkSettings
-	codec codec
-	log   *slog.Logger
-	dups  duplicates
+	// connMu guards conn and js: a Send holds it shared for its whole
+	// call, and a connection nats.go closed for good is replaced under it
+	// held exclusively (redial).
+	connMu sync.RWMutex
+	conn   *conn
+	js     jetstream.JetStream // nil for core
+	set    *sinkSettings
+	codec  codec
+	log    *slog.Logger
+	dups   duplicates
 	// trusted is 1 + the reconnect count under which the stream last
 	// stored a message with nothing failing since; 0 after a failure
 	// (sendJS probes before it pipelines).
@@ -33,9 +38,8 @@ type sink struct {
 }
 
 func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop func(field, reason string), log *slog.Logger) (*sink, error) {
-	cc := set.conn
-	cc.NoReconnectBuffer = true
-	c, err := dial(ctx, cc, log)
+	s := &sink{set: set, log: log}
+	c, js, err := s.connect(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -43,38 +47,93 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop fun
 	if cfg.MaxMessageSize > 0 && cfg.MaxMessageSize < limit {
 		limit = cfg.MaxMessageSize
 	}
-	s := &sink{
-		conn: c, set: set, log: log,
-		codec: newCodec(set.groupHeader, mapping.Options{
-			Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: onDrop,
-			Envelope: cfg.Envelope,
-		}),
+	s.conn, s.js = c, js
+	s.codec = newCodec(set.groupHeader, mapping.Options{
+		Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: onDrop,
+		Envelope: cfg.Envelope,
+	})
+	return s, nil
+}
+
+// connect dials the sink's connection and, for JetStream, its context;
+// at the first open it also makes sure of the stream.
+func (s *sink) connect(ctx context.Context, first bool) (*conn, jetstream.JetStream, error) {
+	cc := s.set.conn
+	cc.NoReconnectBuffer = true
+	c, err := dial(ctx, cc, s.log)
+	if err != nil {
+		return nil, nil, err
 	}
-	if set.js == nil {
-		return s, nil
+	j := s.set.js
+	if j == nil {
+		return c, nil, nil
 	}
-	j := set.js
-	s.js, err = jetstream.New(c.nc,
+	js, err := jetstream.New(c.nc,
 		jetstream.WithPublishAsyncMaxPending(j.maxPending),
 		jetstream.WithPublishAsyncTimeout(j.ackTimeout))
 	if err != nil {
 		c.close()
-		return nil, fmt.Errorf("nats: jetstream: %w", err)
+		return nil, nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
-	if j.stream != "" {
-		_, err := ensureStream(ctx, s.js, j.stream, j.createStream, withLimits(jetstream.StreamConfig{
+	if first && j.stream != "" {
+		_, err := ensureStream(ctx, js, j.stream, j.createStream, withLimits(jetstream.StreamConfig{
 			Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage, Duplicates: j.duplicateWindow,
-		}, j.limits), log)
+		}, j.limits), s.log)
 		if err != nil {
 			c.close()
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return s, nil
+	return c, js, nil
+}
+
+// redial replaces a connection nats.go closed for good: it does so after a
+// server's -ERR it does not know (such as "maximum control line
+// exceeded") and after the same authorization error twice, and never
+// reconnects such a connection itself, so every later message failed
+// until a restart. What was published on the old connection and not
+// confirmed failed with it and is sent again by the engine.
+func (s *sink) redial(ctx context.Context) error {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if !s.conn.nc.IsClosed() {
+		return nil // another call redialed meanwhile
+	}
+	c, js, err := s.connect(ctx, false)
+	if err != nil {
+		return fmt.Errorf("nats: the connection was closed, and dialing again failed: %w", err)
+	}
+	s.conn.close() // releases an embedded server's reference
+	s.conn, s.js = c, js
+	s.trusted.Store(0) // a new connection: probe before pipelining
+	s.log.Warn("nats sink: the connection had been closed; dialed again")
+	return nil
+}
+
+// live holds the sink's connection for a call (connMu shared; the caller
+// unlocks), dialing again first when nats.go closed it for good.
+func (s *sink) live(ctx context.Context) error {
+	s.connMu.RLock()
+	if !s.conn.nc.IsClosed() {
+		return nil
+	}
+	s.connMu.RUnlock()
+	if err := s.redial(ctx); err != nil {
+		return err
+	}
+	s.connMu.RLock()
+	return nil
 }
 
 func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	errs := make([]error, len(msgs))
+	if err := s.live(ctx); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	defer s.connMu.RUnlock()
 	if s.js == nil {
 		s.sendCore(ctx, msgs, errs)
 		return errs
@@ -353,9 +412,18 @@ func publishErr(err error) error {
 }
 
 func (s *sink) Close(ctx context.Context) error {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
 	s.conn.close()
 	return nil
 }
 
-// Ready reports the connection status.
-func (s *sink) Ready(ctx context.Context) error { return s.conn.ready() }
+// Ready reports the connection status; a connection closed for good is
+// dialed again here too, so that an idle sink recovers and says so.
+func (s *sink) Ready(ctx context.Context) error {
+	if err := s.live(ctx); err != nil {
+		return err
+	}
+	defer s.connMu.RUnlock()
+	return s.conn.ready()
+}
