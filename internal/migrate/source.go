@@ -64,6 +64,7 @@ type tracker struct {
 	quiescer   quiescer            // the open source, where it can stop taking messages
 	pending    map[uint64]struct{} // positions delivered, not yet done
 	maxDone    uint64
+	passedUpTo uint64           // the highest position a filter left out (checkpointLocked)
 	dlqNative  map[string]int64 // reason code → count, dead-lettered at the source
 	rejects    map[string]int64 // dry run: reason code → count
 	examples   map[string]Example
@@ -177,8 +178,9 @@ func (t *tracker) snapshot() snapshot {
 // checkpointLocked is the highest position up to which every delivered
 // message is done: a resumed copy starts after it.
 func (t *tracker) checkpointLocked() uint64 {
+	done := max(t.maxDone, t.passedUpTo)
 	if len(t.pending) == 0 {
-		return t.maxDone
+		return done
 	}
 	low := uint64(0)
 	first := true
@@ -187,7 +189,7 @@ func (t *tracker) checkpointLocked() uint64 {
 			low, first = p, false
 		}
 	}
-	return min(low-1, t.maxDone)
+	return min(low-1, done)
 }
 
 // received counts n deliveries; fresh is false when all of them are
@@ -490,7 +492,7 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	}
 	out := make([]driver.Delivery, 0, len(ds))
 	var skipped, scheduled int64
-	var highest uint64
+	var highest, passedOver uint64 // passedOver: the highest position a filter left out
 	fresh := false
 	for _, d := range ds {
 		m := d.Message()
@@ -504,6 +506,8 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 			skipped++
 			if left {
 				scheduled++
+			} else if hasPos && pos > passedOver {
+				passedOver = pos
 			}
 			fresh = true
 			// Browsing sources settle nothing; a held one is released at
@@ -525,6 +529,14 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 		t.mu.Lock()
 		t.skipped += skipped
 		t.scheduled += scheduled
+		// What a filter left out is done with: the checkpoint may pass it
+		// once everything before it is done (it stayed at the last copied
+		// message, and every resume read the rest again; an audit). A
+		// scheduled message left for later is not passed. Apart from
+		// maxDone, which says how far writes went (written_up_to).
+		if passedOver > t.passedUpTo {
+			t.passedUpTo = passedOver
+		}
 		t.mu.Unlock()
 	}
 	if t.limiter != nil {
