@@ -52,19 +52,11 @@ func TestSecondMoveOfOneSourceFails(t *testing.T) {
 	go func() { first <- Run(ctx, pipes, opt, nil) }()
 	// The first move holds the lock once its source opened (the lock is
 	// taken before the pipeline starts).
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitUntil(t, "the first move opened its source", func() bool {
 		b.mu.Lock()
-		opened := b.openedForMigration
-		b.mu.Unlock()
-		if opened {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first move never opened its source")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer b.mu.Unlock()
+		return b.openedForMigration
+	})
 	second := fastOptions(ModeMove)
 	second.Timeout = 5 * time.Second // the guard: without the lock it would read on
 	rep := Run(context.Background(), pipes, second, nil)
@@ -142,21 +134,14 @@ pipeline "by-url" {
 	opt := fastOptions(ModeMove)
 	opt.Timeout = time.Minute
 	go func() { done <- Run(ctx, first, opt, nil) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b.backlog("in").InFlight == 4 { // the first move is consuming (its sink holds them: memqpar's gate)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first move never moved its messages: in %+v out %+v", b.backlog("in"), b.backlog("out"))
-		}
+	waitUntil(t, "the first move consuming (its sink holds them: memqpar's gate)", func() bool {
 		select {
 		case rep := <-done:
 			t.Fatalf("the first move ended: %s: %s", rep.Outcome, rep.Reason)
 		default:
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return b.backlog("in").InFlight == 4
+	})
 	o := fastOptions(ModeMove)
 	o.Timeout = 5 * time.Second // the guard: without the lock it would read on
 	rep := Run(context.Background(), second, o, nil)
@@ -166,4 +151,16 @@ pipeline "by-url" {
 	close(parStateOf(fmt.Sprintf("b%d", brokerSeq.Load())).gate) // let the first move end
 	cancel()
 	<-done
+}
+
+// waitUntil polls cond, a state another goroutine reaches, for at most 20 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
