@@ -163,8 +163,9 @@ func WithWritten(ctx context.Context, f func()) context.Context {
 }
 
 // Written tells the engine that the call with ctx has put its messages on
-// the wire (WriteSignaller). A sink calls it at most once per call; it does
-// nothing where the engine asked for no signal.
+// the wire (WriteSignaller). A sink calls it at most once per call, from
+// within Send, before it returns; it does nothing where the engine asked
+// for no signal.
 func Written(ctx context.Context) {
 	if f, ok := ctx.Value(writtenKey{}).(func()); ok {
 		f()
