@@ -539,6 +539,7 @@ type sinkSettings struct {
 	entityField    string
 	defaultSession string
 	maxMessageSize int
+	maxConfigured  bool // max_message_size was set (else the queue's own limit may replace the default)
 	sendTimeout    time.Duration
 	maxSenders     int
 	opt            mapping.Options
@@ -591,6 +592,7 @@ func (c *SinkConfig) resolve() (*sinkSettings, error) {
 		limit = MaxHTTPSMessageSize
 	}
 	s.maxMessageSize = c.MaxMessageSize
+	s.maxConfigured = c.MaxMessageSize != 0
 	switch {
 	case s.maxMessageSize == 0:
 		s.maxMessageSize = DefaultMaxMessageSize

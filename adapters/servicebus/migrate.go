@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -405,37 +406,78 @@ func NewDrySink(ctx context.Context, cfg SinkConfig, onDrop func(field, reason s
 	if log == nil {
 		log = slog.Default()
 	}
-	return &drySink{sinkCommon: &sinkCommon{set: set, log: log, sessions: queueRequiresSession(ctx, set, log)}}, nil
+	facts := readQueueFacts(ctx, set, log)
+	return &drySink{sinkCommon: &sinkCommon{set: set.withQueueLimit(facts.maxBytes), log: log, sessions: facts.sessions}}, nil
 }
 
 type drySink struct {
 	*sinkCommon
 }
 
-// queueRequiresSession asks the management API whether the sink's fixed
-// queue is session-enabled; false where it cannot tell (a template, a
-// topic, no management endpoint, no Manage right): then only the broker's
-// refusal of the send says so.
-func queueRequiresSession(ctx context.Context, set *sinkSettings, log *slog.Logger) bool {
+// queueFacts is what the management API says of a sink's queue: whether
+// it takes sessions, and its MaxMessageSizeInKilobytes in bytes (0: not
+// known).
+type queueFacts struct {
+	sessions bool
+	maxBytes int
+}
+
+// readQueueFacts asks the management API about a sink's literal queue
+// (one try; zero facts when it cannot tell): a session queue refuses a
+// message without a session id, and a queue's own size limit (a Premium
+// queue's, or one set lower) is what it takes, not the tier's default
+// (an audit: a queue of 64 KiB dead-lettered what a dry run said it would
+// write).
+func readQueueFacts(ctx context.Context, set *sinkSettings, log *slog.Logger) queueFacts {
 	name, literal := set.entity.Literal()
 	if !literal || set.entityField != "queue" {
-		return false
+		return queueFacts{}
 	}
 	// One try: the answer only spares the broker's refusal, and every
 	// sink's open waits for it (the SDK's retries took 10 s where the
 	// management API does not answer).
 	ac, err := newAdminClient(set.conn, nil, func(o *admin.ClientOptions) { o.Retry.MaxRetries = -1 })
 	if err != nil {
-		return false
+		return queueFacts{}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	q, err := ac.GetQueue(ctx, name, nil)
-	if err != nil || q == nil || q.RequiresSession == nil {
-		log.Debug("servicebus dry sink: whether the queue is session-enabled is not known", "queue", name, "error", err)
-		return false
+	if err != nil || q == nil {
+		log.Debug("servicebus sink: the queue's properties are not known", "queue", name, "error", err)
+		return queueFacts{}
 	}
-	return *q.RequiresSession
+	var f queueFacts
+	if q.RequiresSession != nil {
+		f.sessions = *q.RequiresSession
+	}
+	if kb := q.MaxMessageSizeInKilobytes; kb != nil && *kb > 0 && *kb <= math.MaxInt32/1024 {
+		f.maxBytes = int(*kb) * 1024
+	}
+	return f
+}
+
+// withQueueLimit is set with the queue's own size limit (maxBytes, 0: not
+// known): it replaces the default, or bounds a configured max_message_size,
+// within what the protocol carries.
+func (set *sinkSettings) withQueueLimit(maxBytes int) *sinkSettings {
+	if maxBytes <= 0 {
+		return set
+	}
+	limit := MaxAMQPMessageSize
+	if set.conn.https {
+		limit = MaxHTTPSMessageSize
+	}
+	n := min(maxBytes, limit)
+	if set.maxConfigured {
+		n = min(set.maxMessageSize, maxBytes)
+	}
+	if n == set.maxMessageSize {
+		return set
+	}
+	c := *set
+	c.maxMessageSize, c.opt.MaxMessageSize = n, n
+	return &c
 }
 
 // Send returns the verdict of the entity template and the encoder for

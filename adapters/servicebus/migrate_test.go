@@ -1,6 +1,7 @@
 package servicebus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 
+	"github.com/qbridge/qbridge/bridge"
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -380,4 +382,59 @@ func TestMigrateDrySinkSessionQueue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The sink and the dry-run sink encode for the queue's own
+// MaxMessageSizeInKilobytes where the management API says it: a queue of
+// 64 KiB dead-lettered, as too large at the broker, what a dry run had
+// said it would write (migration audit). Without a management endpoint
+// the default stays.
+func TestSinksTakeTheQueuesSizeLimit(t *testing.T) {
+	needBroker(t)
+	q := entity("big") // 64 KiB
+	big := &mapping.Message{Body: bytes.Repeat([]byte{'x'}, 100<<10)}
+	for _, tc := range []struct {
+		name string
+		conn ConnConfig
+		want int
+	}{
+		{"management endpoint", migrateConn(), 64 << 10},
+		{"none", fastConn(), DefaultMaxMessageSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dry, err := NewDrySink(ctxT(t, 30*time.Second), SinkConfig{ConnConfig: tc.conn, Queue: q}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dry.(*drySink).set.opt.MaxMessageSize; got != tc.want {
+				t.Errorf("dry sink: limit %d, want %d", got, tc.want)
+			}
+			errs := dry.Send(context.Background(), []*mapping.Message{big})
+			if refused := bridge.SinkReason(errs[0]) == bridge.ReasonTooLarge; refused != (tc.want < 100<<10) {
+				t.Errorf("a 100 KiB message: %v, want refused as too large %v", errs[0], tc.want < 100<<10)
+			}
+			log, _ := testLog(t)
+			snk, err := NewSink(ctxT(t, 30*time.Second), SinkConfig{ConnConfig: tc.conn, Queue: q}, nil, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snk.Close(context.Background())
+			if got := sinkSettingsOf(t, snk).opt.MaxMessageSize; got != tc.want {
+				t.Errorf("sink: limit %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// sinkSettingsOf is the settings an opened sink encodes with.
+func sinkSettingsOf(t *testing.T, s driver.Sink) *sinkSettings {
+	t.Helper()
+	switch x := s.(type) {
+	case *amqpSink:
+		return x.set
+	case *httpsSink:
+		return x.set
+	}
+	t.Fatalf("a sink of type %T", s)
+	return nil
 }

@@ -42,7 +42,9 @@ func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azco
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}
-	common := &sinkCommon{set: set, log: log, sessions: queueRequiresSession(ctx, set, log)}
+	facts := readQueueFacts(ctx, set, log)
+	set = set.withQueueLimit(facts.maxBytes)
+	common := &sinkCommon{set: set, log: log, sessions: facts.sessions}
 	if set.conn.https {
 		return newHTTPSSink(common, cred), nil
 	}
@@ -81,7 +83,7 @@ type sinkCommon struct {
 	set *sinkSettings
 	log *slog.Logger
 	// sessions: the sink's queue is session-enabled (as the management API
-	// says, where it can: queueRequiresSession), so a message without a
+	// says, where it can: readQueueFacts), so a message without a
 	// group key is refused here. Left to the broker, its refusal
 	// (com.microsoft:argument-error) looked like a lost connection to the
 	// SDK, which retried each send for some 50 s, and a migration stalled

@@ -267,8 +267,9 @@ export class RestServer {
   // the admin clients' Get*RuntimeProperties read them
   // (https://learn.microsoft.com/en-us/rest/api/servicebus/get-entity and
   // https://learn.microsoft.com/en-us/azure/service-bus-messaging/message-counters).
-  // Only the counters, times, RequiresDuplicateDetection and RequiresSession:
-  // the rest of the description is not kept.
+  // Only the counters, times, RequiresDuplicateDetection, RequiresSession
+  // and MaxMessageSizeInKilobytes (the queue's size limit, which a sink
+  // encodes for): the rest of the description is not kept.
   atomGet(req, res, segs) {
     const path = segs.join('/');
     this.authorize(req, path, 'Manage');
@@ -303,6 +304,7 @@ export class RestServer {
         `<content type="application/xml"><${desc} xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect" xmlns:i="http://www.w3.org/2001/XMLSchema-instance">` +
         `<RequiresDuplicateDetection>${Boolean(e.props.requiresDuplicateDetection)}</RequiresDuplicateDetection>` +
         `<RequiresSession>${Boolean(e.props.requiresSession)}</RequiresSession>` +
+        (e.props.maxMessageSizeInKilobytes ? `<MaxMessageSizeInKilobytes>${Number(e.props.maxMessageSizeInKilobytes)}</MaxMessageSizeInKilobytes>` : '') +
         `<MessageCount>${total}</MessageCount>` +
         `<CreatedAt>${now}</CreatedAt><UpdatedAt>${now}</UpdatedAt><AccessedAt>${now}</AccessedAt>` +
         `<CountDetails xmlns:d2p1="http://schemas.microsoft.com/netservices/2011/06/servicebus">${cd}</CountDetails>` +
