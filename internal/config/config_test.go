@@ -609,15 +609,16 @@ pipeline "broken" {
 // callback its constructor is given (the config layer passes the engine's):
 // a dry-run sink, which encodes as the sink does, without a broker.
 func TestRealAdaptersReportDrops(t *testing.T) {
-	for _, tc := range []struct{ kind, body, field string }{
+	const notUTF8 = "\xff" // no wire takes it in its text, but a NATS header takes its bytes
+	for _, tc := range []struct{ kind, body, field, bad string }{
 		{"amqp", `url = "amqp://127.0.0.1:1"
-    address = "/queue/out"`, `application-properties "bad"`},
+    address = "/queue/out"`, `application-properties "bad"`, notUTF8},
 		{"nats", `url = "nats://127.0.0.1:1"
-    subject = "out"`, `attribute "bad"`},
+    subject = "out"`, `attribute "bad"`, "a\nb"}, // a header value is one line
 		{"servicebus", `connection_string = "Endpoint=sb://127.0.0.1/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0"
-    queue = "out"`, `application-properties "bad"`},
+    queue = "out"`, `application-properties "bad"`, notUTF8},
 		{"sqs", `queue_url = "http://127.0.0.1:1/000000000000/out"
-    region    = "us-east-1"`, `attribute "bad"`},
+    region    = "us-east-1"`, `attribute "bad"`, notUTF8},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			src := fmt.Sprintf(`pipeline "p" {
@@ -644,7 +645,7 @@ func TestRealAdaptersReportDrops(t *testing.T) {
 			defer snk.Close(context.Background())
 			m := &mapping.Message{Body: []byte("hello"), Attributes: []mapping.Attribute{
 				{Name: "small", Value: mapping.String("s")},
-				{Name: "bad", Value: mapping.String("\xff")}, // not UTF-8: no wire takes it
+				{Name: "bad", Value: mapping.String(tc.bad)},
 			}}
 			if errs := snk.Send(context.Background(), []*mapping.Message{m}); errs[0] != nil {
 				t.Fatalf("Send: %v", errs[0])
