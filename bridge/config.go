@@ -127,7 +127,15 @@ const (
 	// call took every message held and the next could not form; with
 	// calls of 250 the calls' own cost ate the gain (docs/benchmarks.md).
 	OverlapMaxInFlight = laneCalls * PipelinedBatchSize
+	// OverlapMaxBytes bounds the room OverlapMaxInFlight adds beyond
+	// MaxInFlight: past MaxInFlight messages, more are taken only while
+	// those held weigh less than this (bodies and a share for the rest),
+	// so large messages are held as before.
+	OverlapMaxBytes = 64 << 20
 )
+
+// overlapMaxBytes is OverlapMaxBytes; tests lower it.
+var overlapMaxBytes = OverlapMaxBytes
 
 // Ungrouped modes (Ordering.Ungrouped).
 const (

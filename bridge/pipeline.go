@@ -446,7 +446,22 @@ func (p *Pipeline) waitCapacity(ctx context.Context) (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		if free := p.maxInFlight - p.live.len(); free > 0 {
+		free := p.maxInFlight - p.live.len()
+		if p.maxInFlight > p.opt.Ordering.MaxInFlight {
+			// The automatic room beyond MaxInFlight (OverlapMaxInFlight)
+			// is for small messages: with large ones it would hold four
+			// times what MaxInFlight alone allowed. Beyond MaxInFlight, a
+			// receive takes what the byte budget leaves room for at the
+			// held messages' mean weight.
+			n := p.live.len()
+			weight := itemOverhead
+			if n > 0 {
+				weight = max(p.live.bytes/n, itemOverhead)
+			}
+			room := max(overlapMaxBytes-p.live.bytes, 0) / weight
+			free = min(free, max(p.opt.Ordering.MaxInFlight-n, 0)+room)
+		}
+		if free > 0 {
 			return min(free, p.batchSize), true
 		}
 		ch := p.waitChan()
@@ -472,6 +487,9 @@ func (p *Pipeline) admit(src driver.Source, ds []driver.Delivery) {
 	for i, d := range ds {
 		it := &items[i] // fresh and zero: set the fields, not the whole struct
 		it.d, it.src, it.orig = d, src, d.Message()
+		if it.orig != nil {
+			it.weight = len(it.orig.Body) + itemOverhead
+		}
 		it.recvAt, it.extendedAt = now, now
 		p.prepare(it)
 	}

@@ -39,19 +39,30 @@ type item struct {
 	settled bool
 
 	liveAt int // its index in Pipeline.live (guarded by Pipeline.mu)
+	weight int // its message's body and a share for the rest (liveSet.bytes)
 }
+
+// itemOverhead is what an item and its message weigh beside the body,
+// about: the model, the delivery, a few attributes.
+const itemOverhead = 1024
 
 // liveSet holds the unsettled items, each at the index it records: adding
 // and removing one is a slice write, where a map hashed every message.
-type liveSet struct{ items []*item }
+// bytes is what their messages weigh, about (itemWeight).
+type liveSet struct {
+	items []*item
+	bytes int
+}
 
 func (s *liveSet) add(it *item) {
 	it.liveAt = len(s.items)
 	s.items = append(s.items, it)
+	s.bytes += it.weight
 }
 
 // remove takes it out by moving the last item into its place.
 func (s *liveSet) remove(it *item) {
+	s.bytes -= it.weight
 	last := len(s.items) - 1
 	moved := s.items[last]
 	s.items[it.liveAt] = moved
