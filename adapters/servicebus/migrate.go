@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sbmap"
 )
@@ -458,20 +459,17 @@ func readQueueFacts(ctx context.Context, set *sinkSettings, log *slog.Logger) qu
 }
 
 // withQueueLimit is set with the queue's own size limit (maxBytes, 0: not
-// known): it replaces the default, or bounds a configured max_message_size,
-// within what the protocol carries.
+// known), as adaptercfg.EntityLimit has it.
 func (set *sinkSettings) withQueueLimit(maxBytes int) *sinkSettings {
-	if maxBytes <= 0 {
-		return set
-	}
-	limit := MaxAMQPMessageSize
+	most := MaxAMQPMessageSize
 	if set.conn.https {
-		limit = MaxHTTPSMessageSize
+		most = MaxHTTPSMessageSize
 	}
-	n := min(maxBytes, limit)
+	configured := 0
 	if set.maxConfigured {
-		n = min(set.maxMessageSize, maxBytes)
+		configured = set.maxMessageSize
 	}
+	n := adaptercfg.EntityLimit(configured, set.maxMessageSize, maxBytes, most)
 	if n == set.maxMessageSize {
 		return set
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/internal/wholebody"
 )
 
@@ -213,20 +214,13 @@ func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, e
 	return q, nil
 }
 
-// sizeLimit is the limit a sink encodes for: the queue's MaximumMessageSize
-// where it was read, at most max_message_size when that is set; else
-// max_message_size or its default. A queue set to 1,024 bytes refused
-// what the codec let through, as permanent, and a dry run counted it as
-// written (migration audit).
+// sizeLimit is the limit a sink encodes for (adaptercfg.EntityLimit),
+// with the queue's MaximumMessageSize where it was read.
 func sizeLimit(configured, resolved int, q *queueInfo) int {
-	switch {
-	case q == nil || q.maxMessageSize == 0:
+	if q == nil {
 		return resolved
-	case configured == 0:
-		return q.maxMessageSize
-	default:
-		return min(configured, q.maxMessageSize)
 	}
+	return adaptercfg.EntityLimit(configured, resolved, q.maxMessageSize, MaxMessageSizeLimit)
 }
 
 // attributesRefused reports a GetQueueAttributes failure that leaves the

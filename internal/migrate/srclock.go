@@ -25,12 +25,21 @@ func lockSource(identity string) (release func(), err error) {
 		dir = os.TempDir()
 	}
 	sum := sha256.Sum256([]byte(identity))
-	release, err = filelock.TryLock(filepath.Join(dir, "qbridge-migrate-"+hex.EncodeToString(sum[:8])+".lock"))
-	var held *filelock.HeldError
+	return tryLock(filepath.Join(dir, "qbridge-migrate-"+hex.EncodeToString(sum[:8])+".lock"), func(holder string) error {
+		return fmt.Errorf("another qbridge migrate on this machine reads this source (%s; %s): two readers of one queue split its groups between them, which breaks their order where the broker does not give a group to one consumer (RabbitMQ); wait for it to end, or end it",
+			identity, holder)
+	})
+}
+
+// tryLock takes the file lock at path for a migration: held (by another
+// process) is the error it fails with, naming the holder; where no lock
+// can be made (a read-only file system) the job goes on without it.
+func tryLock(path string, held func(holder string) error) (release func(), err error) {
+	release, err = filelock.TryLock(path)
+	var h *filelock.HeldError
 	switch {
-	case errors.As(err, &held):
-		return nil, fmt.Errorf("another qbridge migrate on this machine reads this source (%s; %s): two readers of one queue split its groups between them, which breaks their order where the broker does not give a group to one consumer (RabbitMQ); wait for it to end, or end it",
-			identity, held.Holder)
+	case errors.As(err, &h):
+		return nil, held(h.Holder)
 	case err != nil:
 		return func() {}, nil
 	}

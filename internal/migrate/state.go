@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/qbridge/qbridge/internal/filelock"
 )
 
 // stateFile keeps copy mode's checkpoints: per job, the position up to which
@@ -120,15 +118,9 @@ func openState(path string) (*stateFile, error) {
 // environment of either run; where none can be made the copy goes on
 // without it.
 func lockState(path string) (release func(), err error) {
-	release, err = filelock.TryLock(path + ".lock")
-	var held *filelock.HeldError
-	switch {
-	case errors.As(err, &held):
-		return nil, fmt.Errorf("another qbridge migrate uses the state file %s (%s): two copies resuming from one checkpoint write the same messages twice; wait for it to end, or give this one a state file of its own", path, held.Holder)
-	case err != nil:
-		return func() {}, nil
-	}
-	return release, nil
+	return tryLock(path+".lock", func(holder string) error {
+		return fmt.Errorf("another qbridge migrate uses the state file %s (%s): two copies resuming from one checkpoint write the same messages twice; wait for it to end, or give this one a state file of its own", path, holder)
+	})
 }
 
 // close drops the lock on the file.

@@ -66,6 +66,14 @@ func (v *Verification) Warn() bool {
 // than were written (nil: no verification, as in a dry run).
 func (v *Verification) Short() bool { return v != nil && v.Checked && !v.Verified }
 
+// addNote adds note after the notes v already has.
+func (v *Verification) addNote(note string) {
+	if v.Note != "" {
+		note = v.Note + "; " + note
+	}
+	v.Note = note
+}
+
 // verification compares j's counts; nil for a dry run, which writes nothing.
 func verification(j *JobReport, mode Mode) *Verification {
 	if mode == ModeDryRun || j.DryRun != nil {
@@ -163,21 +171,13 @@ func verification(j *JobReport, mode Mode) *Verification {
 			// keeps both copies (the summary said a plain verified). A dry
 			// run's sample raises the same counts: said, and never more
 			// than this run wrote.
-			dup := fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink does not drop duplicates", n)
-			if v.Note != "" {
-				dup = v.Note + "; " + dup
-			}
-			v.Note = dup
+			v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink does not drop duplicates", n))
 		}
 		if resumed && j.rewritable > 0 && !j.SinkAfter.Deduplicates {
 			// The same for a resumed copy: it writes again what the
 			// interrupted one wrote past its checkpoint (an audit found
 			// 210 of 3,000 twice, said as a plain verified).
-			dup := fmt.Sprintf("up to %d of the messages may be there twice: the interrupted copy may have written them past its checkpoint (its state file says), and the sink does not drop duplicates", j.rewritable)
-			if v.Note != "" {
-				dup = v.Note + "; " + dup
-			}
-			v.Note = dup
+			v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the interrupted copy may have written them past its checkpoint (its state file says), and the sink does not drop duplicates", j.rewritable))
 		}
 	case resumed && -d <= again && j.SinkAfter.Deduplicates:
 		// A resumed copy: what the last run wrote past its checkpoint (it
