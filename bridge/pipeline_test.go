@@ -884,8 +884,6 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
-// BenchmarkPipeline measures the engine's own cost per message: in-memory
-// source and sink, 100 groups, strict order.
 // BenchmarkPipeline moves b.N grouped messages (100 groups) from the
 // in-memory source to the in-memory sink through the engine, and reports
 // the process's CPU per message (getrusage) next to a baseline measured in

@@ -42,7 +42,8 @@ import (
 // per message at a load both bridges keep up with, where neither holds a
 // backlog); QBRIDGE_HOTPATH_QBRIDGE_ENV adds space-separated NAME=value
 // pairs to qbridge's environment only (e.g. GOGC=200, to measure a runtime
-// setting against the same forwarder).
+// setting against the same forwarder); QBRIDGE_HOTPATH_QBRIDGE_LOG appends
+// qbridge's output of each pass to the file it names.
 //
 //	go test -run '^$' -bench HotPath -benchtime 200000x ./e2e/
 
@@ -129,8 +130,26 @@ func (h *hotBridge) stop(b *testing.B) bridgeUsage {
 		_ = h.cmd.Process.Kill()
 		b.Fatalf("%s did not stop within a minute", h.name)
 	}
+	if path := os.Getenv("QBRIDGE_HOTPATH_QBRIDGE_LOG"); path != "" && h.name == "qbridge" {
+		keepLog(b, path, h.logs.String())
+	}
 	ru := h.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	return bridgeUsage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), peakMiB: peak, minorFaults: ru.Minflt}
+}
+
+// keepLog appends a pass's qbridge output to path, under a line naming the
+// benchmark: with GODEBUG=gctrace=1 in QBRIDGE_HOTPATH_QBRIDGE_ENV it shows
+// the live heap at each collection of the burst.
+func keepLog(b *testing.B, path, log string) {
+	b.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err == nil {
+		_, err = fmt.Fprintf(f, "=== %s\n%s", b.Name(), log)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		b.Fatalf("QBRIDGE_HOTPATH_QBRIDGE_LOG: %v", err)
+	}
 }
 
 // vmHWM is the peak resident memory of process pid in MiB (/proc/PID/status).
