@@ -22,12 +22,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -102,7 +105,13 @@ func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Tracing, f
 			break
 		}
 	}
+	if err := checkOTLPVariables(); err != nil {
+		return nil, nil, err
+	}
 	otel.SetErrorHandler(errorLog(log))
+	// The SDK's own log lines (a variable it cannot read) went to stderr
+	// through the standard logger, as plain text among the JSON lines.
+	otel.SetLogger(logr.FromSlogHandler(log.Handler()))
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
@@ -126,6 +135,52 @@ func errorLog(log *slog.Logger) otel.ErrorHandler {
 			log.Warn("tracing: the OpenTelemetry SDK failed (spans may be lost)", "error", err, logpace.LeftOutKey, leftOut)
 		})
 	})
+}
+
+// checkOTLPVariables refuses the header and endpoint variables the
+// exporter cannot read, naming the variable but not its value, which may
+// hold a token or a password. The SDK skipped such a header (so the
+// collector refused every export for want of it) or endpoint (so spans went
+// to localhost), and logged the value, credentials included.
+func checkOTLPVariables() error {
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for i, entry := range strings.Split(os.Getenv(v), ",") {
+			if strings.TrimSpace(entry) == "" {
+				continue
+			}
+			key, value, ok := strings.Cut(entry, "=")
+			switch {
+			case !ok:
+				return fmt.Errorf("telemetry: %s: entry %d has no '=' (want key=value,...; the value is not shown, it may hold a secret)", v, i+1)
+			case !validHeaderKey(strings.TrimSpace(key)):
+				return fmt.Errorf("telemetry: %s: entry %d: the key is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", v, i+1)
+			}
+			if _, err := url.PathUnescape(value); err != nil {
+				return fmt.Errorf("telemetry: %s: the value of %q is not percent-encoded correctly (a %% must be followed by two hex digits: write %%25 for %%, %%20 for a space)", v, strings.TrimSpace(key))
+			}
+		}
+	}
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		if e := os.Getenv(v); e != "" {
+			if _, err := url.Parse(e); err != nil {
+				return fmt.Errorf("telemetry: %s is not a valid URL (a user or password with any of : / ? # [ ] @ %% must be percent-encoded; the value is not shown, it may hold one)", v)
+			}
+		}
+	}
+	return nil
+}
+
+// validHeaderKey is the exporter's test of a header name: an HTTP token.
+func validHeaderKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, c := range k {
+		if c > unicode.MaxASCII || !(unicode.IsLetter(c) || unicode.IsDigit(c) || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return true
 }
 
 func checkExporter() error {

@@ -598,3 +598,63 @@ func runUntilAcked(t *testing.T, cfg bridge.Config, d *fakeDelivery) {
 		t.Fatal(err)
 	}
 }
+
+// A malformed OTLP header or endpoint variable is refused at start, naming
+// the variable but not its value: the SDK skipped such a header (the
+// collector then refused every export) and wrote the header, token
+// included, to stderr as plain text.
+func TestFromEnvRefusesMalformedHeadersAndEndpoints(t *testing.T) {
+	const secret = "TOPSECRET"
+	for _, tt := range []struct {
+		name, variable, value string
+		refused               bool
+	}{
+		{"good headers", "OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20" + secret + ",x-tenant=a", false},
+		{"trailing comma", "OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20" + secret + ",", false},
+		{"no equals sign", "OTEL_EXPORTER_OTLP_HEADERS", "authorization Bearer " + secret, true},
+		{"bad key", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "Bearer " + secret + "=x", true},
+		{"bad escape", "OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%zz" + secret, true},
+		{"endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:" + secret + "%zz@127.0.0.1:4318", true},
+		{"traces endpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://u:" + secret + "%zz@127.0.0.1:4318/v1/traces", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("OTEL_SDK_DISABLED", "")
+			t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+			t.Setenv(tt.variable, tt.value)
+			var buf bytes.Buffer
+			_, stop, err := FromEnv(context.Background(), "test", slog.New(slog.NewJSONHandler(&buf, nil)))
+			if (err != nil) != tt.refused {
+				t.Fatalf("%s=%q: err %v, want refused %v", tt.variable, tt.value, err, tt.refused)
+			}
+			if err == nil {
+				_ = stop(context.Background())
+				return
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.variable) || strings.Contains(msg, secret) {
+				t.Errorf("error %q: want the variable named and the value left out", msg)
+			}
+			if strings.Contains(buf.String(), secret) {
+				t.Errorf("the log shows the secret:\n%s", buf.String())
+			}
+		})
+	}
+}
+
+// What the SDK logs itself (a variable it cannot read) goes to the
+// daemon's log, in its format, not to stderr as plain text.
+func TestSDKLogLinesGoToTheLog(t *testing.T) {
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")
+	var buf bytes.Buffer
+	_, stop, err := FromEnv(context.Background(), "test", slog.New(slog.NewJSONHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stop(context.Background())
+	if !strings.Contains(buf.String(), `"level":"ERROR"`) || !strings.Contains(buf.String(), "parse duration") {
+		t.Errorf("the SDK's complaint about OTEL_EXPORTER_OTLP_TIMEOUT is not in the log:\n%s", buf.String())
+	}
+}
