@@ -31,6 +31,14 @@ func TestSourceConfigValidate(t *testing.T) {
 		{"url with an unencoded # in the password", SourceConfig{ConnConfig: ConnConfig{URL: "nats://alice:p#SECRETX@h:4222"}, Subject: "a"}, `url: "nats://xxxxx@h:4222": `},
 		{"second url unparsable", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h:4222, nats://bob:p%zzSECRETX@h2:4222"}, Subject: "a"}, "percent-encoded"},
 		{"urls without scheme", SourceConfig{ConnConfig: ConnConfig{URL: "h:4222,h2:4222"}, Subject: "a"}, ""},
+		// nats.go reads "nats//h:4222" as host "nats" with a path, and dialled
+		// that for ever; a path is never used.
+		{"url missing the colon after the scheme", SourceConfig{ConnConfig: ConnConfig{URL: "nats//127.0.0.1:4222"}, Subject: "a"}, "a path is not used"},
+		{"url with a path", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h:4222, nats://h2:4222/x"}, Subject: "a"}, `url: "nats://h2:4222/x": a path`},
+		{"url with a path, as written", SourceConfig{ConnConfig: ConnConfig{URL: "nats//u:SECRETX@127.0.0.1:4222"}, Subject: "a"}, `url: "nats//xxxxx@127.0.0.1:4222": a path`},
+		{"websocket url with a path", SourceConfig{ConnConfig: ConnConfig{URL: "wss://h:443/nats"}, Subject: "a"}, ""},
+		{"url with a trailing slash", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h:4222/"}, Subject: "a"}, ""},
+		{"url without a host", SourceConfig{ConnConfig: ConnConfig{URL: "nats:///x"}, Subject: "a"}, "no host"},
 		{"core no subject", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}}, "subject: required"},
 		{"bad subject", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}, Subject: "a..b"}, "subject:"},
 		{"bad wildcard", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}, Subject: "a.>.b"}, "subject:"},
