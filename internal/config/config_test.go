@@ -860,3 +860,42 @@ func TestLockHeartbeatShorterThanTheSourceLock(t *testing.T) {
 		})
 	}
 }
+
+// A misspelled field of an adapter block is answered with the name it
+// resembles, as one of the pipeline block is: the adapters embed their
+// connection settings with `hcl:",remain"`, and gohcl judged the leftover
+// against those alone, so "subjekt" got no suggestion and "streem" in a
+// jetstream block none either.
+func TestRealAdaptersSuggestMisspelledFields(t *testing.T) {
+	const natsSink = "\n  sink \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"out\"\n  }\n}\n"
+	const natsSource = "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n  }\n"
+	for _, tc := range []struct {
+		name, body string
+		want       string // "" for no suggestion
+	}{
+		{"source field", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subjekt = \"in\"\n  }" + natsSink, `Did you mean "subject"?`},
+		{"connection field", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n    pasword = \"x\"\n  }" + natsSink, `Did you mean "password"?`},
+		{"nested block field", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n    jetstream {\n      streem  = \"S\"\n      durable = \"d\"\n    }\n  }" + natsSink, `Did you mean "stream"?`},
+		{"nested block remain field", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n    jetstream {\n      stream         = \"S\"\n      durable        = \"d\"\n      create_stream  = true\n      stream_max_age = \"1h\"\n      stream_max_byts = 10\n    }\n  }" + natsSink, `Did you mean "stream_max_bytes"?`},
+		{"a name of another block is not offered", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n    jetstream {\n      stream  = \"S\"\n      durable = \"d\"\n      subjekt = \"x\"\n    }\n  }" + natsSink, ""},
+		{"block type", "source \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"in\"\n    jetstrem {\n      stream  = \"S\"\n      durable = \"d\"\n    }\n  }" + natsSink, `Did you mean "jetstream"?`},
+		{"sink field", natsSource + "  sink \"sqs\" {\n    queue_ur = \"https://sqs.eu-west-1.amazonaws.com/123456789012/q\"\n  }\n}\n", `Did you mean "queue_url"?`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := load(t, "pipeline \"p\" {\n  "+tc.body)
+			if len(diags) == 0 {
+				t.Fatal("no diagnostics")
+			}
+			d := diags[0]
+			if !strings.HasPrefix(d.Summary, "Unsupported") {
+				t.Fatalf("diags: %v", diags)
+			}
+			switch {
+			case tc.want == "" && strings.Contains(d.Detail, "Did you mean"):
+				t.Errorf("detail %q: want no suggestion", d.Detail)
+			case tc.want != "" && !strings.HasSuffix(d.Detail, tc.want):
+				t.Errorf("detail %q: want it to end with %s", d.Detail, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -146,7 +147,7 @@ func Register[S, K any](a AdapterKind[S, K]) {
 		decodeSource: func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error) {
 			var cfg S
 			if diags := gohcl.DecodeBody(body, ctx, &cfg); diags.HasErrors() {
-				return nil, diags, nil
+				return nil, suggestNames(diags, body, reflect.TypeFor[S]()), nil
 			}
 			if a.SourceMapping != nil {
 				a.SourceMapping(&cfg, opt)
@@ -156,7 +157,7 @@ func Register[S, K any](a AdapterKind[S, K]) {
 		decodeSink: func(body hcl.Body, ctx *hcl.EvalContext, opt mapping.Options) (any, hcl.Diagnostics, error) {
 			var cfg K
 			if diags := gohcl.DecodeBody(body, ctx, &cfg); diags.HasErrors() {
-				return nil, diags, nil
+				return nil, suggestNames(diags, body, reflect.TypeFor[K]()), nil
 			}
 			a.SinkMapping(&cfg, opt)
 			return cfg, nil, any(&cfg).(validator).Validate()
