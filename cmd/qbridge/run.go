@@ -117,7 +117,15 @@ type daemon struct {
 func (d *daemon) run(ctx context.Context) int {
 	l := config.NewLoader()
 	cfg, diags := l.Load(d.path)
-	if err := config.WriteDiagnostics(d.std.Err, l.Files(), diags); err != nil || diags.HasErrors() {
+	if lg := d.jsonStartLog(cfg); lg != nil {
+		// JSON logs are read by a program: the diagnostics are lines of
+		// the log, as on reload, not the HCL snippets among the JSON.
+		logDiagnostics(lg, diags)
+		if diags.HasErrors() {
+			lg.Error("the configuration has errors; nothing was started", "config", d.path, "errors", len(diags.Errs()))
+			return 1
+		}
+	} else if err := config.WriteDiagnostics(d.std.Err, l.Files(), diags); err != nil || diags.HasErrors() {
 		fmt.Fprintln(d.std.Err, "qbridge run: the configuration has errors; nothing was started")
 		return 1
 	}
@@ -319,13 +327,7 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 	d.log.Info("reloading the configuration", "config", d.path)
 	l := config.NewLoader()
 	cfg, diags := l.Load(d.path)
-	for _, dg := range diags {
-		level := slog.LevelError
-		if dg.Severity == hcl.DiagWarning {
-			level = slog.LevelWarn
-		}
-		d.log.Log(context.Background(), level, "configuration problem", "diagnostic", config.DiagnosticString(dg))
-	}
+	logDiagnostics(d.log, diags)
 	if diags.HasErrors() {
 		d.reloadOK.Set(0)
 		d.log.Error("configuration reload failed; the running configuration stays", "errors", len(diags.Errs()))
@@ -352,6 +354,37 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 	d.cfg = cfg
 	d.cfgMu.Unlock()
 	d.log.Info("configuration reloaded", "pipelines", sup.Names())
+}
+
+// jsonStartLog is the logger for the diagnostics of the configuration
+// loaded at start when the logs are JSON (-log-format, QBRIDGE_LOG_FORMAT,
+// else the log block of a configuration that loaded), else nil.
+func (d *daemon) jsonStartLog(cfg *config.Config) *slog.Logger {
+	format, level := d.logOverride.format, slog.LevelInfo
+	if cfg != nil {
+		level = cfg.Log.Level
+		if format == "" {
+			format = cfg.Log.Format
+		}
+	}
+	if format != "json" {
+		return nil
+	}
+	if d.logOverride.level != "" {
+		level = d.logOverride.lvl
+	}
+	return newLogger(d.std.Err, format, level)
+}
+
+// logDiagnostics logs the configuration's problems, one line each.
+func logDiagnostics(log *slog.Logger, diags hcl.Diagnostics) {
+	for _, dg := range diags {
+		level := slog.LevelError
+		if dg.Severity == hcl.DiagWarning {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "configuration problem", "diagnostic", config.DiagnosticString(dg))
+	}
 }
 
 func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {

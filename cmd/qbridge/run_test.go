@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -409,5 +410,51 @@ func TestJSONLogDurationsHaveUnits(t *testing.T) {
 	newLogger(&buf, "json", slog.LevelInfo).Info("x", "retry_in", 1077*time.Millisecond)
 	if !strings.Contains(buf.String(), `"retry_in":"1.077s"`) {
 		t.Fatalf("got %s", buf.String())
+	}
+}
+
+// With JSON logs (the systemd unit's -log-format json, the manifests' log
+// block) every line the daemon writes is a JSON object: the configuration's
+// diagnostics at start were the HCL text with its source snippets, several
+// lines of it among the JSON, where a reload logs them as lines.
+func TestDaemonJSONLogsDiagnosticsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, config string
+		lf           logFlags
+		code         int
+		want         string // a message of a line
+	}{
+		{"warning, -log-format json", "http { listen = \"127.0.0.1:0\" }\n", logFlags{format: "json"}, 0, "configuration problem"},
+		{"warning, log block", "log { format = \"json\" }\nhttp { listen = \"127.0.0.1:0\" }\n", logFlags{}, 0, "configuration problem"},
+		{"error", "pipeline \"p\" {}\n", logFlags{format: "json"}, 1, "the configuration has errors; nothing was started"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startDaemonWith(t, writeFile(t, dir, uniq("c")+".hcl", tt.config), tt.lf)
+			if tt.code == 0 {
+				select {
+				case <-r.addr:
+				case c := <-r.code:
+					t.Fatalf("exit %d; log:\n%s", c, r.log)
+				}
+				r.sig <- syscall.SIGTERM
+			}
+			if code := r.wait(t); code != tt.code {
+				t.Fatalf("exit %d, want %d; log:\n%s", code, tt.code, r.log)
+			}
+			found := false
+			for _, line := range strings.Split(strings.TrimSpace(r.log.String()), "\n") {
+				var entry struct{ Msg, Diagnostic string }
+				if err := json.Unmarshal([]byte(line), &entry); err != nil {
+					t.Fatalf("not a JSON line: %q; log:\n%s", line, r.log)
+				}
+				if entry.Msg == tt.want {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no %q line; log:\n%s", tt.want, r.log)
+			}
+		})
 	}
 }
