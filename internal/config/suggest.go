@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
@@ -128,35 +129,14 @@ func elem(t reflect.Type) reflect.Type {
 	return t
 }
 
-// nearest is the name closest to given, as HCL chooses its suggestions
-// (an edit distance under 3), or "".
+// nearest is the name closest to given, or "": HCL's own rule for its
+// suggestions (hcl.nameSuggestion, not exported), with the Levenshtein
+// distance it uses, under 3.
 func nearest(given string, names []string) string {
-	best, bestDist := "", 3
 	for _, n := range names {
-		if d := editDistance(given, n); d < bestDist {
-			best, bestDist = n, d
+		if levenshtein.Distance(given, n, nil) < 3 {
+			return n
 		}
 	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
