@@ -96,7 +96,10 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 					out = append(out, more...)
 				}
 			}
-			if err == nil && failing {
+			// A pull can end without an error and without reaching the
+			// server while the connection is still down (pinned mode): not
+			// a recovery yet.
+			if err == nil && failing && s.conn.ready() == nil {
 				s.log.Info("nats jetstream fetch recovered")
 				failing = false
 				bo.Reset()
