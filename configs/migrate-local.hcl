@@ -28,6 +28,10 @@ pipeline "archive" {
     }
   }
 
+  lock {
+    extend_every = "5s" # a third of ack_wait: a late extension does not let the server redeliver a message still held
+  }
+
   sink "nats" {
     embedded  = true
     store_dir = "${env("HOME")}/.local/state/qbridge/quickstart"
