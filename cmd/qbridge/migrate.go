@@ -155,6 +155,9 @@ Flags:
 		if err := migrate.CheckStateFile(*stateFile); err != nil {
 			return usageErr("-state: %v (the checkpoints could not be saved, and the next run would copy everything again)", err)
 		}
+		if err := migrate.CheckStateContent(*stateFile); err != nil {
+			return usageErr("-state: %v", err)
+		}
 	}
 	opt := migrate.Options{
 		Mode: migrate.ModeMove, IncludeDeadLetters: *deadLetter, Rate: *rateCap, Idle: *idle,

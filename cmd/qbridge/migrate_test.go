@@ -43,6 +43,10 @@ func TestMigrateUsage(t *testing.T) {
 		{"unwritable state", []string{"-copy", "-yes", "-state", filepath.Join(dir, "no-such-dir", "s.json"), good}, 2, "-state: state file: cannot write " + filepath.Join(dir, "no-such-dir", "s.json") + ": no such file or directory (the checkpoints could not be saved"},
 		{"state on standard output", []string{"-copy", "-yes", "-state", "-", good}, 2, "-state: state file: - is not a file"},
 		{"state on a device", []string{"-copy", "-yes", "-state", os.DevNull, good}, 2, "is not a regular file"},
+		// Refused when each pipeline started: exit 1, "failed", each
+		// pipeline "skipped", with nothing done.
+		{"state onto the configuration", []string{"-copy", "-yes", "-state", good, good}, 2, "-state: state file " + good + " is not a qbridge migrate state file"},
+		{"state onto a report", []string{"-copy", "-yes", "-state", writeFile(t, dir, "report.json", `{"version":1,"mode":"copy","pipelines":[]}`), good}, 2, "it is a migration report (-report)"},
 		{"sample on a move", []string{"-yes", "-sample", "10", good}, 2, "-sample is for a dry run"},
 		{"report is a directory", []string{"-yes", "-report", dir, good}, 2, "is a directory"},
 		{"state and report the same file", []string{"-copy", "-yes", "-state", filepath.Join(dir, "same.json"), "-report", filepath.Join(dir, ".", "same.json"), good}, 2, "-state and -report name the same file"},

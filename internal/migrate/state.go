@@ -81,14 +81,18 @@ func openState(path string) (*stateFile, error) {
 		release()
 		return nil, fmt.Errorf("read the state file: %w", err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			release()
-		}
-	}()
-	if err := json.Unmarshal(b, &s.data); err != nil {
-		return nil, fmt.Errorf("state file %s is not a qbridge migrate state file: %w", path, err)
+	if s.data, err = parseState(path, b); err != nil {
+		release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// parseState reads a state file's content; path names it in errors.
+func parseState(path string, b []byte) (stateData, error) {
+	var data stateData
+	if err := json.Unmarshal(b, &data); err != nil {
+		return data, fmt.Errorf("state file %s is not a qbridge migrate state file: %w", path, err)
 	}
 	// Any JSON object unmarshals: a state file is one with checkpoints (a
 	// report, say, has a version too). Read as empty, it would be
@@ -99,16 +103,32 @@ func openState(path string) (*stateFile, error) {
 		if keys["pipelines"] != nil && keys["mode"] != nil {
 			what = "it is a migration report (-report)"
 		}
-		return nil, fmt.Errorf("state file %s is not a qbridge migrate state file (%s); give -state a file of its own (a new one is created)", path, what)
+		return data, fmt.Errorf("state file %s is not a qbridge migrate state file (%s); give -state a file of its own (a new one is created)", path, what)
 	}
-	if s.data.Version != 1 {
-		return nil, fmt.Errorf("state file %s has version %d; this qbridge reads version 1", path, s.data.Version)
+	if data.Version != 1 {
+		return data, fmt.Errorf("state file %s has version %d; this qbridge reads version 1", path, data.Version)
 	}
-	if s.data.Jobs == nil {
-		s.data.Jobs = map[string]checkpoint{}
+	if data.Jobs == nil {
+		data.Jobs = map[string]checkpoint{}
 	}
-	ok = true
-	return s, nil
+	return data, nil
+}
+
+// CheckStateContent reports an existing file at path that is not a state
+// file this qbridge reads (a configuration, a report): found out before
+// anything runs, as a usage error, where it failed each pipeline as it
+// started ("failed", exit 1) with nothing done. A missing file is fine:
+// the copy creates it.
+func CheckStateContent(path string) error {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the state file: %w", err)
+	}
+	_, err = parseState(path, b)
+	return err
 }
 
 // lockState gives one migration at a time a state file: two copies with
