@@ -83,6 +83,11 @@ func TestFailedPipelineDoesNotStopTheOthers(t *testing.T) {
 	if rep.Outcome != OutcomeFailed || rep.ExitCode != ExitFailed || !strings.Contains(rep.Reason, "pipeline p0bad: not connected after") {
 		t.Fatalf("outcome %s (exit %d): %s", rep.Outcome, rep.ExitCode, rep.Reason)
 	}
+	// The first line says p0bad was not all: with one failure of two it
+	// named p0bad alone, as if nothing else had run.
+	if !strings.Contains(rep.Reason, "(of 2: 1 failed, 0 skipped; the summary lists each)") {
+		t.Errorf("reason does not count the pipelines: %s", rep.Reason)
+	}
 	if got := reportJSON(t, rep); got["p0bad"] != "failed" || got["p1"] != "complete" {
 		t.Fatalf("report pipelines %v, want p0bad failed and p1 complete", got)
 	}
