@@ -477,10 +477,22 @@ func TestOptionsRefuseContradictions(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	for _, bad := range []string{"{group}", "{nope}==x"} {
-		if _, err := ParseCondition(bad); err == nil {
-			t.Errorf("ParseCondition(%q) accepted", bad)
+	for _, tc := range []struct{ bad, says string }{
+		{"{group}", "want TEMPLATE==VALUE"},
+		{"{nope}==x", "{nope}"},
+		// Spaces around the operator were part of the template and the
+		// value: the filter matched nothing, and the copy said complete.
+		{"{attr.tenant} == acme", "write {attr.tenant}==acme"},
+		{"{attr.tenant}== acme", "write {attr.tenant}==acme"},
+		{"{attr.tenant}\t!=acme", "write {attr.tenant}!=acme"},
+	} {
+		if _, err := ParseCondition(tc.bad); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("ParseCondition(%q) = %v, want an error saying %q", tc.bad, err, tc.says)
 		}
+	}
+	// A space inside the value is the value's.
+	if c, err := ParseCondition("{subject}==a b"); err != nil || c.Value != "a b" {
+		t.Errorf("ParseCondition(\"{subject}==a b\") = %+v, %v", c, err)
 	}
 }
 

@@ -158,11 +158,17 @@ func ParseCondition(s string) (Condition, error) {
 	if i < 0 {
 		return Condition{}, fmt.Errorf("-where %q: want TEMPLATE==VALUE or TEMPLATE!=VALUE, such as {attr.tenant}==acme", s)
 	}
-	t, err := rules.Parse(s[:i])
+	tmpl, value := s[:i], s[i+len(op):]
+	if t, v := strings.TrimRight(tmpl, " \t"), strings.TrimLeft(value, " \t"); t != tmpl || v != value {
+		// Taken as written, "{attr.tenant} == acme" compares "acme " with
+		// " acme": it matched nothing, and a copy copied nothing, complete.
+		return Condition{}, fmt.Errorf("-where %q: the spaces beside %s would be part of the template and the value, so it would not match what it says; write %s%s%s", s, op, t, op, v)
+	}
+	t, err := rules.Parse(tmpl)
 	if err != nil {
 		return Condition{}, fmt.Errorf("-where %q: %w", s, err)
 	}
-	return Condition{Template: t, Value: s[i+len(op):], Negate: neg}, nil
+	return Condition{Template: t, Value: value, Negate: neg}, nil
 }
 
 func (c Condition) match(m *mapping.Message) bool {
