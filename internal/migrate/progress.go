@@ -95,7 +95,10 @@ func figureAttrs(job string, f Figures) []any {
 	if f.Total >= 0 {
 		a = append(a, "total", f.Total)
 		if f.Total > 0 {
-			a = append(a, "percent", percentValue(100*float64(min(f.Done, f.Total))/float64(f.Total)))
+			// In whole tenths, rounded down: rounded to the nearest, 1,999
+			// of 2,000 read "percent=100.0" with a message left.
+			tenths := min(f.Done, f.Total) * 1000 / f.Total
+			a = append(a, "percent", percentValue(float64(tenths)/10))
 		}
 	}
 	a = append(a, "rate", rateValue(f.Rate))

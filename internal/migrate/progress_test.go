@@ -110,3 +110,35 @@ func TestFinalFigures(t *testing.T) {
 		}
 	}
 }
+
+// A progress line's percent is never 100.0 before everything is done, and
+// reads as the share done otherwise.
+func TestProgressPercent(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int64
+		want        string
+	}{
+		{1999, 2000, "99.9"},
+		{19999, 20000, "99.9"},
+		{2000, 2000, "100.0"},
+		{2100, 2000, "100.0"}, // a source that grew: never above 100
+		{342, 1000, "34.2"},
+		{1, 3, "33.3"},
+		{0, 5, "0.0"},
+	} {
+		attrs := figureAttrs("job", Figures{Done: tc.done, Total: tc.total})
+		got := ""
+		for i := 0; i+1 < len(attrs); i += 2 {
+			if attrs[i] == "percent" {
+				b, err := attrs[i+1].(percentValue).MarshalText()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = string(b)
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%d of %d: percent %q, want %q", tc.done, tc.total, got, tc.want)
+		}
+	}
+}
