@@ -288,11 +288,18 @@ func (p percentValue) MarshalText() ([]byte, error) {
 }
 func (p percentValue) MarshalJSON() ([]byte, error) { return p.MarshalText() }
 
+// Below 10 msg/s with a decimal, as the summary's rateText: a move at
+// -rate 0.5 logged "rate=0/s" or "rate=1/s" all along.
 func (r rateValue) MarshalText() ([]byte, error) {
-	return append(strconv.AppendFloat(nil, math.Round(float64(r)), 'f', 0, 64), "/s"...), nil
+	return append(r.number(), "/s"...), nil
 }
-func (r rateValue) MarshalJSON() ([]byte, error) {
-	return strconv.AppendFloat(nil, math.Round(float64(r)), 'f', 0, 64), nil
+func (r rateValue) MarshalJSON() ([]byte, error) { return r.number(), nil }
+
+func (r rateValue) number() []byte {
+	if v := float64(r); v > 0 && v < 10 {
+		return strconv.AppendFloat(nil, math.Round(v*10)/10, 'f', -1, 64)
+	}
+	return strconv.AppendFloat(nil, math.Round(float64(r)), 'f', 0, 64)
 }
 
 func (e etaValue) MarshalText() ([]byte, error) { return []byte(time.Duration(e).String()), nil }

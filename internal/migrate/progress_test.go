@@ -142,3 +142,27 @@ func TestProgressPercent(t *testing.T) {
 		}
 	}
 }
+
+// A slow move's progress rate is not rounded to 0 or 1 (a move at -rate
+// 0.5 logged "rate=0/s"): below 10 msg/s it has a decimal, in text and
+// JSON, as the summary's.
+func TestProgressRate(t *testing.T) {
+	for _, tc := range []struct {
+		rate       float64
+		text, json string
+	}{
+		{0, "0/s", "0"},
+		{0.2, "0.2/s", "0.2"},
+		{0.46, "0.5/s", "0.5"},
+		{1, "1/s", "1"},
+		{9.94, "9.9/s", "9.9"},
+		{20.4, "20/s", "20"},
+		{812.6, "813/s", "813"},
+	} {
+		text, _ := rateValue(tc.rate).MarshalText()
+		js, _ := rateValue(tc.rate).MarshalJSON()
+		if string(text) != tc.text || string(js) != tc.json {
+			t.Errorf("rate %v: text %q, JSON %s; want %q, %s", tc.rate, text, js, tc.text, tc.json)
+		}
+	}
+}
