@@ -279,13 +279,13 @@ func TestMigrateProgressLogFigures(t *testing.T) {
 		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
 	}
 	logs := m.errb.String()
-	line := regexp.MustCompile(`msg="migration progress" pipeline=mig moved=(\d+) total=(\d+)(?: percent=([\d.]+))? rate=(\d+)/s .*written=(\d+) dead_lettered=(\d+) `)
+	line := regexp.MustCompile(`msg="migration progress" pipeline=mig moved=(\d+) total=(\d+)(?: percent=([\d.]+))? rate=([\d.]+)/s .*written=(\d+) dead_lettered=(\d+) `)
 	var middle, withRate int
 	prev := int64(-1)
 	for _, s := range line.FindAllStringSubmatch(logs, -1) {
 		moved, _ := strconv.ParseInt(s[1], 10, 64)
 		total, _ := strconv.ParseInt(s[2], 10, 64)
-		rate, _ := strconv.Atoi(s[4])
+		rate, _ := strconv.ParseFloat(s[4], 64) // a decimal below 10 msg/s
 		written, _ := strconv.ParseInt(s[5], 10, 64)
 		if total != n || moved > total || moved < prev || written > moved || s[6] != "0" {
 			t.Errorf("progress line %q: want total %d, moved ≤ total and not going back (previous %d), written ≤ moved, no dead letters", s[0], n, prev)
@@ -306,7 +306,7 @@ func TestMigrateProgressLogFigures(t *testing.T) {
 	if middle < 3 || withRate == 0 {
 		t.Errorf("%d progress lines in the middle of the run (%d with a rate), want ≥ 3:\n%s", middle, withRate, e2etest.Tail(logs, 30))
 	}
-	fin := regexp.MustCompile(`msg="migration finished" pipeline=mig moved=(\d+) total=(\d+) percent=100.0 rate=(\d+)/s`).FindStringSubmatch(logs)
+	fin := regexp.MustCompile(`msg="migration finished" pipeline=mig moved=(\d+) total=(\d+) percent=100.0 rate=([\d.]+)/s`).FindStringSubmatch(logs)
 	if fin == nil || fin[1] != strconv.Itoa(n) || fin[2] != strconv.Itoa(n) {
 		t.Fatalf("finish line: %q\n%s", fin, e2etest.Tail(logs, 10))
 	}
