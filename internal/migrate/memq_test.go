@@ -515,6 +515,8 @@ func (d *memDelivery) Nack(context.Context, time.Duration) error {
 	b := d.s.b
 	b.mu.Lock()
 	d.mm.locked = false
+	// The next delivery counts one more, as brokers that count do.
+	d.mm.m.Source.DeliveryCount = max(d.mm.m.Source.DeliveryCount, 1) + 1
 	b.notify()
 	b.mu.Unlock()
 	return nil

@@ -83,6 +83,15 @@ type tracker struct {
 	// delivered before (an interrupted earlier run may have written them:
 	// a deduplicating sink drops the copy), for the verification.
 	ackedAgain int64
+	// handedBack holds, by stuckKey, the messages this run handed back
+	// unsent (a nack, a release), with whether the source had delivered
+	// them before this run first took them: their redelivery is this
+	// run's own, no sign of an earlier run's write. A move that handed
+	// back the rest of a stuck message's group said "up to 2 of the
+	// messages may be there twice" of messages written once. Kept until
+	// the message is acknowledged: bounded by what is handed back and not
+	// yet done.
+	handedBack map[string]bool
 	// Dry run: whether the dead-letter destination would take what the
 	// sink refuses. noDeadLetter: the pipeline has none (the engine hands
 	// such messages back for good); dlq opens the dead-letter sink's dry
@@ -106,6 +115,7 @@ func newTracker() *tracker {
 		rejects:   map[string]int64{},
 		examples:  map[string]Example{},
 
+		handedBack:    map[string]bool{},
 		stuck:         map[string]struct{}{},
 		stuckReasons:  map[string]int64{},
 		stuckExamples: map[string]Example{},
@@ -659,10 +669,18 @@ func (d *trackedDelivery) Ack(ctx context.Context) error {
 // acked records a delivery the source acknowledged (in a copy: written).
 func (d *trackedDelivery) acked() {
 	if m := d.Message(); m != nil && (m.Source.DeliveryCount > 1 || d.t.scheduledCopied != nil) {
+		var key string
+		if m.Source.DeliveryCount > 1 {
+			key = stuckKey(m) // outside the lock: it may hash the body
+		}
 		// Before done: a checkpoint saved past this message has its id.
 		d.t.mu.Lock()
 		if m.Source.DeliveryCount > 1 {
-			d.t.ackedAgain++
+			again, handed := d.t.handedBack[key]
+			delete(d.t.handedBack, key)
+			if again || !handed {
+				d.t.ackedAgain++
+			}
 		}
 		if d.t.scheduledCopied != nil {
 			d.t.copiedScheduled(m)
@@ -710,6 +728,7 @@ func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
 		t.holdIt(d.Delivery)
 		return nil
 	}
+	t.handBack(d.Message())
 	if !t.dryRun && t.browser != nil && !d.hasPos {
 		// A browsing source reads on: this message was not copied. One
 		// with a position needs no count: it stays pending (so the
@@ -728,9 +747,25 @@ func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
 func (d *trackedDelivery) Release(ctx context.Context) error {
 	d.settling()
 	if r, ok := d.Delivery.(driver.Releaser); ok && !d.t.hold {
+		d.t.handBack(d.Message())
 		return r.Release(ctx)
 	}
 	return d.Nack(ctx, 0)
+}
+
+// handBack notes a message this run hands back unsent, so that its
+// redelivery is not taken for one of an earlier run's (handedBack). Only
+// a source that counts deliveries tells them apart.
+func (t *tracker) handBack(m *mapping.Message) {
+	if m == nil || t.dryRun || t.browser != nil {
+		return // nothing is acknowledged again: a dry run, or a copy
+	}
+	key := stuckKey(m)
+	t.mu.Lock()
+	if _, ok := t.handedBack[key]; !ok {
+		t.handedBack[key] = m.Source.DeliveryCount > 1
+	}
+	t.mu.Unlock()
 }
 
 func (d *trackedDelivery) DeadLetter(ctx context.Context, reason, description string) error {
