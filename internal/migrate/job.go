@@ -896,6 +896,9 @@ type watch struct {
 	// lastCountOK is when a count of the source last answered.
 	lastCountOK time.Time
 	waitedFor   int64 // the source's in-flight count last said to be waited for
+	// waitedScheduled: the scheduled count last said to be waited for
+	// (-scheduled wait).
+	waitedScheduled int64
 	// lastRunning is when the pipeline was last seen running (the start
 	// until it first runs).
 	lastRunning time.Time
@@ -1146,6 +1149,14 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	pending := b.Ready + b.InFlight
 	if opt.WaitScheduled {
 		pending += b.Scheduled
+		if b.Scheduled > 0 && b.Ready+b.InFlight <= snap.stuck && b.Scheduled != w.waitedScheduled {
+			// Only scheduled messages are left: said, as the wait for
+			// messages in flight is, since the progress stands still
+			// until they are due (it stood at moved=0 for a minute with
+			// nothing said).
+			w.waitedScheduled = b.Scheduled
+			w.j.log.Warn("waiting for scheduled messages to become due (-scheduled wait): the progress stands still until then; -scheduled leave finishes without them", "scheduled", b.Scheduled)
+		}
 	}
 	// Stuck messages stay at the source: the rest is drained when only
 	// they are left.

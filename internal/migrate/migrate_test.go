@@ -575,6 +575,35 @@ func TestScheduledMessagesAreReportedLeftBehind(t *testing.T) {
 	}
 }
 
+// With -scheduled wait, a move that has only scheduled messages left
+// says that it waits for them: its progress stood still at the last
+// figure, with nothing said, until they were due.
+func TestWaitForScheduledMessagesIsSaid(t *testing.T) {
+	const msg = "waiting for scheduled messages to become due (-scheduled wait): the progress stands still until then; -scheduled leave finishes without them"
+	b, pipes := setup(t, moveHCL)
+	b.put("in", msgs(3, 0)...)
+	b.putScheduled("in", msgs(1, 0)[0])
+	b.putScheduled("in", msgs(1, 0)[0])
+	h := &signalHandler{match: msg, signal: make(chan struct{})}
+	opt := fastOptions(ModeMove)
+	opt.WaitScheduled = true
+	opt.Log = slog.New(h)
+	opt.Timeout = 30 * time.Second // the wait's ending without the fix
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan *Report, 1)
+	go func() { done <- Run(ctx, pipes, opt, nil) }()
+	select {
+	case <-h.signal:
+	case rep := <-done:
+		t.Fatalf("ended without saying it waits: %s: %s", rep.Outcome, rep.Reason)
+	}
+	cancel() // memq never makes them due: the user's Ctrl-C
+	if rep := <-done; rep.Outcome != OutcomeInterrupted || rep.Jobs[0].Written != 3 {
+		t.Errorf("outcome %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
+	}
+}
+
 // A dry run says what the move would do with scheduled messages: leave
 // them (-scheduled leave). It browsed and counted them as "would write",
 // complete, where the move then left them and exited 4 (an audit).
