@@ -1137,6 +1137,36 @@ func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
 
+// An interrupted dry run that samples says its sample went back, and
+// nothing was written: it said "run the same command again to go on", as
+// a move does, of a run that has nothing to go on with.
+func TestInterruptedSampledDryRunSaysSo(t *testing.T) {
+	b, pipes := setup(t, strings.ReplaceAll(moveHCL, `source "memq"`, `source "memqplain"`))
+	b.put("in", msgs(3, 0)...)
+	b.mu.Lock()
+	b.stalled = true // it yields nothing and does not answer: the job waits
+	b.mu.Unlock()
+	h := &signalHandler{match: "does not answer every ping", signal: make(chan struct{})}
+	opt := fastOptions(ModeDryRun)
+	opt.Log = slog.New(h)
+	opt.ConnectTimeout = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan *Report, 1)
+	go func() { done <- Run(ctx, pipes, opt, nil) }()
+	select {
+	case <-h.signal:
+	case rep := <-done:
+		t.Fatalf("ended before it waited: %s: %s", rep.Outcome, rep.Reason)
+	}
+	cancel()
+	rep := <-done
+	const want = "interrupted: the dry run's sample was handed back to the source; nothing was written or settled"
+	if j := rep.Jobs[0]; j.Outcome != OutcomeInterrupted || j.Reason != want {
+		t.Errorf("%s: %q, want interrupted: %q", j.Outcome, j.Reason, want)
+	}
+}
+
 // A sink that counts and could not be counted leaves the move unverified,
 // and the first line says so: it said a plain "complete" (the summary's
 // body and the report had it). A sink that cannot count at all stays
