@@ -1188,6 +1188,11 @@ func TestUnverifiedMoveSaysSoOnTheFirstLine(t *testing.T) {
 	if rep.Outcome != OutcomeComplete || rep.Reason != "" {
 		t.Fatalf("a sink that cannot count: outcome %s, reason %q", rep.Outcome, rep.Reason)
 	}
+	// Nor does its body cry "NOT verified", the words of a sink short of
+	// what was written: a clean move into RabbitMQ said so.
+	if s := summary(rep); strings.Contains(s, "NOT verified") || !strings.Contains(s, "not checked: the sink cannot be counted") {
+		t.Errorf("a sink that cannot count: summary\n%s", s)
+	}
 }
 
 // -new-dedup-ids makes distinct ids for messages of two sources that name

@@ -616,6 +616,10 @@ func (r *Report) Summary(w io.Writer) {
 					fmt.Fprintf(w, " (%s)", v.Note)
 				}
 				fmt.Fprintln(w)
+			case !v.Checked && !j.sinkCountable:
+				// Its broker cannot count (AMQP): nothing was found
+				// wrong, and nothing could be checked.
+				fmt.Fprintf(w, "    not checked: %s\n", v.Note)
 			default:
 				fmt.Fprintf(w, "    NOT verified: %s\n", v.Note)
 			}
