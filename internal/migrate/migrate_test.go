@@ -584,21 +584,11 @@ func TestWaitForScheduledMessagesIsSaid(t *testing.T) {
 	b.put("in", msgs(3, 0)...)
 	b.putScheduled("in", msgs(1, 0)[0])
 	b.putScheduled("in", msgs(1, 0)[0])
-	h := &signalHandler{match: msg, signal: make(chan struct{})}
 	opt := fastOptions(ModeMove)
 	opt.WaitScheduled = true
-	opt.Log = slog.New(h)
 	opt.Timeout = 30 * time.Second // the wait's ending without the fix
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan *Report, 1)
-	go func() { done <- Run(ctx, pipes, opt, nil) }()
-	select {
-	case <-h.signal:
-	case rep := <-done:
-		t.Fatalf("ended without saying it waits: %s: %s", rep.Outcome, rep.Reason)
-	}
-	cancel() // memq never makes them due: the user's Ctrl-C
+	done, interrupt := runUntilSaid(t, pipes, opt, msg)
+	interrupt() // memq never makes them due: the user's Ctrl-C
 	if rep := <-done; rep.Outcome != OutcomeInterrupted || rep.Jobs[0].Written != 3 {
 		t.Errorf("outcome %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
 	}
@@ -1099,16 +1089,8 @@ func TestStalledBrokerThatCannotCountIsNotDrained(t *testing.T) {
 	b.mu.Lock()
 	b.stalled = true
 	b.mu.Unlock()
-	waiting := make(chan struct{})
-	opt := fastOptions(ModeMove)
-	opt.Log = slog.New(&signalHandler{match: "does not answer every ping", signal: waiting})
-	done := make(chan *Report, 1)
-	go func() { done <- Run(context.Background(), pipes, opt, nil) }()
-	select {
-	case <-waiting: // where the job used to find the source drained
-	case rep := <-done:
-		t.Fatalf("the job ended while the broker stalled: outcome %s, written %d: %s", rep.Outcome, rep.Jobs[0].Written, rep.Reason)
-	}
+	// Said where the job used to find the source drained.
+	done, _ := runUntilSaid(t, pipes, fastOptions(ModeMove), "does not answer every ping")
 	b.mu.Lock()
 	b.stalled = false
 	b.notify()
@@ -1117,6 +1099,25 @@ func TestStalledBrokerThatCannotCountIsNotDrained(t *testing.T) {
 	if j := rep.Jobs[0]; rep.Outcome != OutcomeComplete || j.DrainedBy != "idle" || j.Written != 30 {
 		t.Fatalf("outcome %s, drained by %q, written %d: %s", rep.Outcome, j.DrainedBy, j.Written, rep.Reason)
 	}
+}
+
+// runUntilSaid starts the job and returns once its log says match (the job
+// ending first fails t): done delivers its report, and interrupt is the
+// user's Ctrl-C.
+func runUntilSaid(t *testing.T, pipes []*config.Pipeline, opt Options, match string) (done <-chan *Report, interrupt func()) {
+	t.Helper()
+	said := make(chan struct{})
+	opt.Log = slog.New(&signalHandler{match: match, signal: said})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	reports := make(chan *Report, 1)
+	go func() { reports <- Run(ctx, pipes, opt, nil) }()
+	select {
+	case <-said:
+	case rep := <-reports:
+		t.Fatalf("the job ended before it said %q: outcome %s: %s", match, rep.Outcome, rep.Reason)
+	}
+	return reports, cancel
 }
 
 // signalHandler closes signal at the first record whose message contains
@@ -1146,20 +1147,10 @@ func TestInterruptedSampledDryRunSaysSo(t *testing.T) {
 	b.mu.Lock()
 	b.stalled = true // it yields nothing and does not answer: the job waits
 	b.mu.Unlock()
-	h := &signalHandler{match: "does not answer every ping", signal: make(chan struct{})}
 	opt := fastOptions(ModeDryRun)
-	opt.Log = slog.New(h)
 	opt.ConnectTimeout = time.Minute
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan *Report, 1)
-	go func() { done <- Run(ctx, pipes, opt, nil) }()
-	select {
-	case <-h.signal:
-	case rep := <-done:
-		t.Fatalf("ended before it waited: %s: %s", rep.Outcome, rep.Reason)
-	}
-	cancel()
+	done, interrupt := runUntilSaid(t, pipes, opt, "does not answer every ping")
+	interrupt()
 	rep := <-done
 	const want = "interrupted: the dry run's sample was handed back to the source; nothing was written or settled"
 	if j := rep.Jobs[0]; j.Outcome != OutcomeInterrupted || j.Reason != want {
