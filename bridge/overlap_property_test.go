@@ -74,6 +74,7 @@ func TestOverlapProperties(t *testing.T) {
 		{total.deadLettered, "a dead letter"},
 		{total.stopsInFlight, "a stop with calls out"},
 		{total.cancelled, "a call cancelled by the drain deadline"},
+		{total.restarts, "a source restart"},
 	} {
 		if c.n == 0 {
 			t.Errorf("no seed produced %s: the scenarios lost their reach", c.what)
@@ -111,6 +112,9 @@ type overlapScenario struct {
 	// deadline: once stopped, the scheduler takes no more steps, so the
 	// drain's deadline passes with calls out.
 	deadline bool
+	// restartAt: the source's receive call that fails, so the pipeline
+	// settles what it holds and opens the source again; 0: none.
+	restartAt int
 }
 
 func newOverlapScenario(seed uint64) overlapScenario {
@@ -146,6 +150,9 @@ func newOverlapScenario(seed uint64) overlapScenario {
 		sc.holdRetries = r.IntN(2) == 0
 		sc.deadline = r.IntN(3) == 0
 	}
+	if !sc.deadline && r.IntN(3) == 0 {
+		sc.restartAt = 2 + r.IntN(30)
+	}
 	return sc
 }
 
@@ -176,7 +183,7 @@ var (
 
 // overlapCoverage counts the situations a scenario met.
 type overlapCoverage struct {
-	overlapped, outOfOrder, resentAfterOK, failed, handedBack, deadLettered, stopsInFlight, cancelled int
+	overlapped, outOfOrder, resentAfterOK, failed, handedBack, deadLettered, stopsInFlight, cancelled, restarts int
 }
 
 func (c *overlapCoverage) add(o overlapCoverage) {
@@ -188,6 +195,7 @@ func (c *overlapCoverage) add(o overlapCoverage) {
 	c.deadLettered += o.deadLettered
 	c.stopsInFlight += o.stopsInFlight
 	c.cancelled += o.cancelled
+	c.restarts += o.restarts
 }
 
 // runOverlapScenario runs the seed's scenario and checks it; it returns
@@ -200,6 +208,15 @@ func runOverlapScenario(t *testing.T, seed uint64) overlapCoverage {
 	q := newQueue(t)
 	q.redeliver = true
 	order := map[string]int{} // id → position at the source
+	// A broker that keeps a group's order redelivers what was handed
+	// back before what came after it; the queue appends it.
+	q.receiveErr = func(calls int) error {
+		slices.SortFunc(q.pending, func(a, b *memDelivery) int { return cmp.Compare(order[a.msg.ID], order[b.msg.ID]) })
+		if calls == sc.restartAt {
+			return errors.New("source lost")
+		}
+		return nil
+	}
 	perLane := map[string]int{}
 	next := map[string]int{}
 	for i := range sc.n {
@@ -217,17 +234,13 @@ func runOverlapScenario(t *testing.T, seed uint64) overlapCoverage {
 	}
 	s := newOverlapSink(t, &sc)
 
-	// The first run, stopped at a random step in some scenarios; then,
-	// with what it handed back redelivered in source order (as a broker
-	// that keeps a group's order does), runs until all is settled.
+	// The first run, stopped at a random step in some scenarios; then
+	// one with what it handed back redelivered, until all is settled.
 	stopAt := sc.stopAt
 	for run := 1; s.settledAll() < sc.n; run++ {
 		if run > 2 {
 			t.Fatalf("seed %d: %d of %d messages settled after a run without a stop", seed, s.settledAll(), sc.n)
 		}
-		q.mu.Lock()
-		slices.SortFunc(q.pending, func(a, b *memDelivery) int { return cmp.Compare(order[a.msg.ID], order[b.msg.ID]) })
-		q.mu.Unlock()
 		s.beginRun()
 		h := startOverlap(t, &sc, q, s, run == 1)
 		s.drive(h, r, stopAt, run == 1)
@@ -264,6 +277,7 @@ func startOverlap(t *testing.T, sc *overlapScenario, q *memQueue, s *overlapSink
 		if err != nil {
 			return nil, err
 		}
+		s.sourceOpened()
 		return overlapSource{src, s}, nil
 	}
 	cfg.Sink = func(ctx context.Context, onDrop func(field, reason string)) (driver.Sink, error) { return s, nil }
@@ -341,6 +355,7 @@ type overlapSink struct {
 	last     map[string]*overlapCall // the latest call that held a message
 	terminal map[string]string       // "acked" or "dead-lettered"
 	run      int
+	epoch    int              // sources opened this run
 	frozen   bool             // the scheduler takes no more steps: the drain deadline cancels the calls
 	runAcked map[string]int   // lane → the highest seq acked this run
 	handback map[string][]int // lane → seqs handed back this run, in the order of the calls
@@ -822,19 +837,44 @@ func (s *overlapSink) settledAll() int {
 	return len(s.terminal)
 }
 
+// sourceOpened starts an epoch of the run: after a restart, what the
+// last source handed back comes again, and is checked afresh.
+func (s *overlapSink) sourceOpened() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch > 0 {
+		s.endEpoch()
+		s.cov.restarts++
+	}
+	s.epoch++
+	s.runAcked = map[string]int{}
+	s.handback = map[string][]int{}
+}
+
+// endEpoch checks, per lane, that nothing was handed back before a
+// message acked after it: its redelivery would land after that one.
+// s.mu is held.
+func (s *overlapSink) endEpoch() {
+	for lane, hb := range s.handback {
+		if acked, ok := s.runAcked[lane]; ok && len(hb) > 0 && slices.Min(hb) < acked {
+			s.t.Errorf("seed %d run %d.%d: lane %q: %d handed back, %d acked after it in the lane: its redelivery lands after",
+				s.sc.seed, s.run, s.epoch, lane, slices.Min(hb), acked)
+		}
+	}
+}
+
 func (s *overlapSink) beginRun() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.run++
+	s.epoch = 0
 	s.open = nil // the last run routed all its calls
 	s.runAcked = map[string]int{}
 	s.handback = map[string][]int{}
 }
 
 // checkRun checks what a run left: every delivery settled once per
-// receipt, never more in flight than max_in_flight, and per lane nothing
-// handed back before a message acked after it (its redelivery would land
-// after that one).
+// receipt, never more in flight than max_in_flight, and endEpoch.
 func (s *overlapSink) checkRun(q *memQueue) {
 	seed := s.sc.seed
 	out, most := q.stats()
@@ -852,12 +892,7 @@ func (s *overlapSink) checkRun(q *memQueue) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for lane, hb := range s.handback {
-		if acked, ok := s.runAcked[lane]; ok && len(hb) > 0 && slices.Min(hb) < acked {
-			s.t.Errorf("seed %d run %d: lane %q: %d handed back, %d acked after it in the lane: its redelivery lands after",
-				seed, s.run, lane, slices.Min(hb), acked)
-		}
-	}
+	s.endEpoch()
 }
 
 // checkEnd checks the end of a scenario: each message acked once, or
