@@ -76,15 +76,16 @@ says what was read, written, dead-lettered and left behind.
 Exit status: 0 drained and everything written; 3 drained, some messages
 dead-lettered (see the report); 4 not drained (timeout, scheduled messages
 left, messages that arrived late, messages not copied, stuck messages that
-nothing takes, messages the source's broker dead-lettered; a dry run that
-finds messages that would be stuck); 5 drained, but the counts prove
-messages lost (the sink merged distinct messages sharing a deduplication id,
-or messages left the source another way); 1 failed (configuration, unreachable
-broker, missing source or sink; a failed pipeline does not stop the others);
-2 usage, or not confirmed (nothing was done); 130 interrupted (in-flight
-messages finished or handed back; pipelines not started are listed as
-skipped). Running the same command again resumes: a move continues from what
-is left; a copy with -state continues after its checkpoint.
+nothing takes, messages the source's broker dead-lettered, deferred
+Service Bus messages; a dry run that finds messages that would be stuck); 5
+drained, but the counts prove messages lost (the sink merged distinct
+messages sharing a deduplication id, or messages left the source another
+way); 1 failed (configuration, unreachable broker, missing source or sink; a
+failed pipeline does not stop the others); 2 usage, or not confirmed
+(nothing was done); 130 interrupted (in-flight messages finished or handed
+back; pipelines not started are listed as skipped). Running the same command
+again resumes: a move continues from what is left; a copy with -state
+continues after its checkpoint.
 
 Flags may follow FILE_OR_DIR. Pipelines run one after the other: in the
 order of the -pipeline flags, else in file order; -parallel N runs up to N

@@ -70,6 +70,30 @@ func TestMigrateUsage(t *testing.T) {
 	}
 }
 
+// The help's exit status 4 names every cause docs/migrate.md lists under
+// it: deferred Service Bus messages were missing there.
+func TestMigrateHelpExitNotDrained(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := dispatch(context.Background(), []string{"migrate", "-h"}, stdio{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	help := strings.Join(strings.Fields(errb.String()), " ") // the text is wrapped
+	_, clause, ok := strings.Cut(help, "4 not drained (")
+	clause, _, _ = strings.Cut(clause, "); 5 drained")
+	if !ok {
+		t.Fatalf("no exit status 4 in the help:\n%s", errb.String())
+	}
+	for _, want := range []string{
+		"timeout", "scheduled messages left", "messages that arrived late", "messages not copied",
+		"stuck messages that nothing takes", "messages the source's broker dead-lettered",
+		"deferred Service Bus messages", "a dry run that finds messages that would be stuck",
+	} {
+		if !strings.Contains(clause, want) {
+			t.Errorf("exit status 4 lacks %q: %q", want, clause)
+		}
+	}
+}
+
 // TestMigrateDeclinedIsNotAFailure answers n at the prompt: nothing ran,
 // which exits 2 (as a move without -yes and no terminal), not 1 (failed).
 func TestMigrateDeclinedIsNotAFailure(t *testing.T) {
