@@ -477,8 +477,8 @@ func warnSampled(w io.Writer, pipes []*config.Pipeline, sample int64) {
 		if _, err := p.WithBrowsingSource(0); err == nil {
 			continue
 		}
-		fmt.Fprintf(w, "qbridge migrate: pipeline %s: %s %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; %s\n",
-			p.Name, article(p.Spec.Source.Kind), p.Spec.Source.Kind, sample, sampleCost(p.Spec.Source.Kind))
+		fmt.Fprintf(w, "qbridge migrate: pipeline %s: %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; %s\n",
+			p.Name, aKind(p.Spec.Source.Kind), sample, sampleCost(p.Spec.Source.Kind))
 	}
 }
 
@@ -494,10 +494,22 @@ func sampleCost(kind string) string {
 	return "each one counts as a delivery where the broker counts them (a redelivery limit may act on it)"
 }
 
-// article is "an" before a kind that begins with a vowel (amqp), else "a".
-func article(word string) string {
-	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
-		return "an"
+// aKind names an adapter kind for a sentence, with its article: "an SQS",
+// "a Service Bus". The article goes by how the name is said, not by its
+// first letter (it said "a sqs source").
+func aKind(kind string) string {
+	switch kind {
+	case "sqs":
+		return "an SQS"
+	case "amqp":
+		return "an AMQP"
+	case "servicebus":
+		return "a Service Bus"
+	case "nats":
+		return "a NATS"
 	}
-	return "a"
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
 }

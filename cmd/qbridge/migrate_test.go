@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qbridge/qbridge/internal/config"
 )
 
 func TestMigrateUsage(t *testing.T) {
@@ -200,6 +202,41 @@ func TestSampleCostNamesTheBroker(t *testing.T) {
 		got := sampleCost(kind)
 		if !strings.Contains(got, want) || (kind != "sqs" && strings.Contains(got, "ApproximateReceiveCount")) {
 			t.Errorf("%s: %q, want it to say %q", kind, got, want)
+		}
+	}
+}
+
+// The dry run's sampling note names the source's kind with the article it
+// is said with: it wrote "a sqs source".
+func TestSampledNoteNamesTheKind(t *testing.T) {
+	for _, tc := range []struct {
+		source, want string
+	}{
+		{`source "sqs" {
+    region     = "us-east-1"
+    queue_name = "q"
+  }`, "pipeline p: an SQS source cannot be read without receiving"},
+	} {
+		hcl := "pipeline \"p\" {\n  " + tc.source + "\n  sink \"nats\" {\n    url     = \"nats://127.0.0.1:4222\"\n    subject = \"out\"\n  }\n}\n"
+		cfg, diags := config.NewLoader().LoadBytes("test.hcl", []byte(hcl))
+		if diags.HasErrors() {
+			t.Fatalf("config: %s\n%s", diags.Error(), hcl)
+		}
+		var buf bytes.Buffer
+		warnSampled(&buf, cfg.Pipelines, 100)
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%q, want %q", buf.String(), tc.want)
+		}
+	}
+}
+
+func TestAKind(t *testing.T) {
+	for kind, want := range map[string]string{
+		"sqs": "an SQS", "amqp": "an AMQP", "servicebus": "a Service Bus", "nats": "a NATS",
+		"memq": "a memq", "other": "an other",
+	} {
+		if got := aKind(kind); got != want {
+			t.Errorf("%s: %q, want %q", kind, got, want)
 		}
 	}
 }
