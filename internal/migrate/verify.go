@@ -123,6 +123,12 @@ func verification(j *JobReport, mode Mode) *Verification {
 	}
 	v := &Verification{Expected: put - forgiven}
 	if j.SinkBefore == nil || j.SinkAfter == nil {
+		if !j.sinkCountable {
+			// Its broker has no count to give (an AMQP queue): the Go
+			// error ("unsupported operation") tells a user nothing more.
+			v.Note = "the sink cannot be counted: its broker offers no message count for this sink, so the verification could not be done"
+			return v
+		}
 		v.Note = "the sink cannot be counted: nothing to compare with"
 		if e := j.CountErrors["sink"]; e != "" {
 			v.Note += " (" + e + ")"

@@ -71,8 +71,10 @@ func TestVerification(t *testing.T) {
 			mode: ModeMove, checked: true, note: "3 fewer than migrate wrote, and it does not drop duplicates: another consumer"},
 		{name: "more: another producer", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: bl(0, 0), SinkAfter: bl(6, 0)},
 			mode: ModeMove, verified: true, checked: true, note: "2 more"},
-		{name: "uncountable sink", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: nil, SinkAfter: nil, CountErrors: map[string]string{"sink": "an AMQP queue cannot be counted"}},
-			mode: ModeMove, note: "cannot be counted: nothing to compare with (an AMQP queue cannot be counted)"},
+		{name: "uncountable sink", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: nil, SinkAfter: nil, CountErrors: map[string]string{"sink": "counting the amqp sink: unsupported operation"}},
+			mode: ModeMove, note: "the sink cannot be counted: its broker offers no message count for this sink, so the verification could not be done"},
+		{name: "countable sink whose count failed", j: JobReport{Counts: Counts{Written: 4}, SinkBefore: nil, SinkAfter: nil, sinkCountable: true, CountErrors: map[string]string{"sink": "memq: count: timed out"}},
+			mode: ModeMove, note: "cannot be counted: nothing to compare with (memq: count: timed out)"},
 		// A resumed copy writes again what the last run wrote past its
 		// checkpoint: an audit saw every exact resume into a FIFO queue
 		// reported "NOT verified".
