@@ -360,20 +360,15 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 // loaded at start when the logs are JSON (-log-format, QBRIDGE_LOG_FORMAT,
 // else the log block of a configuration that loaded), else nil.
 func (d *daemon) jsonStartLog(cfg *config.Config) *slog.Logger {
-	format, level := d.logOverride.format, slog.LevelInfo
+	l := config.Log{Level: slog.LevelInfo}
 	if cfg != nil {
-		level = cfg.Log.Level
-		if format == "" {
-			format = cfg.Log.Format
-		}
+		l = cfg.Log
 	}
-	if format != "json" {
+	d.logOverride.apply(&l)
+	if l.Format != "json" {
 		return nil
 	}
-	if d.logOverride.level != "" {
-		level = d.logOverride.lvl
-	}
-	return newLogger(d.std.Err, format, level)
+	return newLogger(d.std.Err, l.Format, l.Level)
 }
 
 // logDiagnostics logs the configuration's problems, one line each.
