@@ -31,7 +31,18 @@ type connString struct {
 	emulator   bool
 }
 
+// parseConnString parses s. Its errors quote what was written, so that the
+// user sees the mistake, but never the key or the token's signature, even
+// where one was pasted into another field.
 func parseConnString(s string) (*connString, error) {
+	cs, err := parseConnStringParts(s)
+	if err != nil {
+		return nil, errors.New(scrubSecrets(err.Error(), connStringSecrets(s)))
+	}
+	return cs, nil
+}
+
+func parseConnStringParts(s string) (*connString, error) {
 	cs := &connString{raw: s}
 	var hasKey, hasKeyName, hasSAS bool
 	for _, part := range strings.Split(s, ";") {
@@ -117,6 +128,39 @@ func hostPort(hp, def string) (host, port string) {
 		return h, p
 	}
 	return strings.Trim(hp, "[]"), def
+}
+
+// connStringSecrets are the key and signature values written in s, raw as
+// they may be quoted. Shorter than 8 characters they cannot be a real key
+// (44) or signature, and replacing them would garble the message.
+func connStringSecrets(s string) []string {
+	var out []string
+	add := func(v string) {
+		if len(v) >= 8 {
+			out = append(out, v)
+		}
+	}
+	for _, part := range strings.Split(s, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch {
+		case strings.EqualFold(k, "SharedAccessKey"):
+			add(v)
+		case strings.EqualFold(k, "SharedAccessSignature"):
+			for _, kv := range strings.Split(v, "&") {
+				if n, sig, ok := strings.Cut(kv, "="); ok && n == "sig" {
+					add(sig)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func scrubSecrets(msg string, secrets []string) string {
+	for _, v := range secrets {
+		msg = strings.ReplaceAll(msg, v, "…")
+	}
+	return msg
 }
 
 func redactPart(p string) string {
