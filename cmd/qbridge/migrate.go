@@ -478,7 +478,7 @@ func warnSampled(w io.Writer, pipes []*config.Pipeline, sample int64) {
 			continue
 		}
 		fmt.Fprintf(w, "qbridge migrate: pipeline %s: %s source cannot be read without receiving, so the dry run reads a sample of at most %d messages (-sample) and hands them back; %s\n",
-			p.Name, aKind(p.Spec.Source.Kind), sample, sampleCost(p.Spec.Source.Kind))
+			p.Name, config.AKind(p.Spec.Source.Kind), sample, sampleCost(p.Spec.Source.Kind))
 	}
 }
 
@@ -492,24 +492,4 @@ func sampleCost(kind string) string {
 		return "each one counts as a delivery (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs many times), and on a session entity, which hands out one message at a time, the sample is one message per session"
 	}
 	return "each one counts as a delivery where the broker counts them (a redelivery limit may act on it)"
-}
-
-// aKind names an adapter kind for a sentence, with its article: "an SQS",
-// "a Service Bus". The article goes by how the name is said, not by its
-// first letter (it said "a sqs source").
-func aKind(kind string) string {
-	switch kind {
-	case "sqs":
-		return "an SQS"
-	case "amqp":
-		return "an AMQP"
-	case "servicebus":
-		return "a Service Bus"
-	case "nats":
-		return "a NATS"
-	}
-	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
-		return "an " + kind
-	}
-	return "a " + kind
 }

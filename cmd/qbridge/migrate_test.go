@@ -230,17 +230,6 @@ func TestSampledNoteNamesTheKind(t *testing.T) {
 	}
 }
 
-func TestAKind(t *testing.T) {
-	for kind, want := range map[string]string{
-		"sqs": "an SQS", "amqp": "an AMQP", "servicebus": "a Service Bus", "nats": "a NATS",
-		"memq": "a memq", "other": "an other",
-	} {
-		if got := aKind(kind); got != want {
-			t.Errorf("%s: %q, want %q", kind, got, want)
-		}
-	}
-}
-
 // -report - writes the JSON report to standard output, alone (the summary
 // goes to standard error): it wrote a file named "-".
 func TestMigrateReportToStdout(t *testing.T) {

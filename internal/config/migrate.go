@@ -39,7 +39,7 @@ func (p *Pipeline) CountSink(ctx context.Context, log *slog.Logger) (driver.Back
 func (p *Pipeline) WithBrowsingSource(after uint64) (*Pipeline, error) {
 	k := lookupKind(p.Spec.Source.Kind)
 	if k == nil || k.browse == nil {
-		return nil, fmt.Errorf("pipeline %q: a %s source cannot be read without consuming it: %w", p.Name, p.Spec.Source.Kind, driver.ErrCannotBrowse)
+		return nil, fmt.Errorf("pipeline %q: %s source cannot be read without consuming it: %w", p.Name, AKind(p.Spec.Source.Kind), driver.ErrCannotBrowse)
 	}
 	cfg, err := k.browse(p.Spec.Source.Config, after)
 	if err != nil {
@@ -68,7 +68,7 @@ func (p *Pipeline) ForMigration() *Pipeline {
 func (p *Pipeline) WithDeadLetterSource(ctx context.Context, log *slog.Logger) (*Pipeline, error) {
 	k := lookupKind(p.Spec.Source.Kind)
 	if k == nil || k.deadLetterSource == nil {
-		return nil, fmt.Errorf("pipeline %q: %w: a %s source keeps none (its dead letters go where dead_letter sends them)", p.Name, driver.ErrNoDeadLetterQueue, p.Spec.Source.Kind)
+		return nil, fmt.Errorf("pipeline %q: %w: %s source keeps none (its dead letters go where dead_letter sends them)", p.Name, driver.ErrNoDeadLetterQueue, AKind(p.Spec.Source.Kind))
 	}
 	cfg, err := k.deadLetterSource(ctx, p.Spec.Source.Config, orDefault(log))
 	if err != nil {
@@ -120,7 +120,7 @@ func orDefault(log *slog.Logger) *slog.Logger {
 func (p *Pipeline) DryRunDefinition(log *slog.Logger) (bridge.Definition, error) {
 	k := lookupKind(p.Spec.Sink.Kind)
 	if k == nil || k.openDrySink == nil {
-		return bridge.Definition{}, fmt.Errorf("pipeline %q: a %s sink cannot encode without sending: %w", p.Name, p.Spec.Sink.Kind, ErrUnsupported)
+		return bridge.Definition{}, fmt.Errorf("pipeline %q: %s sink cannot encode without sending: %w", p.Name, AKind(p.Spec.Sink.Kind), ErrUnsupported)
 	}
 	d, err := p.Definition(log)
 	if err != nil {

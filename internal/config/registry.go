@@ -22,6 +22,26 @@ import (
 // rather than "unknown".
 var KnownKinds = []string{"amqp", "nats", "servicebus", "sqs"}
 
+// AKind names an adapter kind for a sentence, with its article: "an SQS",
+// "a Service Bus". The article goes by how the name is said, not by its
+// first letter (it said "a sqs source").
+func AKind(kind string) string {
+	switch kind {
+	case "sqs":
+		return "an SQS"
+	case "amqp":
+		return "an AMQP"
+	case "servicebus":
+		return "a Service Bus"
+	case "nats":
+		return "a NATS"
+	}
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
 // AdapterKind describes one adapter kind for Register, following the adapters'
 // convention: package adapters/<kind> exports SourceConfig and SinkConfig
 // (gohcl-tagged, each with a Validate() error method) and the two
