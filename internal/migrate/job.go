@@ -988,7 +988,7 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 					// The log has no attempt's error: none had returned (an
 					// audit got this with nothing to go on).
 					return OutcomeFailed, "", fmt.Sprintf("not connected after %s: no attempt to open the adapters has returned yet (a broker that takes the connection and does not answer, or a host name that does not resolve, takes longer than that); -connect-timeout %s also covers the counts before the run: give it more to see the attempt's error",
-						now.Sub(since).Round(time.Second), opt.ConnectTimeout)
+						round(now.Sub(since)), opt.ConnectTimeout)
 				}
 				if errors.Is(notReady, bridge.ErrStalled) {
 					// Connected, and the sink refuses every send: the
@@ -1002,7 +1002,7 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 					// on its first receive) and then fails never connected.
 					what = "connection lost for"
 				}
-				return OutcomeFailed, "", fmt.Sprintf("%s %s: %s (the log has each attempt's error)", what, now.Sub(since).Round(time.Second), cause)
+				return OutcomeFailed, "", fmt.Sprintf("%s %s: %s (the log has each attempt's error)", what, round(now.Sub(since)), cause)
 			}
 			if st.Running {
 				w.everRan = true
@@ -1260,7 +1260,7 @@ func (w *watch) figures(c Counts, snap snapshot) Figures {
 		Skipped: snap.skipped, Stuck: snap.stuck,
 	}
 	if w.j.opt.Mode == ModeDryRun {
-		f.Written = 0
+		f.Written, f.DryRun = 0, true
 	}
 	now := time.Now()
 	f.Rate = w.recent.rate(now, f.Done, w.start)

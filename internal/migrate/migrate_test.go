@@ -678,6 +678,11 @@ func TestConnectTimeoutSaysWhy(t *testing.T) {
 	if rep.Outcome != OutcomeFailed || !strings.Contains(rep.Reason, "not connected after") {
 		t.Fatalf("outcome %s: %s", rep.Outcome, rep.Reason)
 	}
+	// A timeout under a second is not rounded away (it said "not
+	// connected after 0s").
+	if strings.Contains(rep.Reason, "after 0s") {
+		t.Errorf("reason %q", rep.Reason)
+	}
 	// Nothing was written: nothing to verify (it said "verified: the sink
 	// grew by 0, 0 written").
 	if s := summaryOf(rep); rep.Jobs[0].Verification != nil || strings.Contains(s, "verified") {
@@ -822,6 +827,17 @@ func TestLogProgressReportsFigures(t *testing.T) {
 	}
 	if strings.Contains(out, "moved=10 ") {
 		t.Errorf("the first update should wait one interval:\n%s", out)
+	}
+}
+
+// A dry run's lines count what it read: it moves nothing (they said
+// "moved=20").
+func TestLogProgressDryRunSaysRead(t *testing.T) {
+	var buf bytes.Buffer
+	lp := &LogProgress{Log: slog.New(slog.NewTextHandler(&buf, nil)), Every: time.Nanosecond}
+	lp.Finish("p", Figures{Done: 20, Total: 20, DryRun: true}, OutcomeComplete)
+	if out := buf.String(); !strings.Contains(out, " read=20 ") || strings.Contains(out, "moved=") {
+		t.Errorf("dry run's line: %s", out)
 	}
 }
 

@@ -26,6 +26,7 @@ type Figures struct {
 	Stuck        int64   // messages nothing takes: they stay at the source
 	Rate         float64 // messages per second since the start
 	ETA          time.Duration
+	DryRun       bool // Done counts what was read: nothing moved
 }
 
 // Progress shows a migration's progress.
@@ -91,7 +92,11 @@ func (l *LogProgress) Finish(job string, f Figures, o Outcome) {
 func (l *LogProgress) Close() {}
 
 func figureAttrs(job string, f Figures) []any {
-	a := []any{"pipeline", job, "moved", f.Done}
+	done := "moved"
+	if f.DryRun {
+		done = "read" // a dry run's progress said "moved=20"
+	}
+	a := []any{"pipeline", job, done, f.Done}
 	if f.Total >= 0 {
 		a = append(a, "total", f.Total)
 		if f.Total > 0 {
