@@ -373,7 +373,11 @@ func TestOverlapMaxInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "large messages" {
-				defer func(n int) { overlapMaxBytes = n }(overlapMaxBytes)
+				// Restored by a cleanup registered before start's, so after
+				// the pipeline has stopped: a defer ran while it still read
+				// the value (a race -race caught in CI).
+				n := overlapMaxBytes
+				t.Cleanup(func() { overlapMaxBytes = n })
 				overlapMaxBytes = 10 * (itemOverhead + 4) // ten messages weigh more
 			}
 			q := newQueue(t)
