@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -176,18 +177,54 @@ func (m *Metrics) untrack(p *Pipeline) {
 	m.mu.Unlock()
 }
 
-// Forget deletes the counters of a pipeline that no longer exists, so a
+// families are every metric family with a pipeline label.
+func (m *Metrics) families() []*prometheus.MetricVec {
+	return []*prometheus.MetricVec{
+		m.received.MetricVec, m.sent.MetricVec, m.acked.MetricVec, m.nacked.MetricVec, m.retried.MetricVec,
+		m.throttled.MetricVec, m.deadLettered.MetricVec, m.dropped.MetricVec, m.encoded.MetricVec,
+		m.errors.MetricVec, m.restarts.MetricVec, m.sinkLatency.MetricVec, m.e2eLatency.MetricVec,
+		envelopeShed.MetricVec,
+	}
+}
+
+// Forget deletes every series of a pipeline that no longer exists, so a
 // reload that removes pipelines does not leave their series behind.
 func (m *Metrics) Forget(pipeline string) {
 	l := prometheus.Labels{"pipeline": pipeline}
-	for _, v := range []*prometheus.CounterVec{
-		m.received, m.sent, m.acked, m.nacked, m.retried, m.throttled, m.deadLettered, m.dropped, m.encoded, m.errors, m.restarts,
-	} {
+	for _, v := range m.families() {
 		v.DeletePartialMatch(l)
 	}
-	m.sinkLatency.DeletePartialMatch(l)
-	m.e2eLatency.DeletePartialMatch(l)
-	envelopeShed.DeletePartialMatch(l)
+}
+
+// series is one series a pipeline instance counts in: its family and
+// label values.
+type series struct {
+	vec *prometheus.MetricVec
+	lvs string // the label values, joined by seriesSep
+}
+
+// seriesSep is no UTF-8, as label values are.
+const seriesSep = "\xff"
+
+// retire deletes the series of old, a stopped pipeline instance, that
+// next (the same pipeline restarted by a reload; nil when it was removed)
+// does not count in: a sink changed from nats to sqs must not leave
+// adapter="nats" series behind, while the series both share keep their
+// values.
+func (m *Metrics) retire(old, next *pipelineMetrics) {
+	if next == nil {
+		m.Forget(old.name)
+		return
+	}
+	keep := make(map[series]bool, len(next.series))
+	for _, s := range next.series {
+		keep[s] = true
+	}
+	for _, s := range old.series {
+		if !keep[s] {
+			s.vec.DeleteLabelValues(strings.Split(s.lvs, seriesSep)...)
+		}
+	}
 }
 
 // pipelineMetrics are one pipeline's metrics, curried once so the hot path
@@ -201,33 +238,43 @@ type pipelineMetrics struct {
 	sinkLatency, e2eLatency                   prometheus.Observer
 	errAck, errNack, errExtend, errDeadLetter prometheus.Counter
 	errReceive, errOpen, errClose             prometheus.Counter
+	// series are the ones curried above, for retire.
+	series []series
 }
 
 // forPipeline curries the metrics of one pipeline. Dead-letter sends are
 // counted by messages_dead_lettered_total only, not as sent.
 func (m *Metrics) forPipeline(name, source, sink, deadLetterSink string) *pipelineMetrics {
-	e := func(op string) prometheus.Counter { return m.errors.WithLabelValues(name, op) }
-	pm := &pipelineMetrics{
-		m: m, name: name,
-		received:  m.received.WithLabelValues(name, source),
-		acked:     m.acked.WithLabelValues(name, source),
-		nacked:    m.nacked.WithLabelValues(name, source),
-		restarts:  m.restarts.WithLabelValues(name, source),
-		sent:      m.sent.WithLabelValues(name, sink),
-		retried:   m.retried.WithLabelValues(name, sink),
-		throttled: m.throttled.WithLabelValues(name, sink),
-		dropped:   m.dropped.WithLabelValues(name, sink, roleSink),
-		encoded:   m.encoded.WithLabelValues(name, sink, roleSink),
-
-		sinkLatency: m.sinkLatency.WithLabelValues(name, sink),
-		e2eLatency:  m.e2eLatency.WithLabelValues(name),
-
-		errAck: e("ack"), errNack: e("nack"), errExtend: e("extend"), errDeadLetter: e("dead_letter"),
-		errReceive: e("receive"), errOpen: e("open"), errClose: e("close"),
+	pm := &pipelineMetrics{m: m, name: name}
+	// with records each curried series, so that retire knows them.
+	with := func(v *prometheus.MetricVec, lvs ...string) prometheus.Metric {
+		pm.series = append(pm.series, series{v, strings.Join(lvs, seriesSep)})
+		c, err := v.GetMetricWithLabelValues(lvs...)
+		if err != nil {
+			panic(err) // a label count that does not match is a bug here
+		}
+		return c
 	}
+	counter := func(v *prometheus.CounterVec, lvs ...string) prometheus.Counter {
+		return with(v.MetricVec, lvs...).(prometheus.Counter)
+	}
+	e := func(op string) prometheus.Counter { return counter(m.errors, name, op) }
+	pm.received = counter(m.received, name, source)
+	pm.acked = counter(m.acked, name, source)
+	pm.nacked = counter(m.nacked, name, source)
+	pm.restarts = counter(m.restarts, name, source)
+	pm.sent = counter(m.sent, name, sink)
+	pm.retried = counter(m.retried, name, sink)
+	pm.throttled = counter(m.throttled, name, sink)
+	pm.dropped = counter(m.dropped, name, sink, roleSink)
+	pm.encoded = counter(m.encoded, name, sink, roleSink)
+	pm.sinkLatency = with(m.sinkLatency.MetricVec, name, sink).(prometheus.Observer)
+	pm.e2eLatency = with(m.e2eLatency.MetricVec, name).(prometheus.Observer)
+	pm.errAck, pm.errNack, pm.errExtend, pm.errDeadLetter = e("ack"), e("nack"), e("extend"), e("dead_letter")
+	pm.errReceive, pm.errOpen, pm.errClose = e("receive"), e("open"), e("close")
 	if deadLetterSink != "" {
-		pm.dlDropped = m.dropped.WithLabelValues(name, deadLetterSink, roleDeadLetter)
-		pm.dlEncoded = m.encoded.WithLabelValues(name, deadLetterSink, roleDeadLetter)
+		pm.dlDropped = counter(m.dropped, name, deadLetterSink, roleDeadLetter)
+		pm.dlEncoded = counter(m.encoded, name, deadLetterSink, roleDeadLetter)
 	}
 	// Every reason's series exists from the start at 0, so rate() and
 	// increase() alerts see the first dead letter (a series that appears

@@ -106,8 +106,20 @@ func (s *Supervisor) Apply(defs []Definition) error {
 	// Stop changed pipelines before starting their new version: two
 	// instances consuming one source at once would break group order.
 	s.stopAll(stop)
+	next := make(map[string]*Pipeline, len(built))
+	for _, p := range built {
+		next[p.name] = p
+	}
+	for _, in := range stop {
+		// Stopped for good, or restarted with other adapter kinds: what
+		// the old instance alone counted in would stay on /metrics.
+		var successor *pipelineMetrics
+		if p := next[in.p.name]; p != nil && p.met.m == in.p.met.m {
+			successor = p.met
+		}
+		in.p.met.m.retire(in.p.met, successor)
+	}
 	for _, name := range removed {
-		s.metrics.Forget(name)
 		s.log.Info("pipeline removed", "pipeline", name)
 	}
 	for i, p := range built {

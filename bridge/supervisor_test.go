@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // supervised is one pipeline's adapters in a supervisor test.
@@ -108,5 +110,62 @@ func TestSupervisorReadyReportsNotRunning(t *testing.T) {
 	err := sup.Ready(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `pipeline "a": not running`) {
 		t.Fatalf("Ready = %v", err)
+	}
+}
+
+// TestSupervisorApplyRetiresSeries: a reload leaves no series behind for a
+// pipeline it removed, nor for the adapter kinds a changed pipeline no
+// longer uses, and an unchanged pipeline's counters keep counting from
+// where they were.
+func TestSupervisorApplyRetiresSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	sup := NewSupervisor(quietLog, NewMetrics(reg))
+	defer sup.Stop()
+	kept, changed, removed := newSupervised(t), newSupervised(t), newSupervised(t)
+	withKinds := func(d Definition, sink, deadLetter string) Definition {
+		d.Config.SinkKind = sink
+		if deadLetter != "" {
+			d.Config.DeadLetter = DeadLetter{Sink: newSink(t).open, SinkKind: deadLetter}
+		}
+		return d
+	}
+	if err := sup.Apply([]Definition{
+		kept.def("kept", 1),
+		withKinds(changed.def("changed", 1), "nats", "amqp"),
+		removed.def("removed", 1),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kept.q.push(msg("g", 0))
+	changed.q.push(msg("g", 0))
+	const keptSent = `qbridge_messages_sent_total{adapter="mem",pipeline="kept"}`
+	eventually(t, 5*time.Second, "both sent", func() bool {
+		got := gather(t, reg)
+		return got[keptSent] == 1 && got[`qbridge_messages_sent_total{adapter="nats",pipeline="changed"}`] == 1
+	})
+
+	// The sink of "changed" is now SQS, without a dead-letter sink.
+	if err := sup.Apply([]Definition{kept.def("kept", 1), withKinds(changed.def("changed", 2), "sqs", "")}); err != nil {
+		t.Fatal(err)
+	}
+	got := gather(t, reg)
+	for key := range got {
+		if strings.Contains(key, `pipeline="removed"`) {
+			t.Errorf("removed pipeline's series still exported: %s", key)
+		}
+		if strings.Contains(key, `pipeline="changed"`) && (strings.Contains(key, `adapter="nats"`) || strings.Contains(key, `adapter="amqp"`)) {
+			t.Errorf("changed pipeline's old adapter still exported: %s", key)
+		}
+	}
+	for key, want := range map[string]float64{
+		keptSent: 1,
+		`qbridge_messages_received_total{adapter="mem",pipeline="kept"}`: 1,
+		// The source did not change kind: its counts go on.
+		`qbridge_messages_received_total{adapter="mem",pipeline="changed"}`: 1,
+		`qbridge_messages_sent_total{adapter="sqs",pipeline="changed"}`:     0,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		}
 	}
 }
