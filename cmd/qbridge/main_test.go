@@ -31,7 +31,7 @@ func TestDispatch(t *testing.T) {
 		{"help lists every command", []string{"-h"}, 0, "run        run the bridge daemon", ""},
 		{"help command", []string{"help", "validate"}, 0, "", "usage: qbridge validate"},
 		{"unknown", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
-		{"version", []string{"version"}, 0, "adapters: amqp, memtest, nats, servicebus, sqs", ""},
+		{"version", []string{"version"}, 0, "adapters: amqp, memtest, memtest2, nats, servicebus, sqs", ""},
 		{"--version", []string{"--version"}, 0, "qbridge ", ""},
 		{"version with args", []string{"version", "x"}, 2, "", "usage: qbridge version"},
 	}

@@ -116,9 +116,17 @@ func (s memSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 }
 func (s memSink) Close(context.Context) error { return nil }
 
+// memtest2 is the same adapter under a second kind, for reloads that
+// change a pipeline's adapter kind.
 func init() {
+	for _, kind := range []string{"memtest", "memtest2"} {
+		registerMemKind(kind)
+	}
+}
+
+func registerMemKind(kind string) {
 	config.Register(config.AdapterKind[memSourceConfig, memSinkConfig]{
-		Name: "memtest",
+		Name: kind,
 		NewSource: func(_ context.Context, c memSourceConfig, _ *slog.Logger) (driver.Source, error) {
 			memStats.Lock()
 			memStats.opens[c.Name]++
@@ -456,5 +464,68 @@ func TestDaemonJSONLogsDiagnosticsAtStart(t *testing.T) {
 				t.Errorf("no %q line; log:\n%s", tt.want, r.log)
 			}
 		})
+	}
+}
+
+// TestDaemonReloadRetiresSeries: after a reload, /metrics has no series of
+// a pipeline it removed nor of the sink kind a changed pipeline left (an
+// alert on qbridge_pipeline_ready == 0 or a dashboard by adapter saw
+// ghosts), and an unchanged pipeline's counters keep their values.
+func TestDaemonReloadRetiresSeries(t *testing.T) {
+	dir := t.TempDir()
+	kept, changed, removed := uniq("kept"), uniq("changed"), uniq("removed")
+	pipeline := func(name, source string, messages int, sink string) string {
+		return fmt.Sprintf("pipeline %q {\n  source \"memtest\" {\n    name = %q\n    messages = %d\n  }\n  sink %q {}\n  shutdown_timeout = \"2s\"\n}\n", name, source, messages, sink)
+	}
+	header := "http { listen = \"127.0.0.1:0\" }\nlog { format = \"json\" }\n"
+	keptPipeline := pipeline("kept", kept, 1, "memtest")
+	path := writeFile(t, dir, "m.hcl", header+keptPipeline+pipeline("changed", changed, 1, "memtest")+pipeline("removed", removed, 1, "memtest"))
+	d := startDaemon(t, path)
+	var base string
+	select {
+	case a := <-d.addr:
+		base = "http://" + a.String()
+	case c := <-d.code:
+		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
+	}
+	sent := func(pipeline, adapter string) string {
+		return `qbridge_messages_sent_total{adapter="` + adapter + `",pipeline="` + pipeline + `"} `
+	}
+	eventually(t, "each pipeline sent its message", func() bool {
+		_, body := get(t, base+"/metrics")
+		return strings.Contains(body, sent("kept", "memtest")+"1\n") && strings.Contains(body, sent("changed", "memtest")+"1\n") &&
+			strings.Contains(body, sent("removed", "memtest")+"1\n") && strings.Contains(body, `qbridge_pipeline_ready{pipeline="removed"} 1`)
+	})
+
+	// The sink of "changed" is now another kind (its source sends no more).
+	writeFile(t, dir, "m.hcl", header+keptPipeline+pipeline("changed", changed, 0, "memtest2"))
+	d.sig <- syscall.SIGHUP
+	eventually(t, "the reload applied", func() bool { return strings.Contains(d.log.String(), `"msg":"configuration reloaded"`) })
+	_, body := get(t, base+"/metrics")
+	for line := range strings.Lines(body) {
+		if strings.Contains(line, `pipeline="removed"`) {
+			t.Errorf("the removed pipeline's series is still on /metrics: %s", line)
+		}
+		if strings.Contains(line, `adapter="memtest",pipeline="changed"`) &&
+			!strings.Contains(line, "_received_total") && !strings.Contains(line, "_acked_total") &&
+			!strings.Contains(line, "_nacked_total") && !strings.Contains(line, "_source_restarts_total") {
+			t.Errorf("the changed pipeline's old sink kind is still on /metrics: %s", line)
+		}
+	}
+	for _, want := range []string{
+		sent("kept", "memtest") + "1\n",
+		`qbridge_messages_received_total{adapter="memtest",pipeline="kept"} 1` + "\n",
+		sent("changed", "memtest2") + "0\n",
+		// Its source kept its kind: the count goes on.
+		`qbridge_messages_received_total{adapter="memtest",pipeline="changed"} 1` + "\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("after the reload, /metrics lacks %q:\n%s", want, body)
+		}
+	}
+
+	d.sig <- syscall.SIGTERM
+	if code := d.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; log:\n%s", code, d.log)
 	}
 }
