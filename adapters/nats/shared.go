@@ -1,6 +1,10 @@
 package nats
 
-import "fmt"
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+)
 
 // EmbeddedServer is, for a block with embedded = true, the server it
 // shares with every other block on the same store_dir (one server per
@@ -26,4 +30,29 @@ func EmbeddedServer(c ConnConfig) (key, settings, described string) {
 		described += ", no credentials"
 	}
 	return cc.StoreDir, settings, described
+}
+
+// HoldEmbedded starts, or joins, the embedded server c names and returns
+// once it accepts connections, with its client URL and the release of this
+// hold. The daemon holds each embedded server from its start, so that the
+// server listens while a pipeline using it still waits for its other side
+// (an unreachable Service Bus or SQS): the apps of a sidecar connect to it
+// before the bridge does. A c that is not embedded holds nothing: release
+// is nil, and so is the error.
+func HoldEmbedded(c ConnConfig, log *slog.Logger) (url string, release func(), err error) {
+	cc, err := c.resolve()
+	if err != nil {
+		return "", nil, err
+	}
+	if !cc.Embedded {
+		return "", nil, nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e, err := acquireEmbedded(cc, log)
+	if err != nil {
+		return "", nil, err
+	}
+	return e.url(), sync.OnceFunc(e.release), nil
 }

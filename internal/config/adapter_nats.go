@@ -1,6 +1,8 @@
 package config
 
 import (
+	"log/slog"
+
 	"github.com/qbridge/qbridge/adapters/nats"
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -20,6 +22,12 @@ func init() {
 		},
 		SourceServer: func(c nats.SourceConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
 		SinkServer:   func(c nats.SinkConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
+		HoldSourceServer: func(c nats.SourceConfig, log *slog.Logger) (string, func(), error) {
+			return nats.HoldEmbedded(c.ConnConfig, log)
+		},
+		HoldSinkServer: func(c nats.SinkConfig, log *slog.Logger) (string, func(), error) {
+			return nats.HoldEmbedded(c.ConnConfig, log)
+		},
 		CountSource:  nats.CountSource,
 		CountSink:    nats.CountSink,
 		Browse:       nats.Browse,

@@ -76,6 +76,13 @@ type AdapterKind[S, K any] struct {
 	// what they are, without secrets. nil where the kind starts none.
 	SourceServer func(cfg S) (key, settings, described string)
 	SinkServer   func(cfg K) (key, settings, described string)
+	// HoldSourceServer and HoldSinkServer start, or join, that server and
+	// return once it accepts connections, with where (no secrets) and the
+	// release of the hold: the daemon holds each from its start, so that
+	// it listens while the pipelines using it wait for their other side.
+	// nil where the kind starts none.
+	HoldSourceServer func(cfg S, log *slog.Logger) (where string, release func(), err error)
+	HoldSinkServer   func(cfg K, log *slog.Logger) (where string, release func(), err error)
 
 	// What qbridge migrate needs; each optional (nil: the kind cannot).
 
@@ -129,6 +136,9 @@ type kind struct {
 	// server is AdapterKind.SourceServer or SinkServer, by role ("source"
 	// or "sink"); nil where the kind starts none.
 	server func(role string, cfg any) (key, settings, described string)
+	// holdServer is AdapterKind.HoldSourceServer or HoldSinkServer, by
+	// role; nil where the kind starts none.
+	holdServer func(role string, cfg any, log *slog.Logger) (where string, release func(), err error)
 	// sourceLock is AdapterKind.SourceLock; nil where the kind has none.
 	sourceLock func(cfg any) (name string, d time.Duration)
 
@@ -210,6 +220,17 @@ func Register[S, K any](a AdapterKind[S, K]) {
 				return a.SinkServer(c)
 			}
 			return "", "", ""
+		}
+	}
+	if a.HoldSourceServer != nil || a.HoldSinkServer != nil {
+		k.holdServer = func(role string, cfg any, log *slog.Logger) (string, func(), error) {
+			if c, ok := cfg.(S); ok && role == "source" && a.HoldSourceServer != nil {
+				return a.HoldSourceServer(c, log)
+			}
+			if c, ok := cfg.(K); ok && role == "sink" && a.HoldSinkServer != nil {
+				return a.HoldSinkServer(c, log)
+			}
+			return "", nil, nil
 		}
 	}
 	if a.SourceLock != nil {
