@@ -122,10 +122,11 @@ func checkConfig(t *testing.T, where string, src []byte) *config.Config {
 }
 
 // checkProbePath asks the monitoring handler of this build for path: it
-// must answer 200 when the process is ready.
+// must answer 200 when the process is ready and started.
 func checkProbePath(t *testing.T, where, path string) {
 	t.Helper()
-	h := monitor.Handler(prometheus.NewRegistry(), func(context.Context) monitor.Readiness { return monitor.Readiness{} })
+	h := monitor.Handler(prometheus.NewRegistry(), func(context.Context) monitor.Readiness { return monitor.Readiness{} },
+		func() monitor.Startup { return monitor.Startup{} })
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	if rec.Code != http.StatusOK {

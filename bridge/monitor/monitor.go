@@ -1,5 +1,6 @@
 // Package monitor serves qbridge's operational HTTP endpoints: /healthz
-// (the process is alive), /readyz (every pipeline that counts for readiness
+// (the process is alive), /startupz (it has started: its embedded servers
+// accept connections), /readyz (every pipeline that counts for readiness
 // runs and its adapters are connected; the body lists each pipeline's state
 // and why it is not ready) and /metrics (Prometheus).
 package monitor
@@ -81,8 +82,34 @@ func (r Readiness) write(w io.Writer) {
 	}
 }
 
-// Handler returns the endpoints. ready reports the process's readiness.
-func Handler(g prometheus.Gatherer, ready func(context.Context) Readiness) http.Handler {
+// Startup is what /startupz reports: whether the process has started,
+// which is what a Kubernetes startupProbe waits for (a native sidecar's
+// app container starts only after it passes).
+type Startup struct {
+	// Err says why it has not started yet, nil once it has.
+	Err error
+	// Lines describe what has started (an embedded server and where it
+	// listens), for the body.
+	Lines []string
+}
+
+// write renders the body: "ok" or "not started" and the cause, then the
+// lines.
+func (s Startup) write(w io.Writer) {
+	if s.Err == nil {
+		fmt.Fprintln(w, "ok")
+	} else {
+		fmt.Fprintln(w, "not started")
+		fmt.Fprintln(w, s.Err)
+	}
+	for _, l := range s.Lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// Handler returns the endpoints. ready reports the process's readiness,
+// started whether it has started.
+func Handler(g prometheus.Gatherer, ready func(context.Context) Readiness, started func() Startup) http.Handler {
 	mux := http.NewServeMux()
 	alive := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -97,6 +124,14 @@ func Handler(g prometheus.Gatherer, ready func(context.Context) Readiness) http.
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		st := ready(ctx)
 		if !st.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		st.write(w)
+	})
+	mux.HandleFunc("GET /startupz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		st := started()
+		if st.Err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		st.write(w)

@@ -20,7 +20,8 @@ func TestHandler(t *testing.T) {
 	reg.MustRegister(c)
 	c.Add(3)
 	var state Readiness
-	h := Handler(reg, func(context.Context) Readiness { return state })
+	var startup Startup
+	h := Handler(reg, func(context.Context) Readiness { return state }, func() Startup { return startup })
 	down := errors.New(`not running (opening adapters or restarting its source): last error: dial tcp 127.0.0.1:5672: connection refused`)
 
 	tests := []struct {
@@ -47,6 +48,7 @@ func TestHandler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			state = tt.state
+			startup = Startup{Err: errors.New("starting")}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", tt.path, nil))
 			if rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.body) {
@@ -56,8 +58,37 @@ func TestHandler(t *testing.T) {
 	}
 }
 
+// /startupz answers for the startupProbe: 503 with the cause until the
+// process has started, whatever /readyz says; 200 after, with what runs.
+func TestHandlerStartupz(t *testing.T) {
+	var st Startup
+	h := Handler(prometheus.NewRegistry(), func(context.Context) Readiness { return Readiness{Err: errors.New("x")} }, func() Startup { return st })
+	tests := []struct {
+		name  string
+		state Startup
+		code  int
+		body  string
+	}{
+		{"not started", Startup{Err: errors.New("embedded nats-server (store_dir /s): not listening yet: in use"), Lines: []string{"a"}}, 503,
+			"not started\nembedded nats-server (store_dir /s): not listening yet: in use\na\n"},
+		{"started, whatever /readyz says", Startup{Lines: []string{"embedded nats-server (store_dir /s): listening on nats://127.0.0.1:4222"}}, 200,
+			"ok\nembedded nats-server (store_dir /s): listening on nats://127.0.0.1:4222\n"},
+		{"started with no servers", Startup{}, 200, "ok\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st = tt.state
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/startupz", nil))
+			if rec.Code != tt.code || rec.Body.String() != tt.body {
+				t.Errorf("GET /startupz = %d %q, want %d %q", rec.Code, rec.Body.String(), tt.code, tt.body)
+			}
+		})
+	}
+}
+
 func TestServer(t *testing.T) {
-	s, err := Listen("127.0.0.1:0", Handler(prometheus.NewRegistry(), func(context.Context) Readiness { return Readiness{} }), slog.New(slog.DiscardHandler))
+	s, err := Listen("127.0.0.1:0", Handler(prometheus.NewRegistry(), func(context.Context) Readiness { return Readiness{} }, func() Startup { return Startup{} }), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

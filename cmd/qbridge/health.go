@@ -14,7 +14,7 @@ import (
 
 func init() {
 	register("health", command{
-		Summary: "ask a running daemon's /healthz or /readyz (for exec probes)",
+		Summary: "ask a running daemon's /healthz, /startupz or /readyz (for exec probes)",
 		Run:     runHealth,
 	})
 }
@@ -30,18 +30,24 @@ func runHealth(ctx context.Context, args []string, std stdio) int {
 	fs.SetOutput(std.Err)
 	addr := fs.String("addr", monitor.DefaultListen, "the daemon's http.listen address")
 	ready := fs.Bool("ready", false, "ask /readyz (are the pipelines connected) instead of /healthz (is the process alive)")
+	started := fs.Bool("started", false, "ask /startupz (has it started: its embedded servers accept connections) instead of /healthz")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	fs.Usage = func() {
-		fmt.Fprint(std.Err, `usage: qbridge health [-addr HOST:PORT] [-ready] [-timeout D]
+		fmt.Fprint(std.Err, `usage: qbridge health [-addr HOST:PORT] [-ready | -started] [-timeout D]
 
-Asks a running "qbridge run" for /healthz (or /readyz with -ready) and exits
-0 if it answers 200 OK, 1 otherwise; the answer (for /readyz, each
-pipeline's state and the cause of not-ready) goes to stdout. Meant for
-exec probes, which run inside the container and so reach the loopback
-default of http.listen.
+Asks a running "qbridge run" for /healthz (or /readyz with -ready, or
+/startupz with -started) and exits 0 if it answers 200 OK, 1 otherwise;
+the answer (for /readyz, each pipeline's state and the cause of not-ready;
+for /startupz, each embedded server and what it waits for) goes to stdout.
+Meant for exec probes, which run inside the container and so reach the
+loopback default of http.listen. -started is for a startupProbe: it
+passes once the pipelines are set up and every embedded server the
+configuration starts accepts connections, whether or not the brokers on
+the pipelines' other side answer.
 
 Example:
   qbridge health -ready -addr 127.0.0.1:9464
+  qbridge health -started
 
 `)
 		fs.PrintDefaults()
@@ -54,8 +60,14 @@ Example:
 		return 2
 	}
 	path := "/healthz"
-	if *ready {
+	switch {
+	case *ready && *started:
+		fmt.Fprintln(std.Err, "qbridge health: -ready or -started, not both")
+		return 2
+	case *ready:
 		path = "/readyz"
+	case *started:
+		path = "/startupz"
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

@@ -17,10 +17,15 @@ import (
 func TestHealth(t *testing.T) {
 	var mu sync.Mutex
 	var state monitor.Readiness
+	var startup monitor.Startup
 	srv := httptest.NewServer(monitor.Handler(prometheus.NewRegistry(), func(context.Context) monitor.Readiness {
 		mu.Lock()
 		defer mu.Unlock()
 		return state
+	}, func() monitor.Startup {
+		mu.Lock()
+		defer mu.Unlock()
+		return startup
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
@@ -33,26 +38,33 @@ func TestHealth(t *testing.T) {
 	ln.Close()
 	down := errors.New(`not running (opening adapters or restarting its source): last error: connection refused`)
 
+	notListening := errors.New("embedded server on store_dir /s (port 4222, no credentials): not listening yet: starting")
 	tests := []struct {
-		name   string
-		state  monitor.Readiness
-		args   []string
-		code   int
-		stdout string
-		stderr string
+		name    string
+		state   monitor.Readiness
+		startup monitor.Startup
+		args    []string
+		code    int
+		stdout  string
+		stderr  string
 	}{
-		{"alive", monitor.Readiness{}, []string{"-addr", addr}, 0, "ok\n", ""},
-		{"alive while not ready", monitor.Readiness{Err: errors.New("starting")}, []string{"-addr", addr}, 0, "ok\n", ""},
-		{"ready", monitor.Readiness{Pipelines: []monitor.PipelineReadiness{{Name: "a"}}}, []string{"-ready", "-addr", addr}, 0, "pipeline a: ready\n", ""},
-		{"not ready names the cause", monitor.Readiness{Pipelines: []monitor.PipelineReadiness{{Name: "a", Err: down}}}, []string{"-ready", "-addr", addr}, 1,
+		{"alive", monitor.Readiness{}, monitor.Startup{}, []string{"-addr", addr}, 0, "ok\n", ""},
+		{"alive while not ready", monitor.Readiness{Err: errors.New("starting")}, monitor.Startup{}, []string{"-addr", addr}, 0, "ok\n", ""},
+		{"ready", monitor.Readiness{Pipelines: []monitor.PipelineReadiness{{Name: "a"}}}, monitor.Startup{}, []string{"-ready", "-addr", addr}, 0, "pipeline a: ready\n", ""},
+		{"not ready names the cause", monitor.Readiness{Pipelines: []monitor.PipelineReadiness{{Name: "a", Err: down}}}, monitor.Startup{}, []string{"-ready", "-addr", addr}, 1,
 			"pipeline a: not ready: " + down.Error(), "503 Service Unavailable"},
-		{"nothing listening", monitor.Readiness{}, []string{"-addr", closed}, 1, "", "connection refused"},
-		{"stray argument", monitor.Readiness{}, []string{"-addr", addr, "x"}, 2, "", `unexpected argument "x"`},
+		{"started names the embedded servers", monitor.Readiness{Err: errors.New("x")}, monitor.Startup{Lines: []string{"embedded server on store_dir /s: listening on nats://127.0.0.1:4222"}},
+			[]string{"-started", "-addr", addr}, 0, "ok\nembedded server on store_dir /s: listening on nats://127.0.0.1:4222\n", ""},
+		{"not started names what it waits for", monitor.Readiness{}, monitor.Startup{Err: notListening}, []string{"-started", "-addr", addr}, 1,
+			"not started\n" + notListening.Error(), "503 Service Unavailable"},
+		{"-ready and -started", monitor.Readiness{}, monitor.Startup{}, []string{"-ready", "-started", "-addr", addr}, 2, "", "not both"},
+		{"nothing listening", monitor.Readiness{}, monitor.Startup{}, []string{"-addr", closed}, 1, "", "connection refused"},
+		{"stray argument", monitor.Readiness{}, monitor.Startup{}, []string{"-addr", addr, "x"}, 2, "", `unexpected argument "x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mu.Lock()
-			state = tt.state
+			state, startup = tt.state, tt.startup
 			mu.Unlock()
 			code, out, errOut := runCmd(t, append([]string{"health"}, tt.args...)...)
 			if code != tt.code || !strings.Contains(out, tt.stdout) || !strings.Contains(errOut, tt.stderr) {

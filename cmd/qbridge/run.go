@@ -106,6 +106,7 @@ type daemon struct {
 	tel   *telemetry.Tracing // nil: tracing off
 	cfgMu sync.Mutex         // guards cfg: /readyz reads it during a reload
 	cfg   *config.Config     // the configuration running
+	holds *serverHolds       // the embedded servers cfg starts
 
 	// What the last reload did, as Prometheus itself reports its own:
 	// a failed SIGHUP was only an ERROR log line.
@@ -165,7 +166,16 @@ func (d *daemon) run(ctx context.Context) int {
 		return d.readiness(ctx, sup)
 	}
 	reg.MustRegister(monitor.NewReadyCollector(ready))
-	srv, err := monitor.Listen(cfg.HTTP.Listen, monitor.Handler(reg, ready), d.log)
+	d.holds = newServerHolds(d.log)
+	// Started: the pipelines are set up and the embedded servers listen;
+	// not what the pipelines' brokers do (that is /readyz).
+	startup := func() monitor.Startup {
+		if !started.Load() {
+			return monitor.Startup{Err: errors.New("starting")}
+		}
+		return d.holds.startup()
+	}
+	srv, err := monitor.Listen(cfg.HTTP.Listen, monitor.Handler(reg, ready, startup), d.log)
 	if err != nil {
 		d.log.Error("cannot start the monitoring endpoints", "error", err)
 		return 1
@@ -202,6 +212,10 @@ func (d *daemon) run(ctx context.Context) int {
 		}
 	}()
 
+	// Released at the return, after sup.Stop: a sidecar's app drains into
+	// the servers first (a second stop signal returns sooner, and the
+	// pipelines still draining keep theirs up).
+	defer d.holds.close()
 	defs, err := cfg.Definitions(d.log)
 	if err == nil {
 		err = sup.Apply(d.traced(cfg, defs))
@@ -210,6 +224,7 @@ func (d *daemon) run(ctx context.Context) int {
 		d.log.Error("cannot start the pipelines", "error", err)
 		return 1
 	}
+	d.holds.sync(cfg, true)
 	started.Store(true)
 	d.log.Info("qbridge running", "version", buildVersion(), "config", d.path, "pipelines", sup.Names(),
 		"memory_limit_bytes", memoryLimit(), "gc_floor_bytes", gcFloorBytes)
@@ -335,7 +350,16 @@ func (d *daemon) reload(sup *bridge.Supervisor) {
 	}
 	defs, err := cfg.Definitions(d.log)
 	if err == nil {
+		// Release the servers this configuration changes or drops before
+		// their pipelines stop, so that their new versions can start.
+		d.holds.sync(cfg, false)
 		err = sup.Apply(d.traced(cfg, defs))
+		// Hold the servers of whichever configuration runs now.
+		running := cfg
+		if err != nil {
+			running = d.cfg
+		}
+		d.holds.sync(running, true)
 	}
 	if err != nil {
 		d.reloadOK.Set(0)

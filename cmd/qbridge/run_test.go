@@ -43,6 +43,7 @@ func (c memSourceConfig) Validate() error {
 type memSinkConfig struct {
 	Block  bool   `hcl:"block,optional"`
 	Name   string `hcl:"name,optional"` // for memStats.blocked
+	Fail   string `hcl:"fail,optional"` // NewSink fails with this error
 	Policy mapping.Policy
 }
 
@@ -137,6 +138,9 @@ func registerMemKind(kind string) {
 			return &memSource{cfg: c, left: c.Messages}, nil
 		},
 		NewSink: func(_ context.Context, c memSinkConfig, _ func(field, reason string), _ *slog.Logger) (driver.Sink, error) {
+			if c.Fail != "" {
+				return nil, errors.New(c.Fail)
+			}
 			return memSink{c}, nil
 		},
 		SinkMapping: func(c *memSinkConfig, o mapping.Options) { c.Policy = o.Policy },
@@ -211,9 +215,11 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// eventually polls cond; the deadline is for a loaded CI machine, not
+// what it normally takes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

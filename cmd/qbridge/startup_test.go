@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qbridge/qbridge/internal/filelock"
+)
+
+// /startupz (qbridge health -started, a sidecar's startupProbe) passes once
+// the embedded NATS server listens, although the pipeline's other side is
+// unreachable: a pipeline opens its sink first, and before the daemon held
+// its servers an embedded source behind a failing sink never started its
+// server. Until the server listens, /startupz says why.
+func TestDaemonStartupWaitsForEmbeddedServerNotBrokers(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(t.TempDir(), "nats")
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Another holder of the store keeps the server from starting, as a
+	// previous process that has not exited yet would.
+	unlock, err := filelock.TryLock(filepath.Join(store, "qbridge.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			unlock()
+		}
+	}()
+	path := writeFile(t, dir, "s.hcl", fmt.Sprintf(`http { listen = "127.0.0.1:0" }
+pipeline "app-to-cloud" {
+  readiness        = "ignored"
+  shutdown_timeout = "2s"
+  source "nats" {
+    embedded  = true
+    store_dir = %q
+    subject   = "orders.out"
+  }
+  sink "memtest" { fail = "dial tcp 127.0.0.1:443: connection refused" }
+}
+`, store))
+	d := startDaemon(t, path)
+	var addr string
+	select {
+	case a := <-d.addr:
+		addr = a.String()
+	case c := <-d.code:
+		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
+	}
+	base := "http://" + addr
+
+	// The server cannot start: not started, with the cause.
+	var body string
+	eventually(t, "/startupz to name the held store", func() bool {
+		var code int
+		code, body = get(t, base+"/startupz")
+		return code == 503 && strings.Contains(body, "not listening yet: last error:") && strings.Contains(body, "in use by another process")
+	})
+	if !strings.HasPrefix(body, "not started\nembedded server on store_dir "+store+" (no port (a random one), no credentials): not listening yet") {
+		t.Errorf("/startupz body:\n%s", body)
+	}
+	if code, out, _ := runCmd(t, "health", "-started", "-addr", addr); code != 1 || !strings.HasPrefix(out, "not started\n") {
+		t.Errorf("qbridge health -started = %d, stdout %q; want 1, not started", code, out)
+	}
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz = %d: the pipeline's readiness is ignored", code)
+	}
+
+	unlock()
+	unlocked = true
+	eventually(t, "/startupz 200 once the embedded server listens", func() bool {
+		var code int
+		code, body = get(t, base+"/startupz")
+		return code == 200
+	})
+	m := regexp.MustCompile(`^ok\nembedded server on store_dir .*: listening on nats://(127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("/startupz body:\n%s", body)
+	}
+	if code, out, _ := runCmd(t, "health", "-started", "-addr", addr); code != 0 || !strings.HasPrefix(out, "ok\n") {
+		t.Errorf("qbridge health -started = %d, stdout %q; want 0, ok", code, out)
+	}
+	// It accepts connections (a NATS server greets with INFO), while the
+	// pipeline still cannot open its sink.
+	c, err := net.DialTimeout("tcp", m[1], 10*time.Second)
+	if err != nil {
+		t.Fatalf("dial the embedded server: %v", err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	greeting, err := bufio.NewReader(c).ReadString('\n')
+	c.Close()
+	if err != nil || !strings.HasPrefix(greeting, "INFO ") {
+		t.Errorf("the embedded server's greeting: %q, %v", greeting, err)
+	}
+	if _, rb := get(t, base+"/readyz"); !strings.Contains(rb, "pipeline app-to-cloud: not ready:") || !strings.Contains(rb, "connection refused") {
+		t.Errorf("/readyz does not show the sink still failing:\n%s", rb)
+	}
+
+	d.sig <- syscall.SIGTERM
+	if code := d.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; log:\n%s", code, d.log)
+	}
+	// The hold is released at the end: the store is free for the next
+	// process.
+	again, err := filelock.TryLock(filepath.Join(store, "qbridge.lock"))
+	if err != nil {
+		t.Fatalf("the store is still locked after the daemon stopped: %v", err)
+	}
+	again()
+}
