@@ -434,7 +434,44 @@ func checkDaemon(t *testing.T, q qbridgeContainer) {
 			t.Errorf("%s: port %s is %d, the configuration listens on %s", w, p.Name, p.ContainerPort, port)
 		}
 	}
-	for kind, pr := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+	probes := map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe}
+	// The kubelet starts a native sidecar's app containers once the
+	// sidecar has started: its startupProbe passed, or, without one, as
+	// soon as the process runs, before its embedded servers listen, and
+	// the app's first connect fails. readinessProbe gates nothing there,
+	// and a tcpSocket probe dials the pod's IP, not the loopback the
+	// servers listen on.
+	sidecar := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	if servers := cfg.Servers(); sidecar && len(servers) > 0 {
+		pw, pr := w+" startupProbe", c.StartupProbe
+		switch {
+		case pr == nil:
+			t.Errorf("%s: missing: the app containers start before the embedded server on %s listens; use %s health -started", pw, servers[0].Key, imageEntrypoint)
+		case pr.Exec == nil && pr.HTTPGet == nil:
+			t.Errorf("%s: not qbridge health -started (the servers listen on the loopback only)", pw)
+		default:
+			// Each second or two, so the app waits little; for a minute
+			// at least, as a JetStream store can take a while to recover.
+			period, failures := int32(10), int32(3) // Kubernetes' defaults
+			if pr.PeriodSeconds != 0 {
+				period = pr.PeriodSeconds
+			}
+			if pr.FailureThreshold != 0 {
+				failures = pr.FailureThreshold
+			}
+			if period > 2 {
+				t.Errorf("%s: periodSeconds %d: the app waits up to that long past the start; want 1 or 2", pw, period)
+			}
+			if period*failures < 60 {
+				t.Errorf("%s: periodSeconds × failureThreshold is %d s, under a minute: a slow start of the store gets the sidecar restarted", pw, period*failures)
+			}
+		}
+	}
+	if c.StartupProbe != nil {
+		probes["startup"] = c.StartupProbe
+	}
+	flagOf := map[string]string{"readiness": "-ready", "startup": "-started"}
+	for kind, pr := range probes {
 		pw := w + " " + kind + "Probe"
 		switch {
 		case pr == nil:
@@ -446,15 +483,17 @@ func checkDaemon(t *testing.T, q qbridgeContainer) {
 				continue
 			}
 			checkCommandLine(t, pw, cmd[1:])
-			if ready := slices.Contains(cmd, "-ready"); ready != (kind == "readiness") {
-				t.Errorf("%s: %v asks the wrong endpoint", pw, cmd)
+			for k, flag := range flagOf {
+				if slices.Contains(cmd, flag) != (kind == k) {
+					t.Errorf("%s: %v asks the wrong endpoint", pw, cmd)
+				}
 			}
 			if port != defaultPort && !slices.Contains(cmd, "-addr") {
 				t.Errorf("%s: the configuration listens on %s; the probe needs -addr", pw, cfg.HTTP.Listen)
 			}
 		case pr.HTTPGet != nil:
 			checkProbePath(t, pw, pr.HTTPGet.Path)
-			if want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[kind]; pr.HTTPGet.Path != want {
+			if want := map[string]string{"liveness": "/healthz", "readiness": "/readyz", "startup": "/startupz"}[kind]; pr.HTTPGet.Path != want {
 				t.Errorf("%s: path %s, want %s", pw, pr.HTTPGet.Path, want)
 			}
 			p := pr.HTTPGet.Port.String()
