@@ -136,6 +136,7 @@ func TestContainerImage(t *testing.T) {
 	}{
 		{[]string{"health"}, "ok"},
 		{[]string{"health", "-ready"}, "pipeline demo: ready"},
+		{[]string{"health", "-started"}, fmt.Sprintf("listening on nats://127.0.0.1:%d", qs.natsPort)},
 	} {
 		args := append([]string{"exec", qs.name, "/qbridge"}, probe.args...)
 		args = append(args, "-addr", fmt.Sprintf("127.0.0.1:%d", qs.httpPort))

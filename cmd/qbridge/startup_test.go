@@ -38,7 +38,7 @@ func TestDaemonStartupWaitsForEmbeddedServerNotBrokers(t *testing.T) {
 			unlock()
 		}
 	}()
-	path := writeFile(t, dir, "s.hcl", fmt.Sprintf(`http { listen = "127.0.0.1:0" }
+	src := fmt.Sprintf(`http { listen = "127.0.0.1:0" }
 pipeline "app-to-cloud" {
   readiness        = "ignored"
   shutdown_timeout = "2s"
@@ -49,7 +49,8 @@ pipeline "app-to-cloud" {
   }
   sink "memtest" { fail = "dial tcp 127.0.0.1:443: connection refused" }
 }
-`, store))
+`, store)
+	path := writeFile(t, dir, "s.hcl", src)
 	d := startDaemon(t, path)
 	var addr string
 	select {
@@ -105,6 +106,27 @@ pipeline "app-to-cloud" {
 	}
 	if _, rb := get(t, base+"/readyz"); !strings.Contains(rb, "pipeline app-to-cloud: not ready:") || !strings.Contains(rb, "connection refused") {
 		t.Errorf("/readyz does not show the sink still failing:\n%s", rb)
+	}
+
+	// A reload that moves the server to another port stops the held one
+	// and holds the new one, though its pipeline still never opened it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	writeFile(t, dir, "s.hcl", strings.Replace(src, "embedded  = true\n", fmt.Sprintf("embedded  = true\n    port      = %d\n", port), 1))
+	d.sig <- syscall.SIGHUP
+	moved := fmt.Sprintf("(port %d, no credentials): listening on nats://127.0.0.1:%d\n", port, port)
+	eventually(t, "/startupz to list the server on its new port", func() bool {
+		var code int
+		code, body = get(t, base+"/startupz")
+		return code == 200 && strings.HasSuffix(body, moved)
+	})
+	if c, err := net.DialTimeout("tcp", m[1], 10*time.Second); err == nil {
+		c.Close()
+		t.Errorf("the server still listens on its old address %s after the reload moved it", m[1])
 	}
 
 	d.sig <- syscall.SIGTERM
