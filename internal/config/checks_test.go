@@ -1,8 +1,12 @@
 package config
 
 import (
+	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -308,4 +312,63 @@ func TestErrorInSecondBlockPointsAtIt(t *testing.T) {
 	if d.Subject == nil || d.Subject.Start.Line != 11 || !strings.Contains(d.Detail, `filter "f2": value:`) {
 		t.Errorf("want the error at line 11 (f2's value), got:\n%s", diagList(diags))
 	}
+}
+
+// Servers lists each embedded store once, from a source, a sink or a
+// dead-letter sink, in the blocks' order, and nothing for a URL; its Hold
+// starts the server and returns once it accepts connections.
+func TestServers(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	src := fmt.Sprintf(`pipeline "one" {
+  source "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "in"
+  }
+  sink "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "out"
+  }
+}
+pipeline "two" {
+  source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "in2"
+  }
+  sink "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "out2"
+  }
+  dead_letter {
+    sink "nats" {
+      embedded  = true
+      store_dir = %[2]q
+      subject   = "dlq"
+    }
+  }
+}
+`, a, b)
+	cfg, diags := NewLoader().LoadBytes("t.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diagList(diags))
+	}
+	servers := cfg.Servers()
+	var keys []string
+	for _, s := range servers {
+		keys = append(keys, s.Key+" "+s.Described)
+	}
+	if want := []string{a + " no port (a random one), no credentials", b + " no port (a random one), no credentials"}; !slices.Equal(keys, want) {
+		t.Fatalf("Servers() = %q, want %q", keys, want)
+	}
+	where, release, err := servers[0].Hold(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(where, "nats://"), 10*time.Second)
+	if err != nil {
+		t.Fatalf("Hold returned %s, which does not accept connections: %v", where, err)
+	}
+	c.Close()
 }
