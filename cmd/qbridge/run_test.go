@@ -155,6 +155,19 @@ type runningDaemon struct {
 	log  *testlog.Buffer
 }
 
+// baseURL waits for the daemon's monitoring endpoint and returns its
+// http:// address, or fails the test with the log if the daemon exited.
+func (r *runningDaemon) baseURL(t *testing.T) string {
+	t.Helper()
+	select {
+	case a := <-r.addr:
+		return "http://" + a.String()
+	case c := <-r.code:
+		t.Fatalf("daemon exited %d; log:\n%s", c, r.log)
+		return ""
+	}
+}
+
 func startDaemon(t *testing.T, path string) *runningDaemon {
 	t.Helper()
 	return startDaemonWith(t, path, logFlags{})
@@ -243,13 +256,7 @@ func TestDaemonRunReloadStop(t *testing.T) {
 	header := "http { listen = \"127.0.0.1:0\" }\nlog { format = \"json\" }\n"
 	path := writeFile(t, dir, "q.hcl", header+memPipeline("a", ra)+memPipeline("b", rb1))
 	d := startDaemon(t, path)
-	var base string
-	select {
-	case a := <-d.addr:
-		base = "http://" + a.String()
-	case c := <-d.code:
-		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
-	}
+	base := d.baseURL(t)
 	eventually(t, "ready", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 	if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
 		t.Errorf("healthz = %d %q", code, body)
@@ -381,13 +388,7 @@ func TestDaemonReadinessPerPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startDaemonWith(t, path, lf)
-	var base string
-	select {
-	case a := <-d.addr:
-		base = "http://" + a.String()
-	case c := <-d.code:
-		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
-	}
+	base := d.baseURL(t)
 	want := "pipeline down: not ready: not running (opening adapters or restarting its source): last error: open memtest source: dial tcp 127.0.0.1:5672: connection refused (readiness ignored)\n"
 	eventually(t, "the down pipeline's cause in /readyz", func() bool {
 		code, body := get(t, base+"/readyz")
@@ -487,13 +488,7 @@ func TestDaemonReloadRetiresSeries(t *testing.T) {
 	keptPipeline := pipeline("kept", kept, 1, "memtest")
 	path := writeFile(t, dir, "m.hcl", header+keptPipeline+pipeline("changed", changed, 1, "memtest")+pipeline("removed", removed, 1, "memtest"))
 	d := startDaemon(t, path)
-	var base string
-	select {
-	case a := <-d.addr:
-		base = "http://" + a.String()
-	case c := <-d.code:
-		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
-	}
+	base := d.baseURL(t)
 	sent := func(pipeline, adapter string) string {
 		return `qbridge_messages_sent_total{adapter="` + adapter + `",pipeline="` + pipeline + `"} `
 	}

@@ -52,14 +52,8 @@ pipeline "app-to-cloud" {
 `, store)
 	path := writeFile(t, dir, "s.hcl", src)
 	d := startDaemon(t, path)
-	var addr string
-	select {
-	case a := <-d.addr:
-		addr = a.String()
-	case c := <-d.code:
-		t.Fatalf("daemon exited %d; log:\n%s", c, d.log)
-	}
-	base := "http://" + addr
+	base := d.baseURL(t)
+	addr := strings.TrimPrefix(base, "http://")
 
 	// The server cannot start: not started, with the cause.
 	var body string
