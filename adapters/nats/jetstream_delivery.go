@@ -62,10 +62,11 @@ func (d *jsDelivery) Ack(ctx context.Context) error {
 	if err := d.m.DoubleAck(ctx); err != nil {
 		return fmt.Errorf("nats: ack: %w", err)
 	}
+	d.src.acked(d.m)
 	return nil
 }
 
-// Nack asks for redelivery after delay (NakWithDelay). On the consumer's last
+// Nack asks for redelivery after delay (jsSource.nak). On the consumer's last
 // allowed delivery (max_deliver) the server would never redeliver, so the
 // message is terminated instead: a dead-letter with a reason, never a
 // silent loss.
@@ -79,13 +80,7 @@ func (d *jsDelivery) Nack(ctx context.Context, delay time.Duration) error {
 	// A pull that Receive left may still be open on the server: it would
 	// take the message.
 	d.src.waitAbandoned(ctx)
-	var err error
-	if delay > 0 {
-		err = d.m.NakWithDelay(delay)
-	} else {
-		err = d.m.Nak()
-	}
-	if err != nil {
+	if err := d.src.nak(d.m, delay); err != nil {
 		return fmt.Errorf("nats: nak: %w", err)
 	}
 	return nil

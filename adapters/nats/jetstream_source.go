@@ -73,6 +73,11 @@ type jsSource struct {
 	pullStarts atomic.Uint64
 	shared     atomic.Pointer[sharedErr]
 
+	// lastNak is the last NAK sent and not yet confirmed, ackedReply the
+	// reply subject of a message whose ack was confirmed: confirmNaks.
+	lastNak    atomic.Pointer[string]
+	ackedReply atomic.Pointer[string]
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 }
@@ -298,6 +303,7 @@ func (s *jsSource) Close(ctx context.Context) error {
 	s.held = nil
 	s.mu.Unlock()
 	s.nackInOrder(ctx, left)
+	s.confirmNaks(ctx) // the engine's before them too
 	s.releasePin(ctx)
 	s.cancel()
 	s.conn.close()
@@ -308,13 +314,10 @@ func (s *jsSource) Close(ctx context.Context) error {
 func (s *jsSource) nackInOrder(ctx context.Context, left []*jsDelivery) {
 	slices.SortStableFunc(left, func(a, b *jsDelivery) int { return cmp.Compare(a.seq, b.seq) })
 	for _, d := range left {
-		if err := d.m.Nak(); err != nil {
+		if err := s.nak(d.m, 0); err != nil {
 			s.log.Warn("nats: nack of an unreceived message failed; it comes back after ack_wait", "error", err)
 			break
 		}
-	}
-	if len(left) > 0 {
-		_ = s.conn.nc.FlushWithContext(ctx)
 	}
 }
 
