@@ -55,7 +55,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		n, err := streamMsgs(ctx, js, j.stream, j.filterSubjects)
-		return driver.Backlog{Ready: n, Ordered: true}, err
+		return driver.Backlog{Ready: n, Ordered: true, Exact: true}, err
 	}
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s of stream %s: %w", j.durable, j.stream, err)
@@ -64,7 +64,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s info: %w", j.durable, err)
 	}
-	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending), Ordered: true}, nil
+	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending), Ordered: true, Exact: true}, nil
 }
 
 // CountSink counts the messages of the sink's stream: the one named in its

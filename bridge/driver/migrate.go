@@ -51,6 +51,11 @@ type Backlog struct {
 	// KeepsNone says that it keeps nothing written to it (a JetStream
 	// stream with interest retention and no consumer).
 	KeepsNone bool `json:"-"`
+	// Exact says that the broker counts exactly and at once (a JetStream
+	// consumer's NumPending and NumAckPending, where SQS's counts lag): a
+	// migration takes a count of 0 for drained after a short quiet spell
+	// instead of -idle.
+	Exact bool `json:"-"`
 	// Entity names the counted entity as the broker knows it (SQS
 	// QueueArn), or is empty: a source and a sink configured in different
 	// words but naming one entity have the same Entity.

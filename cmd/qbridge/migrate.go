@@ -48,7 +48,7 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 		yes        = fs.Bool("yes", false, "do not ask for confirmation")
 		progress   = fs.String("progress", "auto", "auto|bar|log|off: a live bar on a terminal, else a log line every -progress-every")
 		every      = fs.Duration("progress-every", 5*time.Second, "interval of progress log lines; more than 0")
-		idle       = fs.Duration("idle", 5*time.Second, "how long the source must yield nothing before its count is trusted (brokers that cannot count: before it is drained); more than 0")
+		idle       = fs.Duration("idle", 5*time.Second, "how long the source must yield nothing before its count is trusted (JetStream counts exactly: at most 1s there; brokers that cannot count: before it is drained); more than 0")
 		timeout    = fs.Duration("timeout", 0, "give up on a pipeline, not drained, once it has run this long (each pipeline has its own; 0: no limit)")
 		connect    = fs.Duration("connect-timeout", 2*time.Minute, "fail when the brokers cannot be reached for this long; more than 0")
 		sample     = fs.Int64("sample", 100, "dry run on sources that cannot browse (SQS, AMQP without copy mode, session-enabled Service Bus): read at most this many messages, each one counting as a delivery")

@@ -290,7 +290,8 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 
 	// lastRunning starts with the job: -connect-timeout bounds the time
 	// until the pipeline runs, counts before it included.
-	w = &watch{name: cfg.Name, j: j, p: p, tr: tr, live: live, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start}
+	w = &watch{name: cfg.Name, j: j, p: p, tr: tr, live: live, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start,
+		exactCount: rep.SourceBefore != nil && rep.SourceBefore.Exact}
 	outcome, by, reason := w.loop(ctx, done, prog)
 	rep.blockedBehind = w.blockedBehind
 	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
@@ -868,6 +869,7 @@ type watch struct {
 	live          *liveness
 	reg           *prometheus.Registry
 	browsing      bool
+	exactCount    bool // the source's broker counts exactly (driver.Backlog.Exact)
 	start         time.Time
 	total         int64
 
@@ -1120,7 +1122,13 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 		// receive come back.
 		return "browse", snap.browsed && idle >= min(opt.Idle, time.Second)
 	}
-	if idle < opt.Idle {
+	quiet := opt.Idle
+	if w.exactCount {
+		// -idle waits out counts that lag (SQS); an exact one needs only
+		// a last receive to come back empty, as a browse does.
+		quiet = min(quiet, exactCountQuiet)
+	}
+	if idle < quiet {
 		return "", false
 	}
 	if now.Sub(w.lastCount) < opt.CountEvery {
@@ -1193,6 +1201,11 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	}
 	return "count", false
 }
+
+// exactCountQuiet is how long a source whose broker counts exactly must
+// yield nothing before a count of 0 makes it drained: more than a JetStream
+// pull waits (at most 1 s), so that the last one came back empty.
+const exactCountQuiet = time.Second
 
 // blockedBehindStuck is how long a job with stuck messages waits for the
 // rest of what its source counts ready before it takes those for queued

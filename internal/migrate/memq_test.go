@@ -205,6 +205,8 @@ type memSourceConfig struct {
 	// Ordered makes its count say that it keeps each group in order (an
 	// SQS FIFO queue).
 	Ordered bool `hcl:"ordered,optional"`
+	// ExactCount makes its count say that it is exact (JetStream).
+	ExactCount bool `hcl:"exact_count,optional"`
 
 	browse     bool
 	after      uint64
@@ -281,7 +283,7 @@ func init() {
 				return driver.Backlog{}, errors.New("memq: count: no answer")
 			}
 			bl := b.backlog(c.Queue)
-			bl.Ordered = c.Ordered
+			bl.Ordered, bl.Exact = c.Ordered, c.ExactCount
 			return bl, nil
 		},
 		ForMigration: func(c memSourceConfig) memSourceConfig {

@@ -363,6 +363,21 @@ func TestIdleDecidesWhereTheSourceCannotCount(t *testing.T) {
 	}
 }
 
+// A source whose broker counts exactly (JetStream) is drained by a count
+// of 0 after a quiet second: -idle waits out counts that lag (SQS), and made
+// every JetStream migration wait its 5 s after the last message.
+func TestExactCountIsTrustedWithoutIdle(t *testing.T) {
+	b, pipes := setup(t, strings.Replace(moveHCL, `queue  = "in"`, "queue  = \"in\"\n    exact_count = true", 1))
+	b.put("in", msgs(30, 0)...)
+	opt := fastOptions(ModeMove)
+	opt.Idle = time.Hour
+	opt.Timeout = 30 * time.Second
+	rep := Run(context.Background(), pipes, opt, nil)
+	if j := rep.Jobs[0]; rep.Outcome != OutcomeComplete || j.DrainedBy != "count" || j.Written != 30 {
+		t.Fatalf("outcome %s, drained by %q, written %d: %s", rep.Outcome, j.DrainedBy, j.Written, rep.Reason)
+	}
+}
+
 func TestInterruptHandsBackAndLosesNothing(t *testing.T) {
 	b, pipes := setup(t, moveHCL)
 	b.put("in", msgs(400, 0)...)
