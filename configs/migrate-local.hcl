@@ -21,9 +21,9 @@ pipeline "archive" {
     jetstream {
       stream  = "DEMO_OUT" # written by the quick start's pipeline
       durable = "archive"  # how far the move got: a rerun resumes from here
-      # Messages an interrupted run held come back after this long (its
-      # server stops before it took their NAKs in): the rerun waits for
-      # them. The default is 30s.
+      # Messages a killed run (kill -9) held come back after this long, and
+      # the rerun waits for them; Ctrl-C hands them back at once. The
+      # default is 30s.
       ack_wait = "15s"
     }
   }

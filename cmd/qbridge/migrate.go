@@ -324,7 +324,9 @@ Flags:
 	default:
 		prog = migrate.NoProgress{}
 	}
+	release := holdServers(pipes, log)
 	rep := migrate.Run(ctx, pipes, opt, prog)
+	release()
 	rep.Summary(out)
 	if *reportPath != "" {
 		write := func() error { return rep.WriteFile(*reportPath) }
@@ -492,4 +494,24 @@ func sampleCost(kind string) string {
 		return "each one counts as a delivery (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs many times), and on a session entity, which hands out one message at a time, the sample is one message per session"
 	}
 	return "each one counts as a delivery where the broker counts them (a redelivery limit may act on it)"
+}
+
+// holdServers starts the embedded servers of pipes for the whole run and
+// returns their release. Without it the counts before and after each
+// pipeline, and the pipeline itself, each started and stopped the server:
+// its store recovered three times over, its port closed in between. A
+// server that does not start is left to the pipeline that needs it, whose
+// open says why (and the job's report with it).
+func holdServers(pipes []*config.Pipeline, log *slog.Logger) (release func()) {
+	var releases []func()
+	for _, s := range (&config.Config{Pipelines: pipes}).Servers() {
+		if _, rel, err := s.Hold(log); err == nil {
+			releases = append(releases, rel)
+		}
+	}
+	return func() {
+		for _, rel := range slices.Backward(releases) {
+			rel()
+		}
+	}
 }

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
+	natsadapter "github.com/qbridge/qbridge/adapters/nats"
 	"github.com/qbridge/qbridge/internal/config"
 )
 
@@ -269,5 +272,63 @@ func TestIsStdout(t *testing.T) {
 	}
 	if isStdout(f, filepath.Join(t.TempDir(), "other")) || isStdout(&bytes.Buffer{}, f.Name()) {
 		t.Error("another file taken for standard output")
+	}
+}
+
+// TestMigrateStartsItsEmbeddedServerOnce: the server of an embedded store
+// runs from the counts before the move to the counts after it. Each of them
+// and the pipeline used to start and stop it on its own, recovering the
+// store each time.
+func TestMigrateStartsItsEmbeddedServerOnce(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	cfg := writeFile(t, dir, "m.hcl", fmt.Sprintf(`
+pipeline "archive" {
+  source "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "in.x"
+    jetstream {
+      stream        = "IN"
+      durable       = "archive"
+      create_stream = true
+    }
+  }
+  sink "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "out.x"
+    jetstream {
+      stream        = "OUT"
+      create_stream = true
+    }
+  }
+}
+`, store))
+	url, release, err := natsadapter.HoldEmbedded(natsadapter.ConnConfig{Embedded: true, StoreDir: store}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := nc.JetStream()
+	if _, err := js.AddStream(&nats.StreamConfig{Name: "IN", Subjects: []string{"in.x"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := js.Publish("in.x", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Close()
+	release()
+	code, out, errOut := runCmd(t, "migrate", "-yes", "-progress", "off", "-connect-timeout", "30s", cfg)
+	if code != 0 || !strings.Contains(out, "read 3, written 3") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if n := strings.Count(errOut, "embedded nats-server started"); n != 1 {
+		t.Errorf("the embedded server started %d times, want once:\n%s", n, errOut)
 	}
 }
