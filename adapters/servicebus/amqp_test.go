@@ -215,7 +215,7 @@ func TestSourceOpenConnects(t *testing.T) {
 	t.Parallel()
 	cfg := SourceConfig{Queue: "q", ConnConfig: fastConn()}
 	cfg.ConnectionString = "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=a2V5;UseDevelopmentEmulator=true"
-	log, _ := testLog(t)
+	log, lb := testLog(t)
 	src, err := NewSource(ctxT(t, 2*time.Minute), cfg, log)
 	if err == nil {
 		_ = src.Close(ctxT(t, 10*time.Second))
@@ -223,5 +223,10 @@ func TestSourceOpenConnects(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "servicebus source: q:") {
 		t.Errorf("err = %v", err)
+	}
+	// While the SDK retried (about 50 s with its default retries) the log
+	// said nothing of why: the first failed dial is logged at once.
+	if logs := lb.String(); strings.Count(logs, "cannot connect to the namespace") != 1 || !strings.Contains(logs, "connection refused") {
+		t.Errorf("want the failed dial logged once, with its error; log:\n%s", logs)
 	}
 }

@@ -6,12 +6,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/qbridge/qbridge/internal/amqpguard"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 	"github.com/qbridge/qbridge/mapping/sbmap"
 )
@@ -24,6 +27,10 @@ type guardSettings struct {
 	// onTLSError is told when the server's certificate fails verification
 	// (the SDK reports it only as a lost connection).
 	onTLSError func(error)
+	// dialLog, if set, is told of a failed dial at once (paced): the SDK
+	// retries a namespace it cannot reach for about 50 s before the open
+	// returns its error, and until then the log said nothing of why.
+	dialLog *slog.Logger
 }
 
 // newSDKClient builds the azservicebus client. The SDK has one hook that
@@ -33,13 +40,24 @@ type guardSettings struct {
 // ignores its own TLS settings on such a connection, and passes the
 // WebSocket URL it would have used, which the dialer ignores.
 func newSDKClient(c *connSettings, g guardSettings, cred azcore.TokenCredential) (*azservicebus.Client, error) {
+	var pace *logpace.Pacer
+	if g.dialLog != nil {
+		pace = logpace.New(1, 30*time.Second)
+	}
 	opts := &azservicebus.ClientOptions{
 		ApplicationID: c.appID,
 		RetryOptions: azservicebus.RetryOptions{
 			MaxRetries: c.maxRetries, RetryDelay: c.retryDelay, MaxRetryDelay: c.retryMax,
 		},
 		NewWebSocketConn: func(ctx context.Context, _ azservicebus.NewWebSocketConnArgs) (net.Conn, error) {
-			return dialAMQP(ctx, c, g)
+			conn, err := dialAMQP(ctx, c, g)
+			if err != nil && pace != nil && ctx.Err() == nil {
+				pace.Do(func(leftOut int64) {
+					g.dialLog.Warn("servicebus: cannot connect to the namespace; the Azure SDK tries again (max_retries, retry_delay) before the open fails",
+						"namespace", c.description, "error", err, logpace.LeftOutKey, leftOut)
+				})
+			}
+			return conn, err
 		},
 	}
 	if c.cs != nil {

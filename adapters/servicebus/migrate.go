@@ -308,7 +308,7 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, log *slog.Logger,
 	if set.conn.https || set.sessions {
 		return nil, fmt.Errorf("servicebus: browsing needs transport = %q and an entity without sessions: %w", transportAMQP, driver.ErrCannotBrowse)
 	}
-	client, err := newSDKClient(set.conn, guardSettings{}, cred)
+	client, err := newSDKClient(set.conn, guardSettings{dialLog: log}, cred)
 	if err != nil {
 		return nil, fmt.Errorf("servicebus source: %w", err)
 	}

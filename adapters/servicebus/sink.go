@@ -50,7 +50,7 @@ func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azco
 	}
 	// The sender's connection only receives management replies: no guard.
 	var tlsErr atomic.Pointer[errBox]
-	client, err := newSDKClient(set.conn, guardSettings{onTLSError: func(err error) { tlsErr.Store(&errBox{err}) }}, cred)
+	client, err := newSDKClient(set.conn, guardSettings{onTLSError: func(err error) { tlsErr.Store(&errBox{err}) }, dialLog: log}, cred)
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}

@@ -48,7 +48,7 @@ func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred 
 	c := &amqpCommon{set: set, log: log, poison: amqpguard.NewLog(), closed: make(chan struct{})}
 	c.hold = newHolder(set.lockRenewal, log, "servicebus source")
 	client, err := newSDKClient(set.conn, guardSettings{mode: c.guardMode, log: c.poison, onPoison: c.onPoison,
-		onTLSError: func(err error) { c.tlsErr.Store(&errBox{err}) }}, cred)
+		onTLSError: func(err error) { c.tlsErr.Store(&errBox{err}) }, dialLog: log}, cred)
 	if err != nil {
 		return nil, fmt.Errorf("servicebus source: %w", err)
 	}
