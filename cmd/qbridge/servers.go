@@ -11,6 +11,7 @@ import (
 	"github.com/qbridge/qbridge/bridge/monitor"
 	"github.com/qbridge/qbridge/internal/backoff"
 	"github.com/qbridge/qbridge/internal/config"
+	"github.com/qbridge/qbridge/internal/logpace"
 )
 
 // serverHolds keeps the embedded servers of the running configuration
@@ -83,6 +84,10 @@ func (h *serverHolds) sync(cfg *config.Config, start bool) {
 // dropped: another process may still hold its store, or its port.
 func (h *serverHolds) hold(sh *serverHold, retry backoff.Backoff) {
 	defer close(sh.done)
+	// A server that cannot start for good (its port taken) was logged on
+	// every attempt, at most 5 s apart, beside the pipelines' own errors;
+	// /startupz has the last error at any time.
+	pace := logpace.New(1, time.Minute)
 	for {
 		where, release, err := sh.srv.Hold(h.log)
 		h.mu.Lock()
@@ -103,7 +108,9 @@ func (h *serverHolds) hold(sh *serverHold, retry backoff.Backoff) {
 		sh.err = err
 		h.mu.Unlock()
 		delay := retry.Next()
-		h.log.Error("cannot start the embedded server; retrying", "store_dir", sh.srv.Key, "error", err, "retry_in", delay)
+		pace.Do(func(leftOut int64) {
+			h.log.Error("cannot start the embedded server; retrying", "store_dir", sh.srv.Key, "error", err, "retry_in", delay, logpace.LeftOutKey, leftOut)
+		})
 		if backoff.Sleep(context.Background(), sh.stop, errHoldStopped, delay) != nil {
 			return
 		}
