@@ -188,6 +188,9 @@ func (s *jsSource) setup(ctx context.Context) error {
 	s.recover = true
 	s.group, s.pinID, s.lastPending = group, "", 0
 	s.mu.Unlock()
+	// A consumer made again numbers its deliveries anew: an old ack
+	// subject could name one of its pending messages (confirmNaks).
+	s.ackedReply.Store(nil)
 	return nil
 }
 
