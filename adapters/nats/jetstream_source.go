@@ -191,6 +191,7 @@ func (s *jsSource) setup(ctx context.Context) error {
 	// A consumer made again numbers its deliveries anew: an old ack
 	// subject could name one of its pending messages (confirmNaks).
 	s.ackedReply.Store(nil)
+	s.lastNak.Store(nil)
 	return nil
 }
 
