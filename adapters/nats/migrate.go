@@ -253,6 +253,14 @@ func newBrowseSource(ctx context.Context, set *sourceSettings, after uint64, log
 		c.close()
 		return nil, fmt.Errorf("nats: stream %s info: %w", j.stream, err)
 	}
+	if after > info.State.LastSeq {
+		// Sequences only grow (a purge or an expiry keeps the last one),
+		// so the checkpoint is of a stream deleted and made again: a copy
+		// from it copied nothing and said complete.
+		c.close()
+		return nil, driver.Permanent(fmt.Errorf("nats: the copy's checkpoint, sequence %d, is past the end of stream %s (last sequence %d): the stream was deleted and made again since; remove the pipeline's entry from the -state file, or use another one, to copy it from its start",
+			after, j.stream, info.State.LastSeq))
+	}
 	subjects := j.filterSubjects
 	// A durable that exists decides what the pipeline reads: browse the
 	// same, from where it stands. Everything up to its ack floor is

@@ -132,6 +132,16 @@ func TestMigrateBrowse(t *testing.T) {
 		t.Fatalf("browse after %d: %q, want orders.eu.2", after, d.Message().Body)
 	}
 
+	// A checkpoint past the stream's last sequence is of a stream deleted
+	// and made again: refused, where it copied nothing and was complete.
+	bcfg, _ = Browse(cfg, 5)
+	if src, err := NewSource(ctxT(t, 10*time.Second), bcfg, nil); err == nil {
+		_ = src.Close(context.Background())
+		t.Fatal("browse after sequence 5 of a stream whose last is 4 opened")
+	} else if !driver.IsPermanent(err) || !strings.Contains(err.Error(), "past the end of stream") {
+		t.Fatalf("browse past the end: %v, want a permanent error that says so", err)
+	}
+
 	core := SourceConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.>"}
 	if _, err := Browse(core, 0); !errors.Is(err, driver.ErrCannotBrowse) {
 		t.Fatalf("core NATS browse: %v, want ErrCannotBrowse", err)
