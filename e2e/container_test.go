@@ -80,8 +80,7 @@ func freeTCPPort(t *testing.T) int {
 // within the shutdown timeout.
 func TestContainerImage(t *testing.T) {
 	podman := podmanCmd(t)
-	version := fmt.Sprintf("v0.0.0-e2e.%d", os.Getpid())
-	ref := buildImage(t, podman, version)
+	ref, version := buildImage(t, podman)
 
 	out, err := podman("run", "--rm", "--network", "host", ref, "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "qbridge "+version+" ") {
@@ -158,7 +157,7 @@ func TestContainerImage(t *testing.T) {
 // unless GOMEMLIMIT or AUTOMEMLIMIT=off is set.
 func TestContainerMemoryLimit(t *testing.T) {
 	podman := podmanCmd(t)
-	ref := buildImage(t, podman, fmt.Sprintf("v0.0.0-e2e.%d.memlimit", os.Getpid()))
+	ref, _ := buildImage(t, podman)
 	const cgroupLimit = "268435456" // --memory=256m
 	for i, tc := range []struct {
 		name string
@@ -216,24 +215,69 @@ func TestContainerMemoryLimit(t *testing.T) {
 	}
 }
 
-// buildImage builds the image with deploy/build-image.sh and returns its
-// reference, localhost/qbridge-e2e:version; the image goes when the test
-// ends.
-func buildImage(t *testing.T, podman func(...string) *exec.Cmd, version string) string {
+// testImage is the image of deploy/build-image.sh, built by the first
+// test that needs it and used by the others (a build is some 7 s: a relink
+// for the version and a podman build); TestMain removes it at the end.
+var testImage struct {
+	mu           sync.Mutex
+	ref, version string
+}
+
+// buildImage returns the reference of the package's image,
+// localhost/qbridge-e2e:version, and its version, building it with
+// deploy/build-image.sh the first time.
+func buildImage(t *testing.T, podman func(...string) *exec.Cmd) (ref, version string) {
 	t.Helper()
+	testImage.mu.Lock()
+	defer testImage.mu.Unlock()
+	if testImage.ref != "" {
+		return testImage.ref, testImage.version
+	}
 	image := "localhost/qbridge-e2e"
+	version = fmt.Sprintf("v0.0.0-e2e.%d", os.Getpid())
 	build := exec.Command("bash", "../deploy/build-image.sh")
 	build.Env = append(podman().Env, "IMAGE="+image, "VERSION="+version, "ENGINE=podman --runtime "+podmanRuntime)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("deploy/build-image.sh: %v\n%s", err, out)
 	}
-	ref := image + ":" + version
+	ref = image + ":" + version
 	// build-image.sh tags :latest too, which would keep the image once its
 	// version tag is removed; the tests use the version tag only. (Without
 	// a name, podman untag removes them all.)
 	_ = podman("untag", ref, image+":latest").Run()
-	t.Cleanup(func() { _ = podman("rmi", "-f", ref).Run() })
-	return ref
+	testImage.ref, testImage.version = ref, version
+	return ref, version
+}
+
+// removeTestImage removes the image buildImage built, if any, with a
+// configuration of its own (a test's went with its TempDir).
+func removeTestImage() {
+	testImage.mu.Lock()
+	defer testImage.mu.Unlock()
+	if testImage.ref == "" {
+		return
+	}
+	err := func() error {
+		dir, err := os.MkdirTemp("", "qbridge-e2e-podman")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		conf := filepath.Join(dir, "containers.conf")
+		if err := os.WriteFile(conf, []byte(podmanConf), 0o600); err != nil {
+			return err
+		}
+		rmi := exec.Command("podman", "--runtime", podmanRuntime, "rmi", "-f", testImage.ref)
+		rmi.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
+		if out, err := rmi.CombinedOutput(); err != nil {
+			return fmt.Errorf("%w\n%s", err, out)
+		}
+		return nil
+	}()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "removing the test image %s: %v\n", testImage.ref, err)
+	}
+	testImage.ref = ""
 }
 
 // quickstart is configs/quickstart.hcl running in the image, its JSON log
@@ -425,7 +469,7 @@ func containerGet(t *testing.T, url string) (int, string) {
 // it: exit 0, every message at the sink once, in order within its group.
 func TestContainerMigrateJob(t *testing.T) {
 	podman := podmanCmd(t)
-	ref := buildImage(t, podman, fmt.Sprintf("v0.0.0-e2e.%d.migrate", os.Getpid()))
+	ref, _ := buildImage(t, podman)
 	ns := e2etest.StartNATS(t)
 	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "JOB_IN", "in.>")
