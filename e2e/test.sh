@@ -21,6 +21,11 @@ stop_brokers() {
   fi
 }
 trap stop_brokers EXIT
+# Each stage says how long it took (bash's SECONDS), so a slow CI run
+# shows where its time went.
+stage_start=$SECONDS
+stage_done() { echo "== $1 done in $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
+
 echo "== starting brokers (state in $QBRIDGE_BROKERS_DIR)"
 bash e2e/brokers/up.sh >/dev/null
 # The Service Bus test server and the official JS SDK (npm, pinned); the
@@ -34,6 +39,7 @@ set -a
 . "$QBRIDGE_BROKERS_DIR/env"
 set +a
 export QBRIDGE_E2E_REQUIRED=1 # tests must not skip for lack of a broker
+stage_done "brokers and installs"
 
 echo "== gofmt, go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -42,6 +48,7 @@ if [[ -n $unformatted ]]; then
   exit 1
 fi
 go vet ./...
+stage_done "gofmt, go vet"
 
 if [[ $FUZZTIME != 0 ]]; then
   echo "== fuzz targets, $FUZZTIME each"
@@ -64,11 +71,15 @@ if [[ $FUZZTIME != 0 ]]; then
       echo "ok   fuzz $pkg $target"
     done
   done
+  stage_done "fuzz targets"
 fi
 
 echo "== benchmarks, one iteration each (figures: see README, Benchmarks)"
 go test -run '^$' -bench . -benchtime 1x ./... >/dev/null
+stage_done "benchmarks"
 
-# Last, so that go test's own summary closes the output.
-echo "== go test -race (unit and e2e)"
+# Last, so that go test's own summary closes the output: no "done in"
+# line after it (its packages' times are in it; the stage started at the
+# second given here).
+echo "== go test -race (unit and e2e), from $SECONDS s into the run"
 go test -race -count=1 -timeout 15m ./...
