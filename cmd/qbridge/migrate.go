@@ -50,6 +50,7 @@ func runMigrate(ctx context.Context, args []string, std stdio) int {
 		every      = fs.Duration("progress-every", 5*time.Second, "interval of progress log lines; more than 0")
 		idle       = fs.Duration("idle", 5*time.Second, "how long the source must yield nothing before its count is trusted (JetStream counts exactly: at most 1s there; brokers that cannot count: before it is drained); more than 0")
 		timeout    = fs.Duration("timeout", 0, "give up on a pipeline, not drained, once it has run this long (each pipeline has its own; 0: no limit)")
+		verifyWait = fs.Duration("verify-wait", 15*time.Second, "how long a sink that holds fewer messages than were written is counted again before that is reported (SQS counts lag behind writes); more than 0")
 		connect    = fs.Duration("connect-timeout", 2*time.Minute, "fail when the brokers cannot be reached for this long; more than 0")
 		sample     = fs.Int64("sample", 100, "dry run on sources that cannot browse (SQS, AMQP without copy mode, session-enabled Service Bus): read at most this many messages, each one counting as a delivery")
 		stateFile  = fs.String("state", "", "copy mode: keep checkpoints in this file, so the same command resumes where it stopped")
@@ -132,6 +133,7 @@ Flags:
 		{"connect-timeout", "how long the brokers may be unreachable before the migration fails", *connect, false},
 		{"progress-every", "the interval of progress log lines", *every, false},
 		{"timeout", "0 is no limit", *timeout, true},
+		{"verify-wait", "how long a sink that holds fewer messages than were written is counted again", *verifyWait, false},
 	} {
 		switch {
 		case d.v < 0:
@@ -162,7 +164,7 @@ Flags:
 	}
 	opt := migrate.Options{
 		Mode: migrate.ModeMove, IncludeDeadLetters: *deadLetter, Rate: *rateCap, Idle: *idle,
-		Timeout: *timeout, ConnectTimeout: *connect, Sample: *sample, StateFile: *stateFile,
+		Timeout: *timeout, VerifyWait: *verifyWait, ConnectTimeout: *connect, Sample: *sample, StateFile: *stateFile,
 		RunID: *rerun, Parallel: *parallel,
 	}
 	switch {

@@ -44,6 +44,8 @@ func TestMigrateUsage(t *testing.T) {
 		{"connect-timeout 0", []string{"-connect-timeout", "0s", good}, 2, "-connect-timeout 0s: must be more than 0"},
 		{"negative timeout", []string{"-timeout", "-1s", good}, 2, "-timeout -1s: cannot be negative"},
 		{"progress-every 0", []string{"-progress-every", "0s", good}, 2, "-progress-every 0s: must be more than 0"},
+		{"verify-wait 0", []string{"-verify-wait", "0s", good}, 2, "-verify-wait 0s: must be more than 0"},
+		{"negative verify-wait", []string{"-verify-wait", "-1s", good}, 2, "-verify-wait -1s: cannot be negative"},
 		{"unwritable report", []string{"-yes", "-report", filepath.Join(dir, "no-such-dir", "r.json"), good}, 2, "-report: cannot write " + filepath.Join(dir, "no-such-dir", "r.json") + ": no such file or directory"},
 		{"unwritable state", []string{"-copy", "-yes", "-state", filepath.Join(dir, "no-such-dir", "s.json"), good}, 2, "-state: state file: cannot write " + filepath.Join(dir, "no-such-dir", "s.json") + ": no such file or directory (the checkpoints could not be saved"},
 		{"state on standard output", []string{"-copy", "-yes", "-state", "-", good}, 2, "-state: state file: - is not a file"},

@@ -514,23 +514,21 @@ func nativeDeadLettered(tr *tracker) int64 {
 	return n
 }
 
-// verifyWait is how long a sink that holds fewer messages than were
-// written to it is counted again before that is reported: SQS counts are
-// approximate and lag behind the writes.
+// verifyWait is the default of Options.VerifyWait (-verify-wait).
 var verifyWait = 15 * time.Second
 
 // verify checks the sink's growth against what the job wrote (see
-// Verification), counting a short sink again for up to verifyWait.
+// Verification), counting a short sink again for up to Options.VerifyWait.
 func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 	v := verification(rep, j.opt.Mode)
-	deadline := time.Now().Add(verifyWait)
+	deadline := time.Now().Add(j.opt.VerifyWait)
 	// A sink at its cap (discard old) holds no more for being counted
 	// again: what it dropped is gone.
 	for v.Short() && !atCap(rep.SinkAfter) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return v // interrupted: report what the last count said
-		case <-time.After(time.Second):
+		case <-time.After(min(time.Second, time.Until(deadline))):
 		}
 		cctx, cancel := context.WithTimeout(ctx, j.countTimeout(false))
 		b, err := j.pipe.CountSink(cctx, j.log)

@@ -34,6 +34,10 @@ type Options struct {
 	CountTimeout time.Duration
 	// Timeout ends the migration, not drained, after this long; 0 is none.
 	Timeout time.Duration
+	// VerifyWait is how long a sink that holds fewer messages than were
+	// written to it is counted again before that is reported: SQS counts
+	// are approximate and lag behind the writes.
+	VerifyWait time.Duration
 	// ConnectTimeout fails the migration when its adapters cannot be opened
 	// for this long (a daemon retries forever; a job should say why).
 	ConnectTimeout time.Duration
@@ -79,6 +83,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.CountTimeout == 0 {
 		o.CountTimeout = 30 * time.Second
+	}
+	if o.VerifyWait == 0 {
+		o.VerifyWait = verifyWait
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 2 * time.Minute
@@ -126,7 +133,7 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"-idle", o.Idle}, {"-timeout", o.Timeout}, {"-connect-timeout", o.ConnectTimeout}, {"count interval", o.CountEvery}, {"count timeout", o.CountTimeout}} {
+	}{{"-idle", o.Idle}, {"-timeout", o.Timeout}, {"-verify-wait", o.VerifyWait}, {"-connect-timeout", o.ConnectTimeout}, {"count interval", o.CountEvery}, {"count timeout", o.CountTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %s cannot be negative", d.flag, d.v))
 		}

@@ -211,6 +211,7 @@ func TestOptionsRefuseNegativeDurations(t *testing.T) {
 		"idle":            {Mode: ModeMove, Idle: -time.Second},
 		"timeout":         {Mode: ModeMove, Timeout: -time.Second},
 		"connect timeout": {Mode: ModeMove, ConnectTimeout: -time.Second},
+		"verify wait":     {Mode: ModeMove, VerifyWait: -time.Second},
 		"sample":          {Mode: ModeDryRun, Sample: -1},
 	} {
 		if err := o.Validate(); err == nil {

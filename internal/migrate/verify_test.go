@@ -210,6 +210,30 @@ func TestMigrationVerifiesTheSink(t *testing.T) {
 	}
 }
 
+// A short sink is counted again for Options.VerifyWait (-verify-wait), not
+// for the 15 s default, before the shortfall is reported.
+func TestVerifyWaitBoundsTheRecount(t *testing.T) {
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
+	ms := msgs(4, 0)
+	for _, m := range ms {
+		m.DedupID = "same"
+	}
+	b.put("in", ms...)
+	o := fastOptions(ModeMove)
+	o.VerifyWait = 300 * time.Millisecond
+	start := time.Now()
+	rep := Run(context.Background(), pipes, o, nil)
+	took := time.Since(start)
+	if v := rep.Jobs[0].Verification; v == nil || v.Verified || v.SinkGrowth != 1 {
+		t.Fatalf("verification %+v", v)
+	}
+	// The recount ends at the deadline, after it: a lower bound that holds
+	// on any machine; the upper one only tells the default apart.
+	if took < o.VerifyWait || took >= verifyWait {
+		t.Errorf("took %s with VerifyWait %s (default %s)", took, o.VerifyWait, verifyWait)
+	}
+}
+
 // A sink that says it dropped duplicates (an SQS FIFO queue answering with
 // the first message's id) proves the merge: exit 5, so that an automation
 // that reads only the exit code does not take the lost messages for a
