@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,13 +49,29 @@ func TestMigrateLocalExample(t *testing.T) {
 	archive := local("migrate-local.hcl", "")
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 
-	// Fill DEMO_OUT through the quick start, then stop it.
+	// Fill DEMO_OUT through the quick start, then stop it. The five
+	// tenants are sent at once, each one's orders in order (the order that
+	// is checked at the end): a process per message one after the other
+	// took 8 s.
 	d := startDaemonConfig(t, quickstart)
-	for i := 1; i <= n; i++ {
-		if out, err := exec.Command(qbridgeBin, "send", "-url", url, "-subject", "demo.in", "-jetstream",
-			"-attr", fmt.Sprintf("tenant=t%d", i%5), fmt.Sprintf("order %d", i)).CombinedOutput(); err != nil {
-			t.Fatalf("send %d: %v\n%s", i, err, out)
-		}
+	var sends sync.WaitGroup
+	for tenant := range 5 {
+		sends.Go(func() {
+			for i := tenant; i <= n; i += 5 {
+				if i == 0 {
+					continue
+				}
+				if out, err := exec.Command(qbridgeBin, "send", "-url", url, "-subject", "demo.in", "-jetstream",
+					"-attr", fmt.Sprintf("tenant=t%d", i%5), fmt.Sprintf("order %d", i)).CombinedOutput(); err != nil {
+					t.Errorf("send %d: %v\n%s", i, err, out)
+					return
+				}
+			}
+		})
+	}
+	sends.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	eventually(t, 30*time.Second, fmt.Sprintf("DEMO_OUT holds %d messages", n), func() bool {
 		return streamMsgs(t, url, "DEMO_OUT") == n
@@ -118,8 +135,9 @@ func TestMigrateLocalExample(t *testing.T) {
 	}
 
 	// The rerun moves the rest and verifies. Messages the interrupted run
-	// held wait out the consumer's ack wait (15 s in the configuration).
-	if out, code := migrate("-yes", "-timeout", "3m", archive); code != 0 || !strings.Contains(out, "verified: the sink grew by") {
+	// held wait out the consumer's ack wait (15 s in the configuration);
+	// after them, -idle 1s instead of the default 5 s of quiet.
+	if out, code := migrate("-yes", "-idle", "1s", "-timeout", "3m", archive); code != 0 || !strings.Contains(out, "verified: the sink grew by") {
 		t.Fatalf("the rerun: exit %d\n%s", code, out)
 	}
 
