@@ -298,6 +298,7 @@ pipeline "sb-to-sqs" {
 // JetStream sink deduplicates what was written twice (MessageId becomes
 // Nats-Msg-Id).
 func TestMigrateCopyServiceBusResumes(t *testing.T) {
+	t.Parallel()
 	const n = 600
 	srv := sbStartServer(t, `{"queues":[{"name":"orders","lockDuration":"PT30S"}]}`)
 	c := sbClient(t, srv)
@@ -362,6 +363,7 @@ pipeline "sb-copy" {
 // accepted by SQS and silently dropped (the ids are kept, which is what makes
 // a resume safe), unless -new-dedup-ids names the run. Per-group order holds.
 func TestMigrateSQSFIFODedupWindow(t *testing.T) {
+	t.Parallel()
 	const groups, per = 5, 12
 	e := sqsSetup(t)
 	dst := e.createQueue(t, "dst", true, nil)

@@ -67,6 +67,7 @@ pipeline "mig" {
 // in flight at the kill is re-sent with the same id and dropped by the
 // broker), each group in order, the source drained.
 func TestMigrateKillAndResumeDedupSinks(t *testing.T) {
+	t.Parallel()
 	const groups, per = 20, 30
 	const n = groups * per
 	type sinkUnderTest struct {
@@ -432,6 +433,7 @@ pipeline "sqs-int" {
 // killed midway and run again continues after its checkpoint; the sink
 // stream ends with each message once; a move afterwards still finds all.
 func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
+	t.Parallel()
 	ns := e2etest.StartNATS(t)
 	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")

@@ -259,6 +259,7 @@ func TestMigrateParallelJetStream(t *testing.T) {
 // kill -9 in the middle, then the same command: nothing lost, no duplicate
 // stored (the sink stream deduplicates on Nats-Msg-Id), order per group.
 func TestMigrateKillAndResume(t *testing.T) {
+	t.Parallel()
 	ns := e2etest.StartNATS(t)
 	_, js := e2etest.ConnectNATS(t, ns.URL())
 	natsCreateStream(t, js, "MIG_IN", "in.>")
@@ -637,6 +638,7 @@ pipeline "self" {
 // stream stores) fails the dry run and the move at once, moving nothing; a
 // JetStream sink that creates its stream counts 0 before and runs.
 func TestMigrateMissingSinkFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	env := sqsSetup(t)
 	ns := e2etest.StartNATS(t)
 	_, js := e2etest.ConnectNATS(t, ns.URL())

@@ -221,6 +221,7 @@ func sqsStreamBodies(msgs []interface{ Data() []byte }) (map[string]int, int) {
 // stopped for longer than the visibility timeout and restarted, then while
 // the daemon is SIGKILLed mid-stream and restarted. Every message arrives.
 func TestSqsNoLossSinkOutageAndKill(t *testing.T) {
+	t.Parallel()
 	e := sqsSetup(t)
 	src := e.createQueue(t, "src", false, map[string]string{"VisibilityTimeout": "4"})
 	ns := e2etest.StartNATS(t)
