@@ -94,7 +94,7 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && set.js.createStream {
 		// The sink creates it when it opens: it holds nothing before.
-		return driver.Backlog{Deduplicates: true, Ordered: true}, nil
+		return driver.Backlog{Deduplicates: true, Ordered: true, Exact: true}, nil
 	}
 	if err != nil {
 		return driver.Backlog{}, sinkStreamMissing(err, fmt.Errorf("nats: stream %s: %w", stream, err))
@@ -105,7 +105,7 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	}
 	// The stream drops a Nats-Msg-Id it stored within its duplicate
 	// window; the sink sends the message's dedup key as one.
-	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0, Ordered: true}
+	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0, Ordered: true, Exact: true}
 	b.Limits, b.KeepsAtMost, b.KeepsNone = streamLimits(info.Config, info.State.Consumers)
 	return b, nil
 }

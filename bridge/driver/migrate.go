@@ -52,9 +52,10 @@ type Backlog struct {
 	// stream with interest retention and no consumer).
 	KeepsNone bool `json:"-"`
 	// Exact says that the broker counts exactly and at once (a JetStream
-	// consumer's NumPending and NumAckPending, where SQS's counts lag): a
-	// migration takes a count of 0 for drained after a short quiet spell
-	// instead of -idle.
+	// consumer's NumPending and NumAckPending, a stream's messages, where
+	// SQS's counts lag): a migration takes a source's count of 0 for
+	// drained after a short quiet spell instead of -idle, and a sink's
+	// short count for the truth instead of counting it again.
 	Exact bool `json:"-"`
 	// Entity names the counted entity as the broker knows it (SQS
 	// QueueArn), or is empty: a source and a sink configured in different

@@ -523,8 +523,9 @@ func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 	v := verification(rep, j.opt.Mode)
 	deadline := time.Now().Add(j.opt.VerifyWait)
 	// A sink at its cap (discard old) holds no more for being counted
-	// again: what it dropped is gone.
-	for v.Short() && !atCap(rep.SinkAfter) && time.Now().Before(deadline) {
+	// again: what it dropped is gone. An exact count (a JetStream stream)
+	// does not lag behind the writes it confirmed.
+	for v.Short() && !atCap(rep.SinkAfter) && !exact(rep.SinkAfter) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return v // interrupted: report what the last count said
@@ -545,6 +546,9 @@ func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 	}
 	return v
 }
+
+// exact reports whether a count is exact (driver.Backlog.Exact).
+func exact(b *driver.Backlog) bool { return b != nil && b.Exact }
 
 // atCap reports whether a sink's count is at its limit on messages.
 func atCap(b *driver.Backlog) bool {

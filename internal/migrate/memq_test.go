@@ -247,6 +247,8 @@ type memSinkConfig struct {
 	// KeepsNone makes it say that it keeps nothing (interest retention
 	// with no consumer).
 	KeepsNone bool `hcl:"keeps_none,optional"`
+	// ExactCount makes its count say that it is exact (a JetStream stream).
+	ExactCount bool `hcl:"exact_count,optional"`
 
 	opt mapping.Options
 }
@@ -299,7 +301,7 @@ func init() {
 				return driver.Backlog{}, err
 			}
 			b := br.backlog(c.Queue)
-			b.Deduplicates = c.Dedup
+			b.Deduplicates, b.Exact = c.Dedup, c.ExactCount
 			if c.KeepsAtMost > 0 {
 				b.KeepsAtMost, b.Limits = c.KeepsAtMost, fmt.Sprintf("max_msgs %d, discard old", c.KeepsAtMost)
 			}

@@ -234,6 +234,28 @@ func TestVerifyWaitBoundsTheRecount(t *testing.T) {
 	}
 }
 
+// A sink whose count is exact (a JetStream stream) is not counted again: a
+// short count is the truth at once, where it waited out -verify-wait.
+func TestExactSinkCountIsNotCountedAgain(t *testing.T) {
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true\n    exact_count = true", 1))
+	ms := msgs(4, 0)
+	for _, m := range ms {
+		m.DedupID = "same"
+	}
+	b.put("in", ms...)
+	o := fastOptions(ModeMove)
+	o.VerifyWait = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep := Run(ctx, pipes, o, nil)
+	if ctx.Err() != nil {
+		t.Fatal("the verification counted the exact sink again until the test's deadline")
+	}
+	if v := rep.Jobs[0].Verification; v == nil || v.Verified || v.SinkGrowth != 1 {
+		t.Fatalf("verification %+v", v)
+	}
+}
+
 // A sink that says it dropped duplicates (an SQS FIFO queue answering with
 // the first message's id) proves the merge: exit 5, so that an automation
 // that reads only the exit code does not take the lost messages for a
