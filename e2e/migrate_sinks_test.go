@@ -472,9 +472,8 @@ func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
 		t.Errorf("the copy changed the source stream: %d messages, want %d", got, n)
 	}
 	// The durable saw nothing: a move now takes every message (the sink
-	// stream drops them all as duplicates of the copy, so its count stays
-	// short for good: -verify-wait 1s instead of 15 s of recounting).
-	code, rep, _ = migRun(t, 90*time.Second, "-idle", "1s", "-verify-wait", "1s", "-progress", "off", cfg)
+	// stream drops them all as duplicates of the copy).
+	code, rep, _ = migRun(t, 90*time.Second, "-idle", "1s", "-progress", "off", cfg)
 	if code != 0 || rep.Jobs[0].Written != n {
 		t.Errorf("the move after the copy: exit %d, wrote %d of %d: %s", code, rep.Jobs[0].Written, n, rep.Reason)
 	}
@@ -521,11 +520,7 @@ func TestMigrateCorruptDeadLettered(t *testing.T) {
     }
   }
 `, ns.URL())))
-	// -verify-wait 1s: the sink's count stays short of the dead letters
-	// that the verification expects there too (both sinks on one server
-	// with no stream named look like one entity), which 15 s of
-	// recounting did not change.
-	code, rep, _ := migRun(t, 90*time.Second, "-idle", "1s", "-verify-wait", "1s", "-progress", "off", cfg)
+	code, rep, _ := migRun(t, 90*time.Second, "-idle", "1s", "-progress", "off", cfg)
 	j := rep.Jobs[0]
 	if code != migrate.ExitDeadLettered || j.Written != n-corrupt || j.DeadLettered["corrupt"] != corrupt {
 		t.Errorf("exit %d, written %d, dead-lettered %v: want exit %d, %d written, %d corrupt",
