@@ -27,12 +27,12 @@ func TestJetStreamHandBackSurvivesServerRestart(t *testing.T) {
 		{"after a backoff", 300 * time.Millisecond, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const n = 5000 // enough NAKs that some are still queued when the server stops
+			const n = 2000 // enough NAKs that some can still be queued when the server stops
 			srv := startServer(t)
 			port, store := srv.Addr().(*net.TCPAddr).Port, srv.StoreDir()
 			cfg := SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "hb.>",
 				JetStream: &JetStreamSourceConfig{Stream: "HB", Durable: "d", CreateStream: true, AckWait: "5m", FetchWait: "300ms", MaxAckPending: 2 * n, FetchBatch: 500}}
-			src, _ := mustSource(t, cfg)
+			src, closing := mustSource(t, cfg)
 			pub, _ := jetstream.New(connect(t, srv.ClientURL()))
 			for i := range n {
 				if _, err := pub.Publish(ctxT(t, 5*time.Second), "hb.x", []byte(strconv.Itoa(i))); err != nil {
@@ -46,7 +46,7 @@ func TestJetStreamHandBackSurvivesServerRestart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := src.Close(ctxT(t, 10*time.Second)); err != nil {
+			if err := src.Close(ctxT(t, 30*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			srv.Shutdown()
@@ -56,6 +56,11 @@ func TestJetStreamHandBackSurvivesServerRestart(t *testing.T) {
 			cfg.URL = srv2.ClientURL()
 			src2, logs := mustSource(t, cfg)
 			// Far below ack_wait: only a handed-back message is back by then.
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("the closing source's log:\n%s", closing)
+				}
+			})
 			back := receiveN(t, src2, n-tc.acked, 30*time.Second)
 			for i, d := range back {
 				if got, want := string(d.Message().Body), fmt.Sprint(tc.acked+i); got != want {
