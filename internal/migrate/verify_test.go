@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/config"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -210,15 +211,23 @@ func TestMigrationVerifiesTheSink(t *testing.T) {
 	}
 }
 
-// A short sink is counted again for Options.VerifyWait (-verify-wait), not
-// for the 15 s default, before the shortfall is reported.
-func TestVerifyWaitBoundsTheRecount(t *testing.T) {
-	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true", 1))
+// shortForGood is a move of four messages with one dedup id into a sink
+// that keeps one (sinkHCL adds to its block): a sink short for good.
+func shortForGood(t *testing.T, sinkHCL string) []*config.Pipeline {
+	t.Helper()
+	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true\n    "+sinkHCL, 1))
 	ms := msgs(4, 0)
 	for _, m := range ms {
 		m.DedupID = "same"
 	}
 	b.put("in", ms...)
+	return pipes
+}
+
+// A short sink is counted again for Options.VerifyWait (-verify-wait), not
+// for the 15 s default, before the shortfall is reported.
+func TestVerifyWaitBoundsTheRecount(t *testing.T) {
+	pipes := shortForGood(t, "")
 	o := fastOptions(ModeMove)
 	o.VerifyWait = 300 * time.Millisecond
 	start := time.Now()
@@ -237,12 +246,7 @@ func TestVerifyWaitBoundsTheRecount(t *testing.T) {
 // A sink whose count is exact (a JetStream stream) is not counted again: a
 // short count is the truth at once, where it waited out -verify-wait.
 func TestExactSinkCountIsNotCountedAgain(t *testing.T) {
-	b, pipes := setup(t, strings.Replace(moveHCL, `reject_attr = "bad"`, "dedup = true\n    exact_count = true", 1))
-	ms := msgs(4, 0)
-	for _, m := range ms {
-		m.DedupID = "same"
-	}
-	b.put("in", ms...)
+	pipes := shortForGood(t, "exact_count = true")
 	o := fastOptions(ModeMove)
 	o.VerifyWait = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
