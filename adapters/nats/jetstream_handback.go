@@ -52,10 +52,14 @@ func (s *jsSource) nak(m jetstream.Msg, delay time.Duration) error {
 
 // acked records the reply subject of a message whose ack the server
 // confirmed: a NAK sent there changes nothing (the message left the
-// consumer's pending set for good), and the server still answers it.
+// consumer's pending set for good), and the server still answers it. Any
+// one will do, so only the first is kept: no allocation per ack batch.
 func (s *jsSource) acked(m jetstream.Msg) {
+	if s.ackedReply.Load() != nil {
+		return
+	}
 	reply := m.Reply()
-	s.ackedReply.Store(&reply)
+	s.ackedReply.CompareAndSwap(nil, &reply)
 }
 
 // confirmNaks waits until the server has applied the NAKs this source sent.

@@ -1122,13 +1122,13 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	case w.browsing:
 		// The browser read to the end; a short quiet spell lets a last
 		// receive come back.
-		return "browse", snap.browsed && idle >= min(opt.Idle, time.Second)
+		return "browse", snap.browsed && idle >= min(opt.Idle, lastReceiveQuiet)
 	}
 	quiet := opt.Idle
 	if w.exactCount {
 		// -idle waits out counts that lag (SQS); an exact one needs only
 		// a last receive to come back empty, as a browse does.
-		quiet = min(quiet, exactCountQuiet)
+		quiet = min(quiet, lastReceiveQuiet)
 	}
 	if idle < quiet {
 		return "", false
@@ -1204,10 +1204,10 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 	return "count", false
 }
 
-// exactCountQuiet is how long a source whose broker counts exactly must
-// yield nothing before a count of 0 makes it drained: more than a JetStream
-// pull waits (at most 1 s), so that the last one came back empty.
-const exactCountQuiet = time.Second
+// lastReceiveQuiet is how long a browsing source, or one whose broker counts
+// exactly, must yield nothing before it is drained: more than a JetStream
+// pull waits (at most 1 s), so that the last receive came back empty.
+const lastReceiveQuiet = time.Second
 
 // blockedBehindStuck is how long a job with stuck messages waits for the
 // rest of what its source counts ready before it takes those for queued
