@@ -532,6 +532,12 @@ func TestMigrateCorruptDeadLettered(t *testing.T) {
 	if got := migStreamMsgs(t, js, "MIG_DLQ"); got != corrupt {
 		t.Errorf("dead-letter stream holds %d, want %d", got, corrupt)
 	}
+	// Both sinks name no stream: only the server knows that out.x and dlq
+	// are in two streams. Taken for one, the dead letters were expected in
+	// the sink too and the move was NOT verified ("holds 3 fewer").
+	if v := j.Verification; v == nil || !v.Verified || v.Expected != n-corrupt {
+		t.Errorf("verification %+v: want verified, %d expected", v, n-corrupt)
+	}
 }
 
 // A move into a stream kept at its cap (max_msgs, discard old) that holds

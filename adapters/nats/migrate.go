@@ -47,6 +47,12 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	}
 	defer closeConn()
 	j := set.js
+	entity := fmt.Sprintf("nats %s stream %q", serverName(set.conn), j.stream)
+	if len(j.filterSubjects) > 0 {
+		// Another subject of the stream is not read: a sink that writes
+		// there does not feed the source.
+		entity += " filter " + strings.Join(j.filterSubjects, ",")
+	}
 	cons, err := js.Consumer(ctx, j.stream, j.durable)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// Retrying cannot help; a migration, which never creates its
@@ -55,7 +61,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		n, err := streamMsgs(ctx, js, j.stream, j.filterSubjects)
-		return driver.Backlog{Ready: n, Ordered: true, Exact: true}, err
+		return driver.Backlog{Ready: n, Ordered: true, Exact: true, Entity: entity}, err
 	}
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s of stream %s: %w", j.durable, j.stream, err)
@@ -64,7 +70,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s info: %w", j.durable, err)
 	}
-	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending), Ordered: true, Exact: true}, nil
+	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending), Ordered: true, Exact: true, Entity: entity}, nil
 }
 
 // CountSink counts the messages of the sink's stream: the one named in its
@@ -91,10 +97,13 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 			return driver.Backlog{}, sinkStreamMissing(err, fmt.Errorf("nats: the stream that holds %q: %w", cfg.Subject, err))
 		}
 	}
+	// The stream the server files the subject under: two sinks whose
+	// blocks name no stream are one entity only if this is the same.
+	entity := fmt.Sprintf("nats %s stream %q", serverName(set.conn), stream)
 	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && set.js.createStream {
 		// The sink creates it when it opens: it holds nothing before.
-		return driver.Backlog{Deduplicates: true, Ordered: true, Exact: true}, nil
+		return driver.Backlog{Deduplicates: true, Ordered: true, Exact: true, Entity: entity}, nil
 	}
 	if err != nil {
 		return driver.Backlog{}, sinkStreamMissing(err, fmt.Errorf("nats: stream %s: %w", stream, err))
@@ -105,7 +114,7 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	}
 	// The stream drops a Nats-Msg-Id it stored within its duplicate
 	// window; the sink sends the message's dedup key as one.
-	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0, Ordered: true, Exact: true}
+	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0, Ordered: true, Exact: true, Entity: entity}
 	b.Limits, b.KeepsAtMost, b.KeepsNone = streamLimits(info.Config, info.State.Consumers)
 	return b, nil
 }

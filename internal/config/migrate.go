@@ -164,7 +164,9 @@ func (p *Pipeline) DryRunDeadLetterSink(log *slog.Logger) bridge.SinkOpener {
 
 // DeadLettersIntoSink reports whether p's dead-letter sink writes where its
 // sink does (a dead-letter queue's job: WithDeadLetterSinkAsSink), so that
-// what it dead-letters grows the sink too.
+// what it dead-letters grows the sink too, as far as the blocks' words
+// tell; a job whose counts name the entities (driver.Backlog.Entity)
+// decides by those.
 func (p *Pipeline) DeadLettersIntoSink() bool {
 	if p.Spec.DeadLetter.Sink == nil {
 		return false

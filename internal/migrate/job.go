@@ -160,6 +160,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// service), only the broker's answer shows the loop.
 		return fail(fmt.Errorf("the sink writes into the source: both are %s; its messages would circulate without end and the source would never drain", src.Entity))
 	}
+	if into, ok := j.deadLettersIntoSink(ctx, rep.SinkBefore); ok {
+		rep.deadLettersIntoSink = into
+	}
 
 	if src, snk := rep.SourceBefore, rep.SinkBefore; src != nil && snk != nil {
 		// The sink takes every write and drops what goes past its limits:
@@ -685,6 +688,24 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 		rep.sourceCountable = true
 	}
 	return src, snk, srcErr, snkErr
+}
+
+// deadLettersIntoSink asks the dead-letter sink's broker which entity it
+// writes, where the sink's count named its own: the blocks' words cannot
+// always tell (two JetStream sinks that name no stream are filed by the
+// server, in one stream or two). ok is false where the broker does not
+// say, and the configuration's comparison stands.
+func (j *job) deadLettersIntoSink(ctx context.Context, sink *driver.Backlog) (into, ok bool) {
+	if sink == nil || sink.Entity == "" || j.pipe.Spec.DeadLetter.Sink == nil {
+		return false, false
+	}
+	cctx, cancel := context.WithTimeout(ctx, j.countTimeout(true))
+	defer cancel()
+	dl, err := j.pipe.WithDeadLetterSinkAsSink().CountSink(cctx, j.log)
+	if err != nil || dl.Entity == "" {
+		return false, false
+	}
+	return dl.Entity == sink.Entity, true
 }
 
 // oneLine folds an error's lines into one for the summary and the report:
