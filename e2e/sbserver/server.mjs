@@ -3,7 +3,7 @@
 // official emulator) on 127.0.0.1, with CBS/SAS, queues, topics,
 // subscriptions, sessions, locks and $management. See docs/sbserver.md.
 //
-//   node e2e/sbserver/server.mjs --config FILE [--port 0] [--http-port=0|--http-port=-1] [--verbose]
+//   node e2e/sbserver/server.mjs --config FILE [--port 0] [--http-port=0|--http-port=-1] [--verbose] [--exit-with-stdin]
 //
 // Prints one line when ready:
 //   READY {"port":N,"pid":P,"amqp":"amqp://127.0.0.1:N","httpPort":H,"http":"http://127.0.0.1:H",...}
@@ -25,6 +25,7 @@ const { values } = parseArgs({
     verbose: { type: 'boolean', default: false },
     'cbs-grace-ms': { type: 'string', default: '20000' },
     'session-accept-timeout-ms': { type: 'string', default: '60000' },
+    'exit-with-stdin': { type: 'boolean', default: false },
   },
 });
 
@@ -79,3 +80,11 @@ function shutdown() {
 }
 process.on('SIGTERM', shutdown);
 process.on('SIGINT', shutdown);
+if (values['exit-with-stdin']) {
+  // The starter holds the write end of our stdin and never writes: when it
+  // ends, even by SIGKILL (a test binary past its -timeout), the pipe
+  // closes and the server goes with it instead of staying behind.
+  process.stdin.on('end', shutdown);
+  process.stdin.on('error', shutdown);
+  process.stdin.resume();
+}

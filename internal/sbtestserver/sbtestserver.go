@@ -27,6 +27,7 @@ type Server struct {
 	HTTP     string // REST endpoint, http://127.0.0.1:HTTPPort
 	cmd      *exec.Cmd
 	done     chan struct{}
+	lifeline io.WriteCloser // the server's stdin, never written: it exits when this closes
 }
 
 // Node is the node binary: $QBRIDGE_NODE, else "node" on PATH.
@@ -67,11 +68,17 @@ func Start(root string, config any, stderr io.Writer, args ...string) (*Server, 
 		return nil, fmt.Errorf("server configuration: %w", err)
 	}
 	cfg.Close()
-	argv := append([]string{filepath.Join(root, "e2e/sbserver/server.mjs"), "--config", cfg.Name(), "--port", "0", "--verbose"}, args...)
+	argv := append([]string{filepath.Join(root, "e2e/sbserver/server.mjs"), "--config", cfg.Name(), "--port", "0", "--verbose", "--exit-with-stdin"}, args...)
 	s := &Server{cmd: exec.Command(Node(), argv...), done: make(chan struct{})}
 	s.cmd.Stderr = stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
+		return nil, err
+	}
+	// Only this process holds the pipe's write end, and the kernel closes
+	// it however the process ends: a test binary killed at its -timeout
+	// leaves no server behind.
+	if s.lifeline, err = s.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
 	if err := s.cmd.Start(); err != nil {
@@ -127,6 +134,6 @@ func (s *Server) ConnectionString(keyName, key string) string {
 // Stop kills the server (our own child, by PID) and waits for it.
 func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
-	<-s.done // every read of stdout is over before Wait closes it
-	_ = s.cmd.Wait()
+	<-s.done         // every read of stdout is over before Wait closes it
+	_ = s.cmd.Wait() // closes the lifeline too
 }
