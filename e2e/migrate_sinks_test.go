@@ -482,6 +482,42 @@ func TestMigrateCopyJetStreamCheckpoint(t *testing.T) {
 	}
 }
 
+// A copy's checkpoint is a position in the stream as it was: a stream
+// deleted and made again numbers from 1 again. Refilled past the
+// checkpoint, the resumed copy used to skip the new stream's first
+// messages (those up to the old checkpoint) and say complete; it is
+// refused, naming both creation times, and nothing is written.
+func TestMigrateCopyRefusesRecreatedStream(t *testing.T) {
+	t.Parallel()
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsCreateStream(t, js, "MIG_OUT", "out.>")
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 2, 10, 0)
+	cfg := migWriteConfig(t, migJSPipeline(ns.URL(), "MIG_IN", "mig", "out.x"))
+	state := filepath.Join(t.TempDir(), "state.json")
+	if code, rep, _ := migRun(t, 60*time.Second, "-copy", "-state", state, "-idle", "1s", "-progress", "off", cfg); code != 0 {
+		t.Fatalf("first copy: exit %d: %s", code, rep.Reason)
+	}
+	if got := migCheckpoint(t, state, "mig"); got != 20 {
+		t.Fatalf("checkpoint after the first copy: %d, want 20", got)
+	}
+	if err := js.DeleteStream(natsCtx(t, 10*time.Second), "MIG_IN"); err != nil {
+		t.Fatal(err)
+	}
+	natsCreateStream(t, js, "MIG_IN", "in.>")
+	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, 2, 15, 100)
+	before := migStreamMsgs(t, js, "MIG_OUT")
+
+	code, rep, _ := migRun(t, 60*time.Second, "-copy", "-state", state, "-idle", "1s", "-progress", "off", cfg)
+	if code != migrate.ExitFailed || rep.Outcome != migrate.OutcomeFailed || !strings.Contains(rep.Reason, "deleted and made again") {
+		t.Fatalf("copy of the stream made again: exit %d, outcome %s: %s; want refused (exit %d)", code, rep.Outcome, rep.Reason, migrate.ExitFailed)
+	}
+	if got := migStreamMsgs(t, js, "MIG_OUT"); got != before {
+		t.Errorf("the refused copy wrote %d messages", got-before)
+	}
+}
+
 // A message the source cannot decode (a malformed qbridge.envelope header
 // on JetStream) is not forwarded by a migration, as by the daemon: it is
 // dead-lettered with reason "corrupt", counted by reason, exit 3.

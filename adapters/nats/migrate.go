@@ -53,15 +53,20 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 		// there does not feed the source.
 		entity += " filter " + strings.Join(j.filterSubjects, ",")
 	}
-	cons, err := js.Consumer(ctx, j.stream, j.durable)
+	st, err := js.Stream(ctx, j.stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// Retrying cannot help; a migration, which never creates its
 		// source's stream, fails at once on it.
 		return driver.Backlog{}, driver.Permanent(fmt.Errorf("nats: stream %s does not exist: %w", j.stream, err))
 	}
+	if err != nil {
+		return driver.Backlog{}, fmt.Errorf("nats: stream %s: %w", j.stream, err)
+	}
+	b := driver.Backlog{Ordered: true, Exact: true, Entity: entity, Created: st.CachedInfo().Created}
+	cons, err := st.Consumer(ctx, j.durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		n, err := streamMsgs(ctx, js, j.stream, j.filterSubjects)
-		return driver.Backlog{Ready: n, Ordered: true, Exact: true, Entity: entity}, err
+		b.Ready, err = streamMsgs(ctx, st, j.filterSubjects)
+		return b, err
 	}
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s of stream %s: %w", j.durable, j.stream, err)
@@ -70,7 +75,8 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: consumer %s info: %w", j.durable, err)
 	}
-	return driver.Backlog{Ready: int64(info.NumPending), InFlight: int64(info.NumAckPending), Ordered: true, Exact: true, Entity: entity}, nil
+	b.Ready, b.InFlight = int64(info.NumPending), int64(info.NumAckPending)
+	return b, nil
 }
 
 // CountSink counts the messages of the sink's stream: the one named in its
@@ -178,18 +184,11 @@ func countConn(ctx context.Context, cc connConfig, log *slog.Logger) (jetstream.
 }
 
 // streamMsgs counts a stream's messages, on the given subjects when set.
-func streamMsgs(ctx context.Context, js jetstream.JetStream, stream string, subjects []string) (int64, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, fmt.Errorf("nats: stream %s: %w", stream, err)
-	}
+func streamMsgs(ctx context.Context, st jetstream.Stream, subjects []string) (int64, error) {
 	if len(subjects) == 0 {
-		info, err := st.Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("nats: stream %s info: %w", stream, err)
-		}
-		return int64(info.State.Msgs), nil
+		return int64(st.CachedInfo().State.Msgs), nil // just fetched by js.Stream
 	}
+	stream := st.CachedInfo().Config.Name
 	var n int64
 	for _, f := range subjects {
 		info, err := st.Info(ctx, jetstream.WithSubjectFilter(f))

@@ -37,8 +37,15 @@ func TestMigrateCountSource(t *testing.T) {
 	cfg := f.sourceConfig()
 	ctx := ctxT(t, 20*time.Second)
 	entity := `nats server ` + strings.TrimPrefix(f.srv.ClientURL(), "nats://") + ` stream "ORDERS" filter orders.eu.>`
-	if got, err := CountSource(ctx, cfg, nil); err != nil || got != (driver.Backlog{Ready: 3, Ordered: true, Exact: true, Entity: entity}) {
-		t.Fatalf("without the consumer: %+v, %v; want Ready 3", got, err)
+	st, err := f.js.Stream(ctx, "ORDERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream's creation time, which a copy's checkpoint keeps (a
+	// stream made again numbers from 1 again).
+	created := st.CachedInfo().Created
+	if got, err := CountSource(ctx, cfg, nil); err != nil || got != (driver.Backlog{Ready: 3, Ordered: true, Exact: true, Entity: entity, Created: created}) {
+		t.Fatalf("without the consumer: %+v, %v; want Ready 3, created %v", got, err, created)
 	}
 	src, _ := mustSource(t, cfg)
 	d := receiveN(t, src, 1, 10*time.Second)

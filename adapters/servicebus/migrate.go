@@ -59,10 +59,10 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 		return driver.Backlog{}, err
 	}
 	switch set.subQueue {
-	case subQueueDeadLetter:
-		return driver.Backlog{Ready: c.DeadLetter}, nil
+	case subQueueDeadLetter: // made and numbered with its entity
+		return driver.Backlog{Ready: c.DeadLetter, Created: c.Created}, nil
 	case subQueueTransferDL:
-		return driver.Backlog{Ready: c.transferDeadLetter}, nil
+		return driver.Backlog{Ready: c.transferDeadLetter, Created: c.Created}, nil
 	}
 	c.Ordered = set.sessions // a session is received in order
 	if set.sessions {
@@ -168,6 +168,7 @@ func queueCounts(ctx context.Context, ac *admin.Client, queue string) (counts, e
 			Ready: int64(p.ActiveMessageCount), Scheduled: int64(p.ScheduledMessageCount), DeadLetter: int64(p.DeadLetterMessageCount),
 			Deferred: deferred(p.TotalMessageCount, int64(p.ActiveMessageCount), int64(p.ScheduledMessageCount), int64(p.DeadLetterMessageCount),
 				int64(p.TransferDeadLetterMessageCount), int64(p.TransferMessageCount)),
+			Created: p.CreatedAt,
 		},
 		transferDeadLetter: int64(p.TransferDeadLetterMessageCount),
 	}, nil
@@ -188,6 +189,7 @@ func subscriptionCounts(ctx context.Context, ac *admin.Client, topic, sub string
 			Ready: int64(p.ActiveMessageCount), DeadLetter: int64(p.DeadLetterMessageCount),
 			Deferred: deferred(p.TotalMessageCount, int64(p.ActiveMessageCount), 0, int64(p.DeadLetterMessageCount),
 				int64(p.TransferDeadLetterMessageCount), int64(p.TransferMessageCount)),
+			Created: p.CreatedAt,
 		},
 		transferDeadLetter: int64(p.TransferDeadLetterMessageCount),
 	}, nil

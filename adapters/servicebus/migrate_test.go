@@ -41,7 +41,7 @@ func TestCountSourceSessions(t *testing.T) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: fastConn(), Queue: q})
 	sendAll(t, snk, sessionMsg("a"+run, 0), sessionMsg("b"+run, 0), sessionMsg("a"+run, 1), sessionMsg("c"+run, 0))
-	want := driver.Backlog{Ready: before.Ready + 4, Sessions: before.Sessions + 3, HasSessions: true, Ordered: true}
+	want := driver.Backlog{Ready: before.Ready + 4, Sessions: before.Sessions + 3, HasSessions: true, Ordered: true, Created: before.Created}
 	if got, err := CountSource(ctxT(t, 30*time.Second), cfg, nil); err != nil || got != want {
 		t.Fatalf("CountSource = %+v, %v; want %+v", got, err, want)
 	}
@@ -77,7 +77,13 @@ func TestMigrateCountBrowseDeadLetter(t *testing.T) {
 	cfg := SourceConfig{ConnConfig: migrateConn(), Queue: q}
 	// The receiver may hold prefetched messages: their locks are not
 	// counted apart (active includes locked), so the counts are exact.
-	want := driver.Backlog{Ready: 2, Scheduled: 1, DeadLetter: 1}
+	first, err := CountSource(ctx, cfg, nil)
+	// The entity's CreatedAt, which a copy's checkpoint keeps (a queue
+	// made again numbers from 1 again): set, and the same at every count.
+	if err != nil || first.Created.IsZero() || first.Created.After(time.Now()) {
+		t.Fatalf("CountSource = %+v, %v; want the queue's creation time", first, err)
+	}
+	want := driver.Backlog{Ready: 2, Scheduled: 1, DeadLetter: 1, Created: first.Created}
 	if got, err := CountSource(ctx, cfg, nil); err != nil || got != want {
 		t.Fatalf("CountSource = %+v, %v; want %+v", got, err, want)
 	}
@@ -88,7 +94,7 @@ func TestMigrateCountBrowseDeadLetter(t *testing.T) {
 	if err != nil || dl.SubQueue != subQueueDeadLetter {
 		t.Fatalf("DeadLetterSource = %+v, %v", dl.SubQueue, err)
 	}
-	if got, err := CountSource(ctx, dl, nil); err != nil || got != (driver.Backlog{Ready: 1}) {
+	if got, err := CountSource(ctx, dl, nil); err != nil || got != (driver.Backlog{Ready: 1, Created: first.Created}) {
 		t.Fatalf("CountSource(dead letters) = %+v, %v; want Ready 1", got, err)
 	}
 	if _, err := DeadLetterSource(ctx, dl, nil); !errors.Is(err, driver.ErrNoDeadLetterQueue) {

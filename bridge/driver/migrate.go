@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Backlog is what a broker says one entity (a queue, a stream consumer, a
@@ -61,6 +62,12 @@ type Backlog struct {
 	// QueueArn), or is empty: a source and a sink configured in different
 	// words but naming one entity have the same Entity.
 	Entity string `json:"-"`
+	// Created is when the broker made the counted entity (a JetStream
+	// stream, a Service Bus queue or subscription), or zero where it does
+	// not say. Positions begin again in an entity deleted and made again:
+	// a copy's checkpoint keeps this, and a resume into a newer one is
+	// refused instead of skipping the new entity's first messages.
+	Created time.Time `json:"-"`
 }
 
 // Pending is everything still to be moved: ready, in flight and scheduled.

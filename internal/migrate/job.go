@@ -160,6 +160,12 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// service), only the broker's answer shows the loop.
 		return fail(fmt.Errorf("the sink writes into the source: both are %s; its messages would circulate without end and the source would never drain", src.Entity))
 	}
+	if j.state != nil && opt.Mode == ModeCopy && rep.SourceBefore != nil {
+		if err := j.state.checkCreated(j.key(), rep.SourceBefore.Created); err != nil {
+			rep.ResumedFrom = 0
+			return fail(err)
+		}
+	}
 	if into, ok := j.deadLettersIntoSink(ctx, rep.SinkBefore); ok {
 		rep.deadLettersIntoSink = into
 	}

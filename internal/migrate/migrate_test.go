@@ -1480,3 +1480,62 @@ func TestResolveLinks(t *testing.T) {
 		t.Error("a report written through a loop of links")
 	}
 }
+
+// A checkpoint keeps when the broker made the source entity; a resume into
+// one made since (deleted and made again: positions begin anew) is
+// refused, where it skipped the new entity's first messages and said
+// complete. Where either run's broker did not say, nothing is refused,
+// and a run that did not count keeps what was known.
+func TestStateRefusesARecreatedSource(t *testing.T) {
+	made := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	again := made.Add(time.Hour)
+	for _, tc := range []struct {
+		name          string
+		kept, counted time.Time
+		refused       bool
+	}{
+		{"same entity", made, made, false},
+		{"made again", made, again, true},
+		{"kept by a run whose broker did not say", time.Time{}, again, false},
+		{"this broker does not say", made, time.Time{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			s, err := openState(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.checkCreated("p", tc.kept); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.save("p", 40, 50); err != nil {
+				t.Fatal(err)
+			}
+			s.close()
+			if s, err = openState(path); err != nil {
+				t.Fatal(err)
+			}
+			defer s.close()
+			err = s.checkCreated("p", tc.counted)
+			if tc.refused != (err != nil) {
+				t.Fatalf("checkCreated: %v, want refused %v", err, tc.refused)
+			}
+			if tc.refused {
+				if !strings.Contains(err.Error(), "deleted and made again") || !strings.Contains(err.Error(), "skip its first 40 messages") {
+					t.Errorf("the error does not say why: %v", err)
+				}
+				return
+			}
+			if err := s.save("p", 60, 60); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.counted
+			if want.IsZero() {
+				want = tc.kept
+			}
+			if got := s.data.Jobs["p"].SourceCreated; !got.Equal(want) {
+				t.Errorf("kept %v, want %v", got, want)
+			}
+		})
+	}
+}

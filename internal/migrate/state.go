@@ -22,8 +22,11 @@ type stateFile struct {
 	// sources and filters hold each job's source identity and selection,
 	// from check, for save.
 	sources, filters map[string]string
-	dirty            bool   // Scheduled changed since the last write
-	release          func() // drops the lock on the file (lockState)
+	// created holds when each job's source entity was made, from
+	// checkCreated (zero: the broker did not say), for save.
+	created map[string]time.Time
+	dirty   bool   // Scheduled changed since the last write
+	release func() // drops the lock on the file (lockState)
 }
 
 type stateData struct {
@@ -48,6 +51,10 @@ type checkpoint struct {
 	// that they skipped were never copied, so another selection may not
 	// resume from it.
 	Filters string `json:"filters,omitempty"`
+	// SourceCreated is when the broker made the source entity
+	// (driver.Backlog.Created), where it says: one deleted and made again
+	// under the same name numbers its messages from the start again.
+	SourceCreated time.Time `json:"source_created,omitzero"`
 	// Scheduled are the messages a copy wrote while the broker held them as
 	// scheduled: once due, Service Bus enqueues each anew, after the
 	// checkpoint, and the next copy writes it again. That copy expects each
@@ -62,7 +69,7 @@ type scheduledCopy struct {
 }
 
 func openState(path string) (*stateFile, error) {
-	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}, sources: map[string]string{}, filters: map[string]string{}}
+	s := &stateFile{path: path, data: stateData{Version: 1, Jobs: map[string]checkpoint{}}, sources: map[string]string{}, filters: map[string]string{}, created: map[string]time.Time{}}
 	// Found out before anything is copied: a checkpoint that cannot be
 	// saved makes the next run copy everything again.
 	if err := CheckStateFile(path); err != nil {
@@ -189,6 +196,24 @@ func (s *stateFile) check(job, source, filters string) error {
 		s.path, job, cp.After, cp.Source, source, job)
 }
 
+// checkCreated compares when the source entity was made (zero: its broker
+// does not say) with when it had been made when job's checkpoint was kept.
+// A position in the entity as it was means nothing in one made since: the
+// resume would skip the new entity's first messages and say complete.
+func (s *stateFile) checkCreated(job string, created time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp, ok := s.data.Jobs[job]
+	if !created.IsZero() {
+		s.created[job] = created
+	}
+	if !ok || cp.SourceCreated.IsZero() || created.IsZero() || cp.SourceCreated.Equal(created) {
+		return nil
+	}
+	return fmt.Errorf("-state %s: the checkpoint of %q (after position %d) was kept for the source as its broker made it at %s, and it was deleted and made again at %s: positions begin anew in the new one, and resuming would skip its first %d messages; remove %q from this file, or use another -state file, to copy it from its start",
+		s.path, job, cp.After, cp.SourceCreated.UTC().Format(time.RFC3339Nano), created.UTC().Format(time.RFC3339Nano), cp.After, job)
+}
+
 func filterWords(f string) string {
 	if f == "" {
 		return "every message"
@@ -244,9 +269,13 @@ func (s *stateFile) setScheduled(job string, copies []scheduledCopy) {
 }
 
 func (s *stateFile) writeLocked(job string, after, writtenUpTo uint64) error {
+	created := s.created[job]
+	if created.IsZero() { // not counted this run: what was known stands
+		created = s.data.Jobs[job].SourceCreated
+	}
 	s.data.Jobs[job] = checkpoint{After: after, WrittenUpTo: writtenUpTo,
 		Updated: time.Now().UTC(), Source: s.sources[job], Filters: s.filters[job],
-		Scheduled: s.data.Jobs[job].Scheduled}
+		SourceCreated: created, Scheduled: s.data.Jobs[job].Scheduled}
 	b, err := json.MarshalIndent(s.data, "", "  ")
 	if err != nil {
 		return err

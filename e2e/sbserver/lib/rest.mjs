@@ -306,7 +306,7 @@ export class RestServer {
         `<RequiresSession>${Boolean(e.props.requiresSession)}</RequiresSession>` +
         (e.props.maxMessageSizeInKilobytes ? `<MaxMessageSizeInKilobytes>${Number(e.props.maxMessageSizeInKilobytes)}</MaxMessageSizeInKilobytes>` : '') +
         `<MessageCount>${total}</MessageCount>` +
-        `<CreatedAt>${now}</CreatedAt><UpdatedAt>${now}</UpdatedAt><AccessedAt>${now}</AccessedAt>` +
+        `<CreatedAt>${e.createdAt}</CreatedAt><UpdatedAt>${now}</UpdatedAt><AccessedAt>${now}</AccessedAt>` +
         `<CountDetails xmlns:d2p1="http://schemas.microsoft.com/netservices/2011/06/servicebus">${cd}</CountDetails>` +
         `</${desc}></content></entry>`,
     );

@@ -163,6 +163,9 @@ export class Receivable {
     this.consumers = new Set(); // transport-side consumer objects
     this.dlq = null;
     this.transferDlq = null;
+    // The management API's CreatedAt: a server started again makes its
+    // entities anew (numbered from 1 again), with a later time.
+    this.createdAt = new Date().toISOString();
   }
 
   get requiresSession() {
