@@ -6,6 +6,9 @@
 // Missing writes its line to the terminal when there is one (and to stderr
 // otherwise), and with QBRIDGE_E2E_REQUIRED set the package fails instead,
 // as CI wants. Require applies the same rule to one test.
+//
+// SharedRabbitMQ and RabbitMQForRestart give a test one of the two RabbitMQ
+// nodes of e2e/brokers/up.sh, and RabbitMQ.Ctl runs rabbitmqctl on it.
 package testenv
 
 import (
