@@ -6,12 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -226,21 +224,13 @@ func rawReceive(t *testing.T, rawURL, addr string, d time.Duration) *amqp.Messag
 	return m
 }
 
-// rabbitctl runs rabbitmqctl against the test broker's node (from
-// QBRIDGE_RABBITMQ_ENV, written by e2e/brokers/up.sh); safe to call from
-// any goroutine (it reports with t.Error).
-func rabbitctl(t *testing.T, args ...string) bool {
+// rabbitctl runs rabbitmqctl against node (testenv.SharedRabbitMQ, or
+// testenv.RabbitMQForRestart for the test that restarts it); safe to call
+// from any goroutine (it reports with t.Error).
+func rabbitctl(t *testing.T, node testenv.RabbitMQ, args ...string) bool {
 	t.Helper()
-	envFile := os.Getenv("QBRIDGE_RABBITMQ_ENV")
-	if envFile == "" {
-		t.Error("QBRIDGE_RABBITMQ_ENV is not set: source the env file written by e2e/brokers/up.sh (it sets QBRIDGE_AMQP_URL and QBRIDGE_RABBITMQ_ENV)")
-		return false
-	}
-	script := fmt.Sprintf(`. %q && exec /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RABBITMQ_NODENAME" "$@"`, envFile)
-	cmd := exec.Command("bash", append([]string{"-c", script, "rabbitmqctl"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Errorf("rabbitmqctl %v: %v\n%s", args, err, out)
+	if _, err := node.Ctl(args...); err != nil {
+		t.Error(err)
 		return false
 	}
 	return true

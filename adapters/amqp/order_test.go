@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qbridge/qbridge/internal/testenv"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -15,11 +16,12 @@ import (
 // returns its name.
 func declareSAC(t *testing.T) string {
 	t.Helper()
+	node := testenv.SharedRabbitMQ(t)
 	name := strings.TrimPrefix(queue(t), "/queue/")
-	if !rabbitctl(t, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [{<<"x-single-active-consumer">>, bool, true}], none, <<"guest">>).`, name)) {
+	if !rabbitctl(t, node, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [{<<"x-single-active-consumer">>, bool, true}], none, <<"guest">>).`, name)) {
 		t.FailNow()
 	}
-	t.Cleanup(func() { rabbitctl(t, "delete_queue", name) })
+	t.Cleanup(func() { rabbitctl(t, node, "delete_queue", name) })
 	return name
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qbridge/qbridge/internal/faultproxy"
+	"github.com/qbridge/qbridge/internal/testenv"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -94,14 +95,17 @@ func stream(t *testing.T, snk *sink, src *source, n, faultAt int, fault func()) 
 }
 
 // The broker restarted in the middle of a stream (rabbitmqctl stop_app /
-// start_app on the test's own node: connections are closed, the listener
-// goes away, durable queues and persistent messages survive).
+// start_app: connections are closed, the listener goes away, durable
+// queues and persistent messages survive). On the restart node, so that
+// the tests of other packages running now never see the restart.
 func TestBrokerRestartMidStream(t *testing.T) {
-	url := brokerURL(t)
+	node := testenv.RabbitMQForRestart(t)
+	url := node.URL
 	name := strings.TrimPrefix(queue(t), "/queue/")
-	if !rabbitctl(t, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"guest">>).`, name)) {
+	if !rabbitctl(t, node, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"guest">>).`, name)) {
 		t.FailNow()
 	}
+	t.Cleanup(func() { rabbitctl(t, node, "delete_queue", name) })
 	addr := "/amq/queue/" + name // the existing durable queue
 	cfg := SourceConfig{ConnConfig: ConnConfig{URL: url, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}, Address: addr}
 	src, slog := newTestSource(t, cfg)
@@ -110,10 +114,10 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	var down time.Duration
 	dups := stream(t, snk, src, 1000, 100, func() {
 		t1 := time.Now()
-		if rabbitctl(t, "stop_app") {
+		if rabbitctl(t, node, "stop_app") {
 			time.Sleep(500 * time.Millisecond) // the outage lasts at least this long
 		}
-		rabbitctl(t, "start_app")
+		rabbitctl(t, node, "start_app")
 		down = time.Since(t1)
 	})
 	t.Logf("1000 messages across a broker restart (down %v) in %v, %d duplicates, %d source reconnects, %d sink connections",
