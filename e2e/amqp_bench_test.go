@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/e2etest"
+	"github.com/qbridge/qbridge/internal/testenv"
 )
 
 // AMQP 1.0 (RabbitMQ 3.10) ↔ NATS against a hand-written forwarder
@@ -74,11 +74,8 @@ func amqpAccepted(b *testing.B, ctx context.Context, r amqp.SendReceipt) {
 }
 
 func amqpBenchCleanupQueue(b *testing.B, name string) {
-	b.Cleanup(func() {
-		if os.Getenv("QBRIDGE_RABBITMQ_ENV") != "" {
-			amqpRabbitctl(b, "delete_queue", name)
-		}
-	})
+	node := testenv.SharedRabbitMQ(b)
+	b.Cleanup(func() { amqpRabbitctl(b, node, "delete_queue", name) })
 }
 
 // AMQP → NATS (core). qbridge: credit 1, publish + flush, then accept.

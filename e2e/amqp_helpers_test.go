@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -27,7 +26,7 @@ import (
 
 // Helpers of the AMQP 1.0 e2e tests (amqp_e2e_test.go, amqp_bench_test.go):
 // plain go-amqp clients, raw (undecodable) senders, rabbitmqctl on the
-// test's own RabbitMQ node, a NATS server that can be restarted on its port,
+// test brokers' RabbitMQ nodes, a NATS server that can be restarted on its port,
 // and a plain SQS client. Every name starts with "amqp".
 
 // amqpURL is the RabbitMQ 3.10 (AMQP 1.0 plugin) URL from e2e/brokers/up.sh.
@@ -202,36 +201,27 @@ func amqpPoisonSender(t testing.TB, rawURL, addr string) *amqp.Sender {
 	return snd
 }
 
-// amqpRabbitctl runs rabbitmqctl against the test broker's own node (from
-// QBRIDGE_RABBITMQ_ENV, written by e2e/brokers/up.sh) and returns its
-// output; safe from any goroutine (reports with t.Error).
-func amqpRabbitctl(t testing.TB, args ...string) (string, bool) {
-	envFile := os.Getenv("QBRIDGE_RABBITMQ_ENV")
-	if envFile == "" {
-		t.Error("QBRIDGE_RABBITMQ_ENV is not set: load the env file written by e2e/brokers/up.sh")
-		return "", false
-	}
-	script := fmt.Sprintf(`. %q && exec /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RABBITMQ_NODENAME" "$@"`, envFile)
-	out, err := exec.Command("bash", append([]string{"-c", script, "rabbitmqctl"}, args...)...).CombinedOutput()
+// amqpRabbitctl runs rabbitmqctl against node (testenv.SharedRabbitMQ, or
+// testenv.RabbitMQForRestart for the test that restarts it) and returns
+// its output; safe from any goroutine (reports with t.Error).
+func amqpRabbitctl(t testing.TB, node testenv.RabbitMQ, args ...string) (string, bool) {
+	out, err := node.Ctl(args...)
 	if err != nil {
-		t.Errorf("rabbitmqctl %v: %v\n%s", args, err, out)
-		return string(out), false
+		t.Error(err)
+		return out, false
 	}
-	return string(out), true
+	return out, true
 }
 
-// amqpDeclareDurable declares a durable queue (it survives stop_app /
-// start_app with its persistent messages); address it as /amq/queue/NAME.
-func amqpDeclareDurable(t testing.TB, name string) {
+// amqpDeclareDurable declares a durable queue on node (it survives
+// stop_app / start_app with its persistent messages); address it as
+// /amq/queue/NAME.
+func amqpDeclareDurable(t testing.TB, node testenv.RabbitMQ, name string) {
 	t.Helper()
-	if _, ok := amqpRabbitctl(t, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"guest">>).`, name)); !ok {
+	if _, ok := amqpRabbitctl(t, node, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"guest">>).`, name)); !ok {
 		t.FailNow()
 	}
-	t.Cleanup(func() {
-		if os.Getenv("QBRIDGE_RABBITMQ_ENV") != "" {
-			amqpRabbitctl(t, "delete_queue", name)
-		}
-	})
+	t.Cleanup(func() { amqpRabbitctl(t, node, "delete_queue", name) })
 }
 
 // amqpSQSClient is a plain aws-sdk-go-v2 client of fauxqs.
