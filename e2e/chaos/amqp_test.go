@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os/exec"
 	"sync"
 	"testing"
 
@@ -14,18 +13,6 @@ import (
 	"github.com/qbridge/qbridge/internal/testenv"
 )
 
-// rabbitctl runs rabbitmqctl against the test broker's node (from
-// QBRIDGE_RABBITMQ_ENV, written by e2e/brokers/up.sh).
-func rabbitctl(t testing.TB, args ...string) (string, error) {
-	envFile := testenv.Require(t, "QBRIDGE_RABBITMQ_ENV")
-	script := fmt.Sprintf(`. %q && exec /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RABBITMQ_NODENAME" "$@"`, envFile)
-	out, err := exec.Command("bash", append([]string{"-c", script, "rabbitmqctl"}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("rabbitmqctl %v: %w: %s", args, err, out)
-	}
-	return string(out), nil
-}
-
 // declareSACQueue declares a durable classic queue with single active
 // consumer on: RabbitMQ delivers to one consumer at a time and moves on to
 // the next when it goes. RabbitMQ 3.x's AMQP 1.0 plugin cannot declare
@@ -33,17 +20,18 @@ func rabbitctl(t testing.TB, args ...string) (string, error) {
 // tools; the test does it through rabbitmqctl eval. Address it as
 // /amq/queue/NAME (the plugin would declare /queue/NAME without the
 // argument and fail on the difference).
-func declareSACQueue(t *testing.T, name string) {
+func declareSACQueue(t *testing.T, node testenv.RabbitMQ, name string) {
 	t.Helper()
 	expr := fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [{<<"x-single-active-consumer">>, bool, true}], none, <<"guest">>).`, name)
-	if _, err := rabbitctl(t, "eval", expr); err != nil {
+	if _, err := node.Ctl("eval", expr); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = rabbitctl(t, "delete_queue", name) })
+	t.Cleanup(func() { _, _ = node.Ctl("delete_queue", name) })
 }
 
 // amqpSender sends to one address over a connection it opens again after
-// a failure (RabbitMQ may restart under other tests).
+// a failed send (the publisher's 3 s deadline can end a send midway, and a
+// fresh connection is cheaper than finding out what state that left).
 type amqpSender struct {
 	url, addr string
 	mu        sync.Mutex
@@ -94,15 +82,17 @@ func (s *amqpSender) close() {
 // consumers on a plain queue each group's messages would be split between
 // them. With it, one replica receives and the other takes over when it
 // goes (its unsettled messages return to the queue, ahead of the rest).
-// RabbitMQ is shared with the other tests: no broker restart here (the e2e
-// package restarts it in one of its tests, which this one then survives).
+// RabbitMQ is shared with the other tests: no broker restart here (the
+// tests that restart RabbitMQ have a node of their own,
+// testenv.RabbitMQForRestart, so this one never sees a restart either).
 func TestChaosAMQPSingleActive(t *testing.T) {
 	p := runPlan()
-	url := testenv.Require(t, "QBRIDGE_AMQP_URL")
+	node := testenv.SharedRabbitMQ(t)
+	url := node.URL
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	q := "chaos-" + hex.EncodeToString(b[:])
-	declareSACQueue(t, q)
+	declareSACQueue(t, node, q)
 	snd := &amqpSender{url: url, addr: "/amq/queue/" + q}
 	t.Cleanup(func() {
 		snd.mu.Lock()
