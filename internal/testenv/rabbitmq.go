@@ -39,11 +39,15 @@ const RestartLockWait = 5 * time.Minute
 func RabbitMQForRestart(t testing.TB) RabbitMQ {
 	t.Helper()
 	r := RabbitMQ{URL: Require(t, "QBRIDGE_AMQP_RESTART_URL"), Env: Require(t, "QBRIDGE_RABBITMQ_RESTART_ENV")}
+	t0 := time.Now()
 	release, err := waitLock(filepath.Join(filepath.Dir(r.Env), "restart-test.lock"), RestartLockWait)
 	if err != nil {
 		t.Fatalf("the RabbitMQ restart node: %v", err)
 	}
 	t.Cleanup(release)
+	if d := time.Since(t0); d > time.Second { // says where a slow test's time went
+		t.Logf("waited %v for the RabbitMQ restart node (another restart test held it)", d.Round(time.Millisecond))
+	}
 	return r
 }
 
