@@ -695,7 +695,7 @@ func TestAmqpBrokerRestartMidStream(t *testing.T) {
 	url := node.URL
 	ns := startNATS(t)
 	name := amqpQueueName(t, "durable")
-	amqpDeclareDurable(t, node, name)
+	node.DeclareQueue(t, name, false)
 	addr := "/amq/queue/" + name
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {

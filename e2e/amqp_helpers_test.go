@@ -213,17 +213,6 @@ func amqpRabbitctl(t testing.TB, node testenv.RabbitMQ, args ...string) (string,
 	return out, true
 }
 
-// amqpDeclareDurable declares a durable queue on node (it survives
-// stop_app / start_app with its persistent messages); address it as
-// /amq/queue/NAME.
-func amqpDeclareDurable(t testing.TB, node testenv.RabbitMQ, name string) {
-	t.Helper()
-	if _, ok := amqpRabbitctl(t, node, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"guest">>).`, name)); !ok {
-		t.FailNow()
-	}
-	t.Cleanup(func() { amqpRabbitctl(t, node, "delete_queue", name) })
-}
-
 // amqpSQSClient is a plain aws-sdk-go-v2 client of fauxqs.
 func amqpSQSClient(t testing.TB) *awssqs.Client {
 	return sqsNewClient(testenv.Require(t, "QBRIDGE_SQS_ENDPOINT"), "us-east-1")

@@ -18,10 +18,7 @@ func declareSAC(t *testing.T) string {
 	t.Helper()
 	node := testenv.SharedRabbitMQ(t)
 	name := strings.TrimPrefix(queue(t), "/queue/")
-	if !rabbitctl(t, node, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [{<<"x-single-active-consumer">>, bool, true}], none, <<"guest">>).`, name)) {
-		t.FailNow()
-	}
-	t.Cleanup(func() { rabbitctl(t, node, "delete_queue", name) })
+	node.DeclareQueue(t, name, true)
 	return name
 }
 

@@ -102,10 +102,7 @@ func TestBrokerRestartMidStream(t *testing.T) {
 	node := testenv.RabbitMQForRestart(t)
 	url := node.URL
 	name := strings.TrimPrefix(queue(t), "/queue/")
-	if !rabbitctl(t, node, "eval", fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [], none, <<"guest">>).`, name)) {
-		t.FailNow()
-	}
-	t.Cleanup(func() { rabbitctl(t, node, "delete_queue", name) })
+	node.DeclareQueue(t, name, false)
 	addr := "/amq/queue/" + name // the existing durable queue
 	cfg := SourceConfig{ConnConfig: ConnConfig{URL: url, ReconnectBackoff: "100ms", ReconnectBackoffM: "1s"}, Address: addr}
 	src, slog := newTestSource(t, cfg)

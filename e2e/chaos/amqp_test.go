@@ -13,22 +13,6 @@ import (
 	"github.com/qbridge/qbridge/internal/testenv"
 )
 
-// declareSACQueue declares a durable classic queue with single active
-// consumer on: RabbitMQ delivers to one consumer at a time and moves on to
-// the next when it goes. RabbitMQ 3.x's AMQP 1.0 plugin cannot declare
-// queue arguments, so operators declare such a queue with their usual
-// tools; the test does it through rabbitmqctl eval. Address it as
-// /amq/queue/NAME (the plugin would declare /queue/NAME without the
-// argument and fail on the difference).
-func declareSACQueue(t *testing.T, node testenv.RabbitMQ, name string) {
-	t.Helper()
-	expr := fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, [{<<"x-single-active-consumer">>, bool, true}], none, <<"guest">>).`, name)
-	if _, err := node.Ctl("eval", expr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = node.Ctl("delete_queue", name) })
-}
-
 // amqpSender sends to one address over a connection it opens again after
 // a failed send (the publisher's 3 s deadline can end a send midway, and a
 // fresh connection is cheaper than finding out what state that left).
@@ -92,7 +76,7 @@ func TestChaosAMQPSingleActive(t *testing.T) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	q := "chaos-" + hex.EncodeToString(b[:])
-	declareSACQueue(t, node, q)
+	node.DeclareQueue(t, q, true)
 	snd := &amqpSender{url: url, addr: "/amq/queue/" + q}
 	t.Cleanup(func() {
 		snd.mu.Lock()

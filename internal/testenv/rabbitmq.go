@@ -80,3 +80,28 @@ func (r RabbitMQ) Ctl(args ...string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// DeclareQueue declares a durable classic queue on the node (it survives
+// stop_app / start_app with its persistent messages), with single active
+// consumer when singleActive is set (RabbitMQ then delivers to one consumer
+// at a time). RabbitMQ 3.x's AMQP 1.0 plugin cannot declare queue
+// arguments, so operators declare such queues with their own tools; the
+// test does it through rabbitmqctl eval. Address it as /amq/queue/NAME (the
+// plugin would declare /queue/NAME itself, without the argument). The queue
+// is deleted when the test ends.
+func (r RabbitMQ) DeclareQueue(t testing.TB, name string, singleActive bool) {
+	t.Helper()
+	args := "[]"
+	if singleActive {
+		args = `[{<<"x-single-active-consumer">>, bool, true}]`
+	}
+	expr := fmt.Sprintf(`rabbit_amqqueue:declare(rabbit_misc:r(<<"/">>, queue, <<"%s">>), true, false, %s, none, <<"guest">>).`, name, args)
+	if _, err := r.Ctl("eval", expr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := r.Ctl("delete_queue", name); err != nil {
+			t.Log(err)
+		}
+	})
+}
