@@ -32,6 +32,11 @@ type memBroker struct {
 	// refuseBrowse makes browsing sources fail to open as a broker that
 	// does not grant a copy link does.
 	refuseBrowse bool
+	// nackLinger, when set, makes each Nack wait as a batching client's
+	// call does (SQS: until ten are waiting, or a linger has passed), and
+	// nackPeak records the most Nacks waiting at once.
+	nackLinger            time.Duration
+	nackWaiting, nackPeak atomic.Int64
 	// sinkLimit > 0: the sinks take that many messages in all, then fail
 	// (a transient error) until it is set to 0; sinkFailed, if not nil, is
 	// closed at the first failure.
@@ -517,6 +522,13 @@ func (d *memDelivery) Nack(context.Context, time.Duration) error {
 		return nil
 	}
 	b := d.s.b
+	if b.nackLinger > 0 {
+		n := b.nackWaiting.Add(1)
+		for p := b.nackPeak.Load(); n > p && !b.nackPeak.CompareAndSwap(p, n); p = b.nackPeak.Load() {
+		}
+		time.Sleep(b.nackLinger) // the batch's linger: what a call waits for
+		b.nackWaiting.Add(-1)
+	}
 	b.mu.Lock()
 	d.mm.locked = false
 	// The next delivery counts one more, as brokers that count do.

@@ -918,6 +918,34 @@ func TestBrowseRefusedWhenTheSourceOpens(t *testing.T) {
 	}
 }
 
+// A dry run's held sample is handed back (and extended) many at once: one
+// after another, each SQS call waited for its batch's linger, 2,000 took
+// 40 s, and the last of them lapsed meanwhile and were received again
+// (with a redrive policy, into the dead-letter queue).
+func TestDryRunHandsTheSampleBackAtOnce(t *testing.T) {
+	b, pipes := setup(t, moveHCL)
+	b.refuseBrowse = true
+	b.nackLinger = 500 * time.Millisecond
+	b.put("in", msgs(20, 0)...)
+	opt := fastOptions(ModeDryRun)
+	opt.Sample = 100
+	rep := Run(context.Background(), pipes, opt, nil)
+	if rep.Outcome != OutcomeComplete || rep.Jobs[0].DryRun == nil || rep.Jobs[0].DryRun.WouldWrite != 20 {
+		t.Fatalf("dry run: %s: %s", rep.Outcome, rep.Reason)
+	}
+	// A sample larger than the queue is the queue: complete once read,
+	// where it was held for -idle more, waiting for messages to come.
+	if by := rep.Jobs[0].DrainedBy; by != "sample" {
+		t.Errorf("drained by %q, want sample", by)
+	}
+	if got := b.backlog("in"); got.Ready != 20 {
+		t.Errorf("source after the dry run: %+v, want 20 ready", got)
+	}
+	if peak := b.nackPeak.Load(); peak < 2 {
+		t.Errorf("at most %d hand-backs at once: the sample was handed back one by one", peak)
+	}
+}
+
 // What the encode policy changes on the way to the sink is said: a dry run
 // lists it by field (would_encode), a move counts it (mapping_encoded) and
 // says so in its summary; neither counts it as dropped.
