@@ -120,8 +120,12 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 		return errSettled
 	}
 	delay = max(delay, d.src.set.nackBackoff)
-	if err := d.src.visibility.do(ctx, visItem{d.handle, visibilitySeconds(delay)}); err != nil {
+	secs := visibilitySeconds(delay)
+	if err := d.src.visibility.do(ctx, visItem{d.handle, secs}); err != nil {
 		return fmt.Errorf("sqs: nack message %s: %w", d.id, err)
+	}
+	if secs == 0 {
+		d.src.releasedAt.Store(time.Now().UnixNano())
 	}
 	return nil
 }
@@ -137,6 +141,7 @@ func (d *delivery) Release(ctx context.Context) error {
 	if err := d.src.visibility.do(ctx, visItem{d.handle, 0}); err != nil {
 		return fmt.Errorf("sqs: release message %s: %w", d.id, err)
 	}
+	d.src.releasedAt.Store(time.Now().UnixNano())
 	return nil
 }
 

@@ -604,3 +604,107 @@ func TestFauxqsFIFODuplicatesCounted(t *testing.T) {
 		t.Errorf("Duplicates = %d, want 2", got)
 	}
 }
+
+// Messages handed back right before Close are visible after it. The
+// shutdown's hand-back comes before the source closes, while its pollers
+// still receive: one of them gets the messages, and Close used to cancel
+// its call with the answer on its way, which the client then drops, so
+// they stayed invisible for their visibility timeout (an interrupted
+// migrate's rerun waited that long for each FIFO group's head). The
+// wrapper holds each answer with messages until it is told to go on, and
+// drops it, as the HTTP client does, when the call was cancelled meanwhile.
+func TestFauxqsReleaseBeforeCloseLeavesThemVisible(t *testing.T) {
+	t.Parallel()
+	admin := adminClient(t)
+	url := createQueue(t, admin, true, map[string]string{"ContentBasedDeduplication": "true"})
+	snk, _ := startSink(t, SinkConfig{ConnConfig: conn(t, url)})
+	var msgs []*mapping.Message
+	for g := range 3 {
+		msgs = append(msgs, &mapping.Message{Body: []byte(fmt.Sprintf("g%d", g)), GroupKey: fmt.Sprintf("g%d", g)})
+	}
+	sendAll(t, snk, msgs)
+	cfg := SourceConfig{ConnConfig: conn(t, url), WaitTime: "0s", VisibilityTimeout: "5m", Pollers: 1}
+	set, err := cfg.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := newClient(context.Background(), &cfg.ConnConfig, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldAnswers{api: client, got: make(chan struct{}, 1), goOn: make(chan struct{})}
+	src, err := newSource(context.Background(), held, &cfg.ConnConfig, set, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(held.goOn) // the first receive goes through
+	ds := receiveN(t, src, len(msgs), 30*time.Second)
+	held.hold()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, d := range ds {
+		if err := d.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-held.got // a poller's answer holds them
+	go func() { // on its way while Close begins
+		time.Sleep(200 * time.Millisecond)
+		close(held.goOn)
+	}()
+	if err := src.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Visible at once: well within the 5 minutes a lost answer holds them.
+	got := map[string]bool{}
+	for len(got) < len(msgs) && ctx.Err() == nil {
+		for _, m := range rawReceive(t, admin, url, time.Second) {
+			got[aws.ToString(m.Body)] = true
+		}
+	}
+	if len(got) != len(msgs) {
+		t.Fatalf("after Close, %d of the %d handed-back messages are visible (%v)", len(got), len(msgs), got)
+	}
+}
+
+// heldAnswers is an SQS client whose answers with messages wait for goOn
+// once hold was called (got says one is waiting), and are dropped when
+// the caller's context ended meanwhile.
+type heldAnswers struct {
+	api
+	mu   sync.Mutex
+	got  chan struct{}
+	goOn chan struct{}
+}
+
+func (h *heldAnswers) hold() {
+	h.mu.Lock()
+	h.goOn = make(chan struct{})
+	h.mu.Unlock()
+	select { // what an earlier answer said
+	case <-h.got:
+	default:
+	}
+}
+
+func (h *heldAnswers) ReceiveMessage(ctx context.Context, in *awssqs.ReceiveMessageInput, o ...func(*awssqs.Options)) (*awssqs.ReceiveMessageOutput, error) {
+	out, err := h.api.ReceiveMessage(context.WithoutCancel(ctx), in, o...)
+	if err != nil || len(out.Messages) == 0 {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return out, err
+	}
+	h.mu.Lock()
+	goOn := h.goOn
+	h.mu.Unlock()
+	select {
+	case h.got <- struct{}{}:
+	default:
+	}
+	<-goOn
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the answer is lost with the cancelled call
+	}
+	return out, nil
+}

@@ -55,6 +55,10 @@ type Source struct {
 	pollers sync.WaitGroup
 	closed  chan struct{}
 	once    sync.Once
+	// releasedAt is when a message was last made visible at once (a
+	// Release, a Nack without delay), in UnixNano: Close lets a receive in
+	// flight since then return (closeGrace).
+	releasedAt atomic.Int64
 
 	trackMu sync.Mutex
 	// tracked: received but not yet handed to the engine. keepPrefetched
@@ -227,7 +231,7 @@ func (s *Source) poll(ctx context.Context) {
 	failures := 0
 	// after the n-th failure in a row: from 200 ms, at most maxPollBackoff
 	bo := backoff.Backoff{Base: 200 * time.Millisecond, Max: maxPollBackoff}
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !s.closing() {
 		in := s.receiveInput()
 		if s.queue.fifo {
 			// A retry after a failed call reuses the attempt id, so SQS
@@ -279,6 +283,11 @@ func (s *Source) poll(ctx context.Context) {
 		s.stats.received.Add(uint64(len(batch)))
 		select {
 		case s.batches <- batch:
+		case <-s.closed:
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			s.release(rctx, batch)
+			cancel()
+			return
 		case <-ctx.Done():
 			// ctx is over: the release gets a little time of its own.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -380,6 +389,20 @@ func (s *Source) extendPrefetched(ctx context.Context, now time.Time, age time.D
 	}
 }
 
+// closeGrace bounds how long Close waits for a receive in flight after a
+// hand-back: it answers within a round trip once the messages are visible.
+const closeGrace = 3 * time.Second
+
+// closing reports whether Close has begun.
+func (s *Source) closing() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // releaseTimeout bounds the release of prefetched messages; one not
 // released comes back after its visibility timeout anyway.
 const releaseTimeout = 5 * time.Second
@@ -410,9 +433,20 @@ func (s *Source) release(ctx context.Context, ds []*delivery) {
 // ends). Deliveries settled after Close fail; their messages come back.
 func (s *Source) Close(ctx context.Context) error {
 	s.once.Do(func() {
-		close(s.closed)
-		s.cancel()
+		close(s.closed) // no poller starts another receive
 		s.ready.close()
+		if time.Since(time.Unix(0, s.releasedAt.Load())) < s.set.waitTime+closeGrace {
+			// A long poll in flight may be answering with the messages
+			// just handed back (the shutdown's hand-back comes before
+			// Close): cancelled, its answer would be lost and they would
+			// stay invisible for their visibility timeout (the next run
+			// waited that long for each group's head). It returns at once
+			// with them, or with nothing at the end of its wait.
+			gctx, cancel := context.WithTimeout(ctx, closeGrace)
+			_ = ctxwait.Group(gctx, &s.pollers)
+			cancel()
+		}
+		s.cancel()
 	})
 	if err := ctxwait.Group(ctx, &s.pollers); err != nil {
 		return err
