@@ -647,7 +647,7 @@ func TestFauxqsReleaseBeforeCloseLeavesThemVisible(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-held.got // a poller's answer holds them
+	<-held.got  // a poller's answer holds them
 	go func() { // on its way while Close begins
 		time.Sleep(200 * time.Millisecond)
 		close(held.goOn)
