@@ -14,11 +14,10 @@ func SourceIdentity(cfg SourceConfig) string {
 	if err != nil {
 		return "subject " + cfg.Subject // Validate refused it already
 	}
-	server := serverName(s.conn)
 	if s.js == nil {
-		return fmt.Sprintf("%s subject %q", server, s.subject)
+		return fmt.Sprintf("%s subject %q", serverName(s.conn), s.subject)
 	}
-	id := fmt.Sprintf("%s stream %q", server, s.js.stream)
+	id := streamIdentity(s.conn, s.js.stream)
 	if len(s.js.filterSubjects) > 0 {
 		id += " filter " + strings.Join(s.js.filterSubjects, ",")
 	}
@@ -37,14 +36,19 @@ func SinkIdentity(cfg SinkConfig) string {
 	if err != nil {
 		return "subject " + cfg.Subject // Validate refused it already
 	}
-	server := serverName(s.conn)
 	switch {
 	case s.js == nil:
-		return fmt.Sprintf("%s subject %q", server, cfg.Subject)
+		return fmt.Sprintf("%s subject %q", serverName(s.conn), cfg.Subject)
 	case s.js.stream != "":
-		return fmt.Sprintf("%s stream %q", server, s.js.stream)
+		return streamIdentity(s.conn, s.js.stream)
 	}
-	return server
+	return serverName(s.conn)
+}
+
+// streamIdentity names a JetStream stream on its server, as the
+// identities and the counts' entities (driver.Backlog.Entity) do.
+func streamIdentity(cc connConfig, stream string) string {
+	return fmt.Sprintf("%s stream %q", serverName(cc), stream)
 }
 
 // serverName is "server HOST:PORT" (or "server ?" for a URL that cannot

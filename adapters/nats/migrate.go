@@ -47,12 +47,9 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	}
 	defer closeConn()
 	j := set.js
-	entity := fmt.Sprintf("nats %s stream %q", serverName(set.conn), j.stream)
-	if len(j.filterSubjects) > 0 {
-		// Another subject of the stream is not read: a sink that writes
-		// there does not feed the source.
-		entity += " filter " + strings.Join(j.filterSubjects, ",")
-	}
+	// With its filter: a sink that writes another subject of the stream
+	// does not feed the source.
+	entity := "nats " + SourceIdentity(cfg)
 	st, err := js.Stream(ctx, j.stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// Retrying cannot help; a migration, which never creates its
@@ -105,7 +102,7 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	}
 	// The stream the server files the subject under: two sinks whose
 	// blocks name no stream are one entity only if this is the same.
-	entity := fmt.Sprintf("nats %s stream %q", serverName(set.conn), stream)
+	entity := "nats " + streamIdentity(set.conn, stream)
 	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && set.js.createStream {
 		// The sink creates it when it opens: it holds nothing before.

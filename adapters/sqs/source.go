@@ -283,18 +283,16 @@ func (s *Source) poll(ctx context.Context) {
 		s.stats.received.Add(uint64(len(batch)))
 		select {
 		case s.batches <- batch:
+			continue
 		case <-s.closed:
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			s.release(rctx, batch)
-			cancel()
-			return
 		case <-ctx.Done():
-			// ctx is over: the release gets a little time of its own.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			s.release(rctx, batch)
-			cancel()
-			return
 		}
+		// Closing: nobody takes the batch, and its release gets a little
+		// time of its own (ctx may be over).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		s.release(rctx, batch)
+		cancel()
+		return
 	}
 }
 
