@@ -94,6 +94,9 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 	b.Deduplicates = strings.HasSuffix(url, ".fifo")
 	b.Ordered = b.Deduplicates // a FIFO queue: in order per message group
 	b.Entity = out.Attributes[string(types.QueueAttributeNameQueueArn)]
+	// Every ReceiveMessage raises ApproximateReceiveCount, and SQS has no
+	// other read.
+	b.ReceivesCounted = true
 	return b, nil
 }
 

@@ -42,7 +42,9 @@ func TestCountQueueFauxqs(t *testing.T) {
 	}
 	// Entity is the QueueArn, the same whether the queue is named by URL
 	// or by name (migrate finds a sink that writes into its source so).
-	want := driver.Backlog{Ready: 3, InFlight: 1, Scheduled: 1, Entity: "arn:aws:sqs:us-east-1:000000000000:" + queueNameOf(url)}
+	// Every receive counts (ReceivesCounted): a dry run records what it
+	// raised.
+	want := driver.Backlog{Ready: 3, InFlight: 1, Scheduled: 1, Entity: "arn:aws:sqs:us-east-1:000000000000:" + queueNameOf(url), ReceivesCounted: true}
 
 	src, err := CountSource(ctx, SourceConfig{ConnConfig: conn(t, url)}, testLogger(t))
 	if err != nil || src != want {

@@ -68,6 +68,13 @@ type Backlog struct {
 	// a copy's checkpoint keeps this, and a resume into a newer one is
 	// refused instead of skipping the new entity's first messages.
 	Created time.Time `json:"-"`
+	// ReceivesCounted says that every receive of a message raises its
+	// delivery count, a hand-back's included (SQS ApproximateReceiveCount),
+	// and that no read leaves it as it was: a dry run that reads a sample
+	// raises the counts a later move takes for an interrupted run's
+	// deliveries, so the dry run records what it raised (Entity names the
+	// record).
+	ReceivesCounted bool `json:"-"`
 }
 
 // Pending is everything still to be moved: ready, in flight and scheduled.

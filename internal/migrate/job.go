@@ -167,6 +167,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			return fail(err)
 		}
 	}
+	if src := rep.SourceBefore; src != nil && src.ReceivesCounted && !browsing && (tr.hold || opt.Mode == ModeMove) {
+		// Read by the broker's name for the queue, as the entity lock:
+		// one queue spelled two ways is one ledger.
+		tr.ledger = openLedger(src.Entity)
+	}
 	if into, ok := j.deadLettersIntoSink(ctx, rep.SinkBefore); ok {
 		rep.deadLettersIntoSink = into
 	}
@@ -336,6 +341,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	stop()
 	runErr := w.drain(done, prog)
 	w.stoppedAt = time.Now()
+	if tr.hold && tr.ledger != nil {
+		// Once the source is closed: what the engine settled while it
+		// stopped was held, and handed back, too.
+		tr.mu.Lock()
+		err := tr.ledger.save(rep.SourceBefore.Entity)
+		tr.mu.Unlock()
+		if err != nil {
+			j.log.Warn("a move after this dry run will take the sample's deliveries for an earlier run's (\"may be there twice\")", "error", err)
+		}
+	}
 	snap := tr.snapshot()
 	var checkpointErr error // the last save of a copy's checkpoint failed
 	rep.Counts = readCounts(reg, cfg.Name)
@@ -488,6 +503,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	rep.Outcome, rep.Reason = outcome, reason
 	rep.Drained = outcome == OutcomeComplete || outcome == OutcomeDeadLettered
+	if opt.Mode == ModeMove && rep.Drained {
+		if err := tr.ledger.remove(); err != nil {
+			j.log.Debug("the source is drained", "error", err)
+		}
+	}
 	if runErr != nil {
 		j.log.Warn("closing the pipeline's adapters", "error", runErr)
 	}

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("XDG_RUNTIME_DIR", dir)
+	// And for the dry runs' records of their samples (sampleLedger),
+	// which stay out of the home directory.
+	os.Setenv("XDG_STATE_HOME", dir)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

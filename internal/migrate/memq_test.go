@@ -212,6 +212,10 @@ type memSourceConfig struct {
 	Ordered bool `hcl:"ordered,optional"`
 	// ExactCount makes its count say that it is exact (JetStream).
 	ExactCount bool `hcl:"exact_count,optional"`
+	// ReceivesCounted makes every receive raise the delivery count (not
+	// a hand-back), and its count say so and name the queue, as SQS's
+	// ApproximateReceiveCount and QueueArn.
+	ReceivesCounted bool `hcl:"receives_counted,optional"`
 
 	browse     bool
 	after      uint64
@@ -291,6 +295,9 @@ func init() {
 			}
 			bl := b.backlog(c.Queue)
 			bl.Ordered, bl.Exact = c.Ordered, c.ExactCount
+			if c.ReceivesCounted {
+				bl.ReceivesCounted, bl.Entity = true, "memq:"+c.Broker+"/"+c.Queue
+			}
 			return bl, nil
 		},
 		ForMigration: func(c memSourceConfig) memSourceConfig {
@@ -441,6 +448,9 @@ func (s *memSource) Receive(ctx context.Context, max int) ([]driver.Delivery, er
 				continue
 			}
 			mm.locked = true
+			if s.cfg.ReceivesCounted {
+				mm.m.Source.DeliveryCount++ // this receive, as SQS counts it
+			}
 			m := mm.m.Clone()
 			m.Source.EnqueuedTime = mm.m.Source.EnqueuedTime
 			out = append(out, &memDelivery{s: s, mm: mm, m: m})
@@ -531,8 +541,11 @@ func (d *memDelivery) Nack(context.Context, time.Duration) error {
 	}
 	b.mu.Lock()
 	d.mm.locked = false
-	// The next delivery counts one more, as brokers that count do.
-	d.mm.m.Source.DeliveryCount = max(d.mm.m.Source.DeliveryCount, 1) + 1
+	if !d.s.cfg.ReceivesCounted {
+		// The next delivery counts one more, as brokers that count
+		// failed deliveries do.
+		d.mm.m.Source.DeliveryCount = max(d.mm.m.Source.DeliveryCount, 1) + 1
+	}
 	b.notify()
 	b.mu.Unlock()
 	return nil

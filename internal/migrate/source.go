@@ -92,6 +92,11 @@ type tracker struct {
 	// the message is acknowledged: bounded by what is handed back and not
 	// yet done.
 	handedBack map[string]bool
+	// ledger, when not nil, records a dry run's sample of a source whose
+	// every receive counts, and tells a move which earlier deliveries were
+	// dry runs' (sampleLedger). Set before the source opens; its maps are
+	// guarded by mu.
+	ledger *sampleLedger
 	// Dry run: whether the dead-letter destination would take what the
 	// sink refuses. noDeadLetter: the pipeline has none (the engine hands
 	// such messages back for good); dlq opens the dead-letter sink's dry
@@ -373,6 +378,34 @@ func (t *tracker) holdIt(d driver.Delivery) {
 	t.mu.Unlock()
 }
 
+// sampled records a held dry run's receives in the ledger: all of them,
+// settled or not (what the engine has not settled when it stops is
+// handed back on close, its count raised all the same).
+func (t *tracker) sampled(ds []driver.Delivery) {
+	if t.ledger == nil {
+		return
+	}
+	keys := make([]string, len(ds))
+	for i, d := range ds {
+		if m := d.Message(); m != nil {
+			keys[i] = stuckKey(m) // outside the lock: it may hash the body
+		}
+	}
+	t.mu.Lock()
+	for i, d := range ds {
+		if keys[i] != "" {
+			t.ledger.sampled(keys[i], d.Message().Source.DeliveryCount)
+		}
+	}
+	t.mu.Unlock()
+}
+
+// deliveredBefore says that the source had delivered m before this run
+// took it, other than to dry runs (sampleLedger). t.mu is held.
+func (t *tracker) deliveredBefore(m *mapping.Message, key string) bool {
+	return m.Source.DeliveryCount > 1 && !t.ledger.explains(key, m.Source.DeliveryCount)
+}
+
 // refuse records a broker's refusal to browse.
 func (t *tracker) refuse(err error) {
 	t.mu.Lock()
@@ -491,6 +524,9 @@ func (s *trackedSource) Receive(ctx context.Context, max int) ([]driver.Delivery
 	}
 	if len(ds) == 0 {
 		return nil, err
+	}
+	if t.hold {
+		t.sampled(ds)
 	}
 	if t.hold && t.quiesced() {
 		// Arrived while the sample was handed back: hold these too, for
@@ -678,7 +714,7 @@ func (d *trackedDelivery) acked() {
 		if m.Source.DeliveryCount > 1 {
 			again, handed := d.t.handedBack[key]
 			delete(d.t.handedBack, key)
-			if again || !handed {
+			if again || !handed && d.t.deliveredBefore(m, key) {
 				d.t.ackedAgain++
 			}
 		}
@@ -763,7 +799,7 @@ func (t *tracker) handBack(m *mapping.Message) {
 	key := stuckKey(m)
 	t.mu.Lock()
 	if _, ok := t.handedBack[key]; !ok {
-		t.handedBack[key] = m.Source.DeliveryCount > 1
+		t.handedBack[key] = t.deliveredBefore(m, key)
 	}
 	t.mu.Unlock()
 }
