@@ -6,10 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/mattn/go-runewidth"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 )
@@ -119,11 +123,35 @@ func figureAttrs(job string, f Figures) []any {
 }
 
 // BarProgress draws a live progress bar per job on a terminal.
+//
+// A frame is drawn when the figures change (Update), not on mpb's own
+// ticker: the job updates every 250 ms or so and the ticker ran every
+// 150 ms, so each frame was drawn twice, or more while the figures stood
+// still.
+//
+// The line is "[name] done / total [bar] percent rate ETA counters". mpb
+// gives the bar what the decorators leave, at most barMaxWidth: a long
+// pipeline name and the counters took all of it on a 110-column terminal
+// ("[]"). So the name goes on a line of its own where it would leave the
+// rest too little, and the decorators right of the bar each take the
+// fullest of their forms that leaves the bar barMinWidth.
 type BarProgress struct {
-	p    *mpb.Progress
-	mu   sync.Mutex
-	bars map[string]*barState
+	p       *mpb.Progress
+	refresh chan any
+	mu      sync.Mutex
+	bars    map[string]*barState
+	// nameWidth is the widest name of the jobs started: every bar puts its
+	// name on the same side of that choice, so that their columns align.
+	nameWidth atomic.Int64
 }
+
+const (
+	barMinWidth = 20 // columns, brackets included
+	barMaxWidth = 32
+	// lineMinWidth is what a bar's line needs besides the name: counts,
+	// a barMinWidth bar, the percentage and an ETA.
+	lineMinWidth = 56
+)
 
 type barState struct {
 	bar *mpb.Bar
@@ -134,12 +162,25 @@ type barState struct {
 // NewBarProgress draws on w, which should be a terminal.
 func NewBarProgress(w io.Writer) *BarProgress { return newBarProgress(w) }
 
-// newBarProgress takes more of mpb's options (tests draw to a buffer with
-// mpb.WithAutoRefresh).
+// newBarProgress takes more of mpb's options (tests draw to a terminal of
+// their own with mpb.WithConsoleWriter).
 func newBarProgress(w io.Writer, opts ...mpb.ContainerOption) *BarProgress {
+	// Room for one request: a frame asked for while another waits is drawn
+	// by that one, which reads the figures when it draws.
+	refresh := make(chan any, 1)
 	return &BarProgress{
-		p:    mpb.New(append([]mpb.ContainerOption{mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(150 * time.Millisecond)}, opts...)...),
-		bars: map[string]*barState{},
+		p:       mpb.New(append([]mpb.ContainerOption{mpb.WithOutput(w), mpb.WithManualRefresh(refresh)}, opts...)...),
+		refresh: refresh,
+		bars:    map[string]*barState{},
+	}
+}
+
+// draw asks mpb for a frame, without waiting: after Close nothing reads
+// the channel.
+func (b *BarProgress) draw() {
+	select {
+	case b.refresh <- struct{}{}:
+	default:
 	}
 }
 
@@ -148,28 +189,148 @@ func newBarProgress(w io.Writer, opts ...mpb.ContainerOption) *BarProgress {
 // once they are done. Written past the bars, a log line left a stale bar
 // above it and lost its last row to the bar's next redraw.
 func (b *BarProgress) Above(fallback io.Writer) io.Writer {
-	return aboveBars{p: b.p, fallback: fallback}
+	return aboveBars{b: b, fallback: fallback}
 }
 
 type aboveBars struct {
-	p        *mpb.Progress
+	b        *BarProgress
 	fallback io.Writer
 }
 
 func (a aboveBars) Write(p []byte) (int, error) {
-	n, err := a.p.Write(p)
+	n, err := a.b.p.Write(p)
 	var done mpb.ErrDone[*mpb.Progress]
 	if errors.As(err, &done) {
 		return a.fallback.Write(p)
 	}
+	// mpb prints it with the next frame: now, not at the next update
+	// (none comes while a job counts its brokers).
+	a.b.draw()
 	return n, err
+}
+
+// inline reports whether the name goes on the bar's line in a terminal of
+// width columns.
+func (b *BarProgress) inline(width int) bool {
+	return int(b.nameWidth.Load())+1+lineMinWidth <= width
+}
+
+// fits reports whether text, after pad spaces, leaves the bar barMinWidth
+// and reserve more of what the decorators before it left (s.AvailableWidth,
+// less the space mpb puts on each side of the bar).
+func fits(s decor.Statistics, pad, reserve int, text string) bool {
+	return pad+runewidth.StringWidth(text)+reserve+barMinWidth+2 <= s.AvailableWidth
+}
+
+// What the line gives up first, as it narrows: the counters that are 0,
+// then retried, throttled, the rate, dead-lettered, stuck, the ETA.
+
+// rateForms is the rate and ETA decorator's text: the fullest of its forms
+// that leaves the counters that tell most (dead-lettered, stuck) their
+// room; where none does, they do not fit either way, and it is the fullest
+// that fits.
+func rateForms(s decor.Statistics, f Figures) string {
+	rate := rateText(f.Rate)
+	forms := []string{rate, ""} // "": the rate gives way
+	if f.ETA > 0 {
+		eta := "ETA " + f.ETA.Round(time.Second).String()
+		forms = []string{rate + " " + eta, eta}
+	}
+	for _, reserve := range []int{telling(f), 0} {
+		for _, t := range forms {
+			if fits(s, 1, reserve, t) {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
+// telling is the width of the counters that tell most (dead-lettered and
+// stuck, where not 0), their two spaces before them included: what the
+// rate leaves them.
+func telling(f Figures) int {
+	var parts []string
+	if f.DeadLettered != 0 {
+		parts = append(parts, fmt.Sprintf("dead-lettered %d", f.DeadLettered))
+	}
+	if f.Stuck > 0 {
+		parts = append(parts, fmt.Sprintf("stuck %d", f.Stuck))
+	}
+	if len(parts) == 0 {
+		return 0
+	}
+	return 2 + runewidth.StringWidth(strings.Join(parts, "  "))
+}
+
+// counterForms are the counters' texts from the fullest to the shortest:
+// all of them; those that are not 0; then, one at a time, less of those,
+// the least telling first (retried, throttled, dead-lettered): stuck goes
+// last.
+func counterForms(f Figures) []string {
+	type counter struct {
+		name string
+		n    int64
+	}
+	shown := []counter{{"dead-lettered", f.DeadLettered}, {"retried", f.Retried}, {"throttled", f.Throttled}}
+	if f.Stuck > 0 {
+		shown = append(shown, counter{"stuck", f.Stuck})
+	}
+	text := func(cs []counter) string {
+		parts := make([]string, len(cs))
+		for i, c := range cs {
+			parts[i] = fmt.Sprintf("%s %d", c.name, c.n)
+		}
+		return strings.Join(parts, "  ")
+	}
+	forms := []string{text(shown)}
+	nonZero := slices.DeleteFunc(shown, func(c counter) bool { return c.n == 0 })
+	for _, drop := range []string{"", "retried", "throttled", "dead-lettered"} {
+		nonZero = slices.DeleteFunc(nonZero, func(c counter) bool { return c.name == drop })
+		if t := text(nonZero); t != "" && t != forms[len(forms)-1] {
+			forms = append(forms, t)
+		}
+	}
+	return forms
+}
+
+// counterText is the fullest of counterForms that fits, with two spaces
+// before it, or "".
+func counterText(s decor.Statistics, f Figures) string {
+	for _, c := range counterForms(f) {
+		if fits(s, 2, 0, c) {
+			return "  " + c
+		}
+	}
+	return ""
 }
 
 func (b *BarProgress) Start(job string, total int64) {
 	st := &barState{f: Figures{Total: total}}
+	for w := int64(runewidth.StringWidth(job)); ; {
+		old := b.nameWidth.Load()
+		if w <= old || b.nameWidth.CompareAndSwap(old, w) {
+			break
+		}
+	}
 	opts := []mpb.BarOption{
+		mpb.BarWidth(barMaxWidth),
+		// The name's own line, when it does not go on the bar's; a row
+		// that writes nothing is no line to mpb.
+		mpb.BarTopExtender(mpb.BarFillerFunc(func(w io.Writer, s decor.Statistics) error {
+			if b.inline(s.AvailableWidth) {
+				return nil
+			}
+			_, err := io.WriteString(w, runewidth.Truncate(job, s.AvailableWidth, "…")+"\n")
+			return err
+		})),
 		mpb.PrependDecorators(
-			decor.Name(job, decor.WCSyncSpaceR),
+			decor.Any(func(s decor.Statistics) string {
+				if b.inline(s.AvailableWidth) {
+					return job + " "
+				}
+				return "  " // under the name
+			}, decor.WC{C: decor.DSyncWidthR}),
 			decor.Any(func(decor.Statistics) string {
 				st.mu.Lock()
 				defer st.mu.Unlock()
@@ -188,20 +349,16 @@ func (b *BarProgress) Start(job string, total int64) {
 				}
 				return fmt.Sprintf("%d %%", int64(100*float64(s.Current)/float64(max(s.Total, 1))))
 			}, decor.WCSyncSpace),
-			decor.Any(func(decor.Statistics) string {
+			decor.Any(func(s decor.Statistics) string {
 				st.mu.Lock()
 				defer st.mu.Unlock()
-				s := rateText(st.f.Rate)
-				if st.f.ETA > 0 {
-					s += " ETA " + st.f.ETA.Round(time.Second).String()
-				}
-				s += fmt.Sprintf("  dead-lettered %d  retried %d  throttled %d",
-					st.f.DeadLettered, st.f.Retried, st.f.Throttled)
-				if st.f.Stuck > 0 {
-					s += fmt.Sprintf("  stuck %d", st.f.Stuck)
-				}
-				return s
+				return rateForms(s, st.f)
 			}, decor.WCSyncSpace),
+			decor.Any(func(s decor.Statistics) string {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				return counterText(s, st.f)
+			}, decor.WCSyncWidthR),
 		),
 	}
 	// Created with no total, so that mpb never completes a bar on its
@@ -220,6 +377,7 @@ func (b *BarProgress) Start(job string, total int64) {
 	b.mu.Lock()
 	b.bars[job] = st
 	b.mu.Unlock()
+	b.draw()
 }
 
 func (b *BarProgress) state(job string) *barState {
@@ -234,14 +392,21 @@ func (b *BarProgress) Update(job string, f Figures) {
 		return
 	}
 	st.mu.Lock()
+	same := st.f == f
 	st.f = f
 	st.mu.Unlock()
+	if same && f.Total >= 0 {
+		// Nothing to draw anew (a spinner turns at each frame: it shows
+		// the job is alive while the figures stand still).
+		return
+	}
 	if f.Total < 0 || f.Done > f.Total {
 		st.bar.SetTotal(f.Done+1, false)
 	} else {
 		st.bar.SetTotal(f.Total, false) // the job recounts a source that grows
 	}
 	st.bar.SetCurrent(f.Done)
+	b.draw()
 }
 
 func (b *BarProgress) Finish(job string, f Figures, o Outcome) {
@@ -260,6 +425,8 @@ func (b *BarProgress) Finish(job string, f Figures, o Outcome) {
 	st.f = f
 	st.mu.Unlock()
 	st.bar.SetCurrent(f.Done)
+	// mpb draws the last bar's end itself; another's (-parallel) comes
+	// with the next frame of those still running.
 	if complete {
 		st.bar.SetTotal(f.Done, true)
 	} else {

@@ -1,13 +1,50 @@
 package migrate
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/mattn/go-runewidth"
 	"github.com/vbauerster/mpb/v8"
 )
+
+// term is a terminal cols wide for mpb (mpb.WithConsoleWriter): it keeps
+// each frame, what one Flush writes.
+type term struct {
+	bytes.Buffer // what mpb writes until it flushes
+	cols         int
+	mu           sync.Mutex
+	frames       []string
+}
+
+func (t *term) IsTerminal() bool               { return true }
+func (t *term) GetTermSize() (int, int, error) { return t.cols, 30, nil }
+
+func (t *term) Flush(int) error {
+	t.mu.Lock()
+	t.frames = append(t.frames, t.String())
+	t.mu.Unlock()
+	t.Reset()
+	return nil
+}
+
+func (t *term) Frames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.frames...)
+}
+
+func newTermBar(cols int) (*BarProgress, *term) {
+	tm := &term{cols: cols}
+	return newBarProgress(io.Discard, mpb.WithConsoleWriter(tm)), tm
+}
 
 // lastFrame is the bar's last drawn line.
 func lastFrame(out string) string {
@@ -38,8 +75,7 @@ func TestBarLastFrame(t *testing.T) {
 		{"known and interrupted", 500, []int64{100, 297}, 297, OutcomeInterrupted, "297 / 500", "100 %"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out syncBuffer
-			bar := newBarProgress(&out, mpb.WithAutoRefresh())
+			bar, tm := newTermBar(110)
 			bar.Start("job", tc.total)
 			for _, d := range tc.updates {
 				bar.Update("job", Figures{Done: d, Total: tc.total})
@@ -51,12 +87,106 @@ func TestBarLastFrame(t *testing.T) {
 			}
 			bar.Finish("job", Figures{Done: tc.done, Total: tc.total}, tc.outcome)
 			bar.Close()
-			frame := lastFrame(out.String())
+			frame := lastFrame(strings.Join(tm.Frames(), ""))
 			if !strings.Contains(frame, tc.want) || strings.Contains(frame, tc.wantNot) {
 				t.Errorf("last frame %q: want %q, not %q", frame, tc.want, tc.wantNot)
 			}
 		})
 	}
+}
+
+// At 80 and 110 columns the bar keeps barMinWidth, whatever the name: a
+// long one (sqs-fifo-to-servicebus-sessions) and the counters left it
+// "[-]", then "[]", then nothing. The name stays whole (on a line of its
+// own where it must), no line is wider than the terminal, and what the
+// counters give up first is what says least.
+func TestBarKeepsItsWidth(t *testing.T) {
+	const long = "sqs-fifo-to-servicebus-sessions"
+	quiet := Figures{Done: 450, Total: 1500, Written: 450, Rate: 298, ETA: 4 * time.Second}
+	busy := quiet
+	busy.DeadLettered, busy.Retried, busy.Throttled, busy.Stuck = 2, 7, 5, 1
+	for _, tc := range []struct {
+		cols    int
+		name    string
+		f       Figures
+		inline  bool     // the name on the bar's line
+		want    []string // on the bar's line
+		wantNot []string
+	}{
+		{110, "orders", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s", "dead-lettered 0  retried 0  throttled 0"}, nil},
+		{110, long, quiet, true, []string{"450 / 1500", "298 msg/s ETA 4s"}, []string{"dead-lettered"}},
+		{110, long, busy, true, []string{"450 / 1500", "ETA 4s", "dead-lettered 2  stuck 1"}, []string{"msg/s", "retried"}},
+		{80, "orders", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, []string{"dead-lettered"}},
+		{80, "orders", busy, true, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil},
+		{80, long, quiet, false, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, nil},
+		{80, long, busy, false, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil},
+	} {
+		t.Run(fmt.Sprintf("%d %s %d", tc.cols, tc.name, tc.f.Stuck), func(t *testing.T) {
+			bar, tm := newTermBar(tc.cols)
+			bar.Start(tc.name, tc.f.Total)
+			bar.Update(tc.name, tc.f)
+			bar.Close()
+			frames := tm.Frames()
+			if len(frames) == 0 {
+				t.Fatal("nothing drawn")
+			}
+			frame := frames[len(frames)-1]
+			lines := strings.Split(strings.TrimSuffix(frame, "\n"), "\n")
+			for _, l := range lines {
+				if w := runewidth.StringWidth(l); w > tc.cols {
+					t.Errorf("a line of %d columns on a terminal of %d: %q", w, tc.cols, l)
+				}
+			}
+			line := lines[len(lines)-1]
+			t.Logf("%d columns:\n%s", tc.cols, frame)
+			if wantLines := map[bool]int{true: 1, false: 2}[tc.inline]; len(lines) != wantLines || !strings.Contains(lines[0], tc.name) {
+				t.Fatalf("frame %q: want the whole name on %d line(s)", frame, wantLines)
+			}
+			open, shut := strings.Index(line, "["), strings.Index(line, "]")
+			if open < 0 || shut < open || shut-open+1 < barMinWidth {
+				t.Errorf("the bar is narrower than %d columns: %q", barMinWidth, line)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("line %q lacks %q", line, w)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(line, w) {
+					t.Errorf("line %q has %q", line, w)
+				}
+			}
+		})
+	}
+}
+
+// A frame is drawn when the figures change, once: mpb's ticker (150 ms)
+// drew each of the job's updates (about every 300 ms) twice, and the same
+// frame over and over while they stood still. The bubble's clock runs a
+// second between updates, and the same figures come twice.
+func TestBarDrawsAFrameAnUpdate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bar, tm := newTermBar(110)
+		bar.Start("job", 100)
+		synctest.Wait()
+		for _, done := range []int64{10, 10, 20} {
+			bar.Update("job", Figures{Done: done, Total: 100})
+			synctest.Wait()
+			time.Sleep(time.Second) // the bubble's clock: mpb's ticker would draw meanwhile
+			synctest.Wait()
+		}
+		frames := tm.Frames()
+		bar.Close()
+		var shown []string
+		for _, f := range frames {
+			_, counts, _ := strings.Cut(f, "job")
+			counts, _, _ = strings.Cut(counts, "[")
+			shown = append(shown, strings.TrimSpace(counts))
+		}
+		if want := []string{"0 / 100", "10 / 100", "20 / 100"}; strings.Join(shown, ", ") != strings.Join(want, ", ") {
+			t.Errorf("%d frames showing %q, want one each of %q", len(frames), shown, want)
+		}
+	})
 }
 
 // figureLog keeps the figures a job shows.
