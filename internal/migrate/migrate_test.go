@@ -827,6 +827,60 @@ func TestReportFileAndSummary(t *testing.T) {
 	}
 }
 
+// The report's maps are {} when empty, never null: dead_lettered was null
+// when nothing was dead-lettered (a pipeline's, the totals, a pipeline that
+// did not run), where the dry run's maps were {}.
+func TestReportHasNoNullMaps(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mode      Mode
+		interrupt bool // before it starts: the second pipeline is skipped
+	}{
+		{"move", ModeMove, false},
+		{"dry run", ModeDryRun, false},
+		{"skipped", ModeMove, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good, _, pipes := setupTwo(t)
+			good.put("in", msgs(3, 0)...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.interrupt {
+				cancel()
+			}
+			rep := Run(ctx, pipes, fastOptions(tc.mode), nil)
+			var out bytes.Buffer
+			if err := rep.WriteJSON(&out); err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Totals    map[string]any   `json:"totals"`
+				Pipelines []map[string]any `json:"pipelines"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			maps := map[string]any{"totals.dead_lettered": got.Totals["dead_lettered"]}
+			for _, p := range got.Pipelines {
+				maps[p["pipeline"].(string)+".dead_lettered"] = p["dead_lettered"]
+				if d, ok := p["dry_run"].(map[string]any); ok {
+					for _, k := range []string{"would_reject", "would_drop", "would_encode", "examples"} {
+						maps[p["pipeline"].(string)+".dry_run."+k] = d[k]
+					}
+				}
+			}
+			if len(got.Pipelines) != 2 {
+				t.Fatalf("%d pipelines in the report, want 2", len(got.Pipelines))
+			}
+			for k, v := range maps {
+				if m, ok := v.(map[string]any); !ok || len(m) != 0 {
+					t.Errorf("%s = %v, want {}", k, v)
+				}
+			}
+		})
+	}
+}
+
 func TestLogProgressReportsFigures(t *testing.T) {
 	var buf bytes.Buffer
 	lp := &LogProgress{Log: slog.New(slog.NewTextHandler(&buf, nil)), Every: time.Nanosecond}

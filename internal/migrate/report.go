@@ -423,11 +423,41 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 func (r *Report) json() ([]byte, error) {
+	r.fillEmpty()
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode the report: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// fillEmpty makes the maps and lists the report always has (those without
+// omitempty) empty rather than nil, so that they are {} and [] in JSON, not
+// null: a script iterating dead_lettered met null when nothing was
+// dead-lettered (a job's counts, the totals, a job that did not run), where
+// a dry run's would_* maps were {}.
+func (r *Report) fillEmpty() {
+	if r.Jobs == nil {
+		r.Jobs = []*JobReport{}
+	}
+	if r.Totals.DeadLettered == nil {
+		r.Totals.DeadLettered = map[string]int64{}
+	}
+	for _, j := range r.Jobs {
+		if j.DeadLettered == nil {
+			j.DeadLettered = map[string]int64{}
+		}
+		if d := j.DryRun; d != nil {
+			for _, m := range []*map[string]int64{&d.WouldReject, &d.WouldDrop, &d.WouldEncode} {
+				if *m == nil {
+					*m = map[string]int64{}
+				}
+			}
+			if d.Examples == nil {
+				d.Examples = map[string]Example{}
+			}
+		}
+	}
 }
 
 // writeAtomic writes path through a temporary file and a rename, so a
