@@ -342,8 +342,8 @@ Flags:
 			}
 		}
 	}
-	if rep.ExitCode != 0 && rep.Reason != "" {
-		fmt.Fprintf(std.Err, "qbridge migrate: %s: %s\n", rep.Outcome, rep.Reason)
+	if line := rep.ErrorLine(); rep.ExitCode != 0 && line != "" {
+		fmt.Fprintf(std.Err, "qbridge migrate: %s\n", line)
 	}
 	return rep.ExitCode
 }

@@ -277,12 +277,11 @@ func TestIsStdout(t *testing.T) {
 	}
 }
 
-// TestMigrateStartsItsEmbeddedServerOnce: the server of an embedded store
-// runs from the counts before the move to the counts after it. Each of them
-// and the pipeline used to start and stop it on its own, recovering the
-// store each time.
-func TestMigrateStartsItsEmbeddedServerOnce(t *testing.T) {
-	dir := t.TempDir()
+// embeddedMigration writes a configuration that moves the JetStream stream
+// IN of an embedded server (its store under dir) to OUT, and publishes n
+// messages to IN.
+func embeddedMigration(t *testing.T, dir string, n int) string {
+	t.Helper()
 	store := filepath.Join(dir, "store")
 	cfg := writeFile(t, dir, "m.hcl", fmt.Sprintf(`
 pipeline "archive" {
@@ -311,26 +310,60 @@ pipeline "archive" {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer nc.Close()
 	js, _ := nc.JetStream()
 	if _, err := js.AddStream(&nats.StreamConfig{Name: "IN", Subjects: []string{"in.x"}}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
+	for i := range n {
 		if _, err := js.Publish("in.x", []byte(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	nc.Close()
-	release()
+	return cfg
+}
+
+// TestMigrateStartsItsEmbeddedServerOnce: the server of an embedded store
+// runs from the counts before the move to the counts after it. Each of them
+// and the pipeline used to start and stop it on its own, recovering the
+// store each time.
+func TestMigrateStartsItsEmbeddedServerOnce(t *testing.T) {
+	cfg := embeddedMigration(t, t.TempDir(), 3)
 	code, out, errOut := runCmd(t, "migrate", "-yes", "-progress", "off", "-connect-timeout", "30s", cfg)
 	if code != 0 || !strings.Contains(out, "read 3, written 3") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	if n := strings.Count(errOut, "embedded nats-server started"); n != 1 {
 		t.Errorf("the embedded server started %d times, want once:\n%s", n, errOut)
+	}
+}
+
+// An interrupted move says why once, on the pipeline's line of the summary;
+// the first line and the last line on standard error said it too, word for
+// word. The last line still says it was interrupted, and where.
+func TestMigrateInterruptSaysItOnce(t *testing.T) {
+	cfg := embeddedMigration(t, t.TempDir(), 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal: the job stops at once
+	var out, errb bytes.Buffer
+	code := dispatch(ctx, []string{"migrate", "-yes", "-progress", "off", cfg}, stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	if code != 130 {
+		t.Fatalf("exit %d, want 130\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	const why = "in-flight messages were finished or handed back to the source; run the same command again to go on"
+	if n := strings.Count(out.String()+errb.String(), why); n != 1 || !strings.Contains(out.String(), "archive: nats → nats, interrupted ("+why+")") {
+		t.Errorf("the reason is said %d times, want once on the pipeline's line:\nstdout: %s\nstderr: %s", n, out.String(), errb.String())
+	}
+	if first, _, _ := strings.Cut(out.String(), "\n"); strings.Contains(first, "pipeline") {
+		t.Errorf("first line %q repeats the pipeline's", first)
+	}
+	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	if last, want := lines[len(lines)-1], "qbridge migrate: interrupted in pipeline archive; the summary says what was done and what is left"; last != want {
+		t.Errorf("last line on standard error %q, want %q", last, want)
 	}
 }

@@ -975,16 +975,19 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 	for {
 		select {
 		case <-ctx.Done():
+			// The reasons say what became of the messages, not that it was
+			// interrupted: the outcome beside them says so (it was said
+			// three times on standard error).
 			if w.browsing {
 				// A copy or a browsing dry run takes nothing from the source.
-				return OutcomeInterrupted, "", "interrupted: the source was only read and is as it was" + w.resumeHint()
+				return OutcomeInterrupted, "", "the source was only read and is as it was" + w.resumeHint()
 			}
 			if w.tr.hold {
 				// A dry run that samples: nothing to go on with, as
 				// a move's wording said.
-				return OutcomeInterrupted, "", "interrupted: the dry run's sample was handed back to the source; nothing was written or settled"
+				return OutcomeInterrupted, "", "the dry run's sample was handed back to the source; nothing was written or settled"
 			}
-			return OutcomeInterrupted, "", "interrupted: in-flight messages were finished or handed back to the source; run the same command again to go on"
+			return OutcomeInterrupted, "", "in-flight messages were finished or handed back to the source; run the same command again to go on"
 		case err := <-done:
 			// Run returns only after its context ends; this is a bug guard.
 			return OutcomeFailed, "", fmt.Sprintf("the pipeline stopped by itself: %v", err)

@@ -55,10 +55,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 			}
 			if j.Outcome.severity() > worst.severity() {
 				worst = j.Outcome
-				rep.Reason = fmt.Sprintf("pipeline %s: %s", j.Pipeline, j.Reason)
-				if j.Queue != "main" {
-					rep.Reason = fmt.Sprintf("pipeline %s (%s queue): %s", j.Pipeline, j.Queue, j.Reason)
-				}
+				rep.Reason = j.where() + ": " + j.Reason
 			}
 		}
 		if rep.Outcome == "" {
@@ -153,7 +150,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 		mainFailed := false
 		for _, j := range u.jobs {
 			if interrupted.Load() {
-				u.reports = append(u.reports, notRun(j.pipe, j.queue, OutcomeSkipped, "not started: the migration was interrupted"))
+				u.reports = append(u.reports, notRun(j.pipe, j.queue, OutcomeSkipped, skippedInterrupted))
 				continue
 			}
 			if mainFailed {
@@ -480,6 +477,9 @@ func touchesCommon(a, b []string) bool {
 	}
 	return false
 }
+
+// skippedInterrupted is the reason of a job an interrupt kept from running.
+const skippedInterrupted = "not started: the migration was interrupted"
 
 // OutcomeSkipped: the pipeline did not run (an interrupt came first, or
 // its main queue failed before its dead-letter queue's turn); Reason says

@@ -1265,7 +1265,7 @@ func TestInterruptedSampledDryRunSaysSo(t *testing.T) {
 	done, interrupt := runUntilSaid(t, pipes, opt, "does not answer every ping")
 	interrupt()
 	rep := <-done
-	const want = "interrupted: the dry run's sample was handed back to the source; nothing was written or settled"
+	const want = "the dry run's sample was handed back to the source; nothing was written or settled"
 	if j := rep.Jobs[0]; j.Outcome != OutcomeInterrupted || j.Reason != want {
 		t.Errorf("%s: %q, want interrupted: %q", j.Outcome, j.Reason, want)
 	}
@@ -1371,8 +1371,8 @@ func TestInterruptedReasonByMode(t *testing.T) {
 		mode Mode
 		want string
 	}{
-		{ModeCopy, "interrupted: the source was only read and is as it was; without -state, the same command copies everything again"},
-		{ModeMove, "interrupted: in-flight messages were finished or handed back to the source; run the same command again to go on"},
+		{ModeCopy, "the source was only read and is as it was; without -state, the same command copies everything again"},
+		{ModeMove, "in-flight messages were finished or handed back to the source; run the same command again to go on"},
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			b, pipes := setup(t, moveHCL)
@@ -1403,6 +1403,18 @@ func TestInterruptedReasonByMode(t *testing.T) {
 			// The stop is said when it starts, not only at the end.
 			if !strings.Contains(logs.String(), "interrupted: stopping") || !strings.Contains(logs.String(), "interrupt again to quit at once") {
 				t.Errorf("no word of the stop in the log:\n%s", logs.String())
+			}
+			// Said once, on the pipeline's line: the first line and the
+			// line standard error ends with said it too, word for word.
+			sum, line := summary(rep), rep.ErrorLine()
+			if n := strings.Count(sum+line, tc.want); n != 1 || !strings.Contains(sum, "p: memq → memq, interrupted ("+tc.want+")") {
+				t.Errorf("the reason is said %d times:\n%s%s", n, sum, line)
+			}
+			if first, _, _ := strings.Cut(sum, "\n"); !strings.HasPrefix(first, "qbridge migrate ("+string(tc.mode)+"): interrupted in ") || strings.Contains(first, ": p") {
+				t.Errorf("first line %q", first)
+			}
+			if want := "interrupted in pipeline p; the summary says what was done and what is left"; line != want {
+				t.Errorf("error line %q, want %q", line, want)
 			}
 		})
 	}

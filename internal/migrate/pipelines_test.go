@@ -117,6 +117,14 @@ func TestInterruptListsTheRestAsSkipped(t *testing.T) {
 	if !strings.Contains(rep.Reason, "1 skipped") {
 		t.Errorf("reason does not count the skipped pipeline: %s", rep.Reason)
 	}
+	// The first line names where it stopped and counts the pipelines; the
+	// reason is p0bad's line's.
+	if first, _, _ := strings.Cut(s, "\n"); !strings.HasSuffix(first, ": pipeline p0bad (of 2: 0 failed, 1 skipped; the summary lists each)") {
+		t.Errorf("first line %q", first)
+	}
+	if want := "interrupted in pipeline p0bad; not started: pipeline p1; the summary says what was done and what is left"; rep.ErrorLine() != want {
+		t.Errorf("error line %q, want %q", rep.ErrorLine(), want)
+	}
 }
 
 func TestDeadLetterQueueSkippedWhenItsMainQueueFails(t *testing.T) {

@@ -516,11 +516,74 @@ func shedLines(w io.Writer, shed map[string]int64, verb string) {
 	}
 }
 
+// where names the job for a reason: "pipeline P", or "pipeline P
+// (dead-letter queue)".
+func (j *JobReport) where() string {
+	if j.Queue != "main" {
+		return fmt.Sprintf("pipeline %s (%s queue)", j.Pipeline, j.Queue)
+	}
+	return "pipeline " + j.Pipeline
+}
+
+// headline is the reason the summary's first line gives: the run's, less
+// what a pipeline's line below says word for word (an interrupted move's
+// reason was on both, and on standard error). A complete run's reason is
+// a warning that the first line must carry too (a source that held
+// nothing, a sink short of what was written).
+func (r *Report) headline() string {
+	if r.Outcome == OutcomeComplete || r.Outcome == OutcomeDeadLettered {
+		return r.Reason
+	}
+	for _, j := range r.Jobs {
+		if j.Reason == "" {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(r.Reason, j.where()+": "+j.Reason); ok {
+			if rest == "" && len(r.Jobs) == 1 {
+				return "" // the one pipeline's line says it
+			}
+			return j.where() + rest
+		}
+	}
+	return r.Reason
+}
+
+// ErrorLine is what standard error ends with, after "qbridge migrate: ",
+// when the run did not succeed ("" where there is nothing to say): the
+// outcome and the reason. An interrupt's reason (what became of the
+// messages in flight, how to go on) is the summary's to say; the line names
+// where it stopped, for a log or a script.
+func (r *Report) ErrorLine() string {
+	if r.Outcome != OutcomeInterrupted {
+		if r.Reason == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s: %s", r.Outcome, r.Reason)
+	}
+	var in, notStarted []string
+	for _, j := range r.Jobs {
+		switch {
+		case j.Outcome == OutcomeInterrupted:
+			in = append(in, j.where())
+		case j.Outcome == OutcomeSkipped && j.Reason == skippedInterrupted:
+			notStarted = append(notStarted, j.where())
+		}
+	}
+	line := "interrupted"
+	if len(in) > 0 {
+		line += " in " + strings.Join(in, ", ")
+	}
+	if len(notStarted) > 0 {
+		line += "; not started: " + strings.Join(notStarted, ", ")
+	}
+	return line + "; the summary says what was done and what is left"
+}
+
 // Summary writes the report for a person.
 func (r *Report) Summary(w io.Writer) {
 	fmt.Fprintf(w, "qbridge migrate (%s): %s in %s", r.Mode, r.Outcome, round(time.Duration(r.Seconds*float64(time.Second))))
-	if r.Reason != "" {
-		fmt.Fprintf(w, ": %s", r.Reason)
+	if h := r.headline(); h != "" {
+		fmt.Fprintf(w, ": %s", h)
 	}
 	fmt.Fprintln(w)
 	for _, j := range r.Jobs {
