@@ -84,7 +84,8 @@ messages sharing a deduplication id, or messages left the source another
 way); 1 failed (configuration, unreachable broker, missing source or sink; a
 failed pipeline does not stop the others); 2 usage, or not confirmed
 (nothing was done); 130 interrupted (in-flight messages finished or handed
-back; pipelines not started are listed as skipped). Running the same command
+back; pipelines not started are listed as skipped; a signal after a
+pipeline's last message leaves it complete). Running the same command
 again resumes: a move continues from what is left; a copy with -state
 continues after its checkpoint.
 

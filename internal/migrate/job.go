@@ -409,6 +409,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	// before and never connected, the counts are quick: a stop must not
 	// wait on them.
 	rep.SourceAfter, rep.SinkAfter, _, _ = j.countBoth(ctx, rep, !w.everRan)
+	lateInterrupt := false
+	if outcome == OutcomeInterrupted {
+		if drainedBy := w.doneBeforeInterrupt(rep, snap); drainedBy != "" {
+			// The interrupt came once everything had moved (in the quiet
+			// spell that confirms the drain, or the count that ends it):
+			// the job is what it would have been a moment later. It said
+			// "interrupted", exit 130, and to run it again for nothing.
+			outcome, by, reason, lateInterrupt = "", drainedBy, "", true
+		}
+	}
 	if rep.Written > 0 || outcome == "" {
 		// A pipeline that failed, or was stopped, before it wrote anything
 		// has nothing to verify ("verified: the sink grew by 0, 0
@@ -491,6 +501,16 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	default:
 		outcome = OutcomeComplete
 	}
+	if lateInterrupt {
+		note := "interrupted once every message was moved: nothing is left to go on with"
+		if opt.Mode == ModeCopy {
+			note = "interrupted once every message was copied: nothing is left to go on with"
+		}
+		if reason != "" {
+			note = reason + "; " + note
+		}
+		reason = note
+	}
 	if checkpointErr != nil {
 		// What was copied is at the sink, but not known to the state
 		// file: the same command would copy it all again.
@@ -567,7 +587,9 @@ func (j *job) verify(ctx context.Context, rep *JobReport) *Verification {
 	for v.Short() && !atCap(rep.SinkAfter) && !exact(rep.SinkAfter) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return v // interrupted: report what the last count said
+			// Interrupted: what the last count said, which may lag.
+			v.addNote("interrupted before the sink was counted again (-verify-wait): its count may lag behind the writes")
+			return v
 		case <-time.After(min(time.Second, time.Until(deadline))):
 		}
 		cctx, cancel := context.WithTimeout(ctx, j.countTimeout(false))
@@ -1083,6 +1105,42 @@ func (w *watch) loop(ctx context.Context, done <-chan error, prog Progress) (Out
 			}
 		}
 	}
+}
+
+// doneBeforeInterrupt reports how the source was drained when an
+// interrupt stopped a move or a copy after its last message: every
+// delivery taken was written, dead-lettered or left out, nothing was
+// handed back or failed its acknowledgement, none is stuck, and then a
+// copy had read to the end ("browse") or a move's source counts nothing
+// left and every message counted before the run (or since, as it grew) is
+// done ("count"). "" otherwise: a source that cannot count has only the
+// quiet spell the interrupt cut short to go by, and a dry run moves
+// nothing.
+func (w *watch) doneBeforeInterrupt(rep *JobReport, snap snapshot) string {
+	opt := w.j.opt
+	done := w.done(rep.Counts, snap)
+	if !w.everRan || w.tr.hold || done != snap.taken || rep.HandedBack > 0 || rep.AckFailed > 0 || snap.stuck > 0 {
+		return ""
+	}
+	switch {
+	case opt.Mode == ModeCopy && w.browsing:
+		if snap.browsed && snap.notCopied == 0 {
+			return "browse"
+		}
+	case opt.Mode == ModeMove && !w.browsing:
+		left := rep.SourceAfter
+		if left == nil || w.total < 0 || done < w.total {
+			return ""
+		}
+		pending := left.Ready + left.InFlight
+		if opt.WaitScheduled {
+			pending += left.Scheduled
+		}
+		if pending == 0 {
+			return "count"
+		}
+	}
+	return ""
 }
 
 // resumeHint says how a copy goes on after an interrupt.

@@ -73,6 +73,10 @@ type memBroker struct {
 	stalled bool
 	// sinkCountErr, if set, is what the sink counts answer.
 	sinkCountErr error
+	// onSinkCount, if set, is called with the number of each sink count
+	// (1 for the first), before it answers.
+	onSinkCount func(n int)
+	sinkCounts  int
 	// vanish > 0: the next receive first removes that many messages, as
 	// another consumer (or expiry) would.
 	vanish int
@@ -308,7 +312,12 @@ func init() {
 			br := brokerOf(c.Broker)
 			br.mu.Lock()
 			err := br.sinkCountErr
+			br.sinkCounts++
+			n, on := br.sinkCounts, br.onSinkCount
 			br.mu.Unlock()
+			if on != nil {
+				on(n)
+			}
 			if err != nil {
 				return driver.Backlog{}, err
 			}

@@ -39,6 +39,7 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 		rep.Seconds = rep.FinishedAt.Sub(rep.StartedAt).Seconds()
 		worst := OutcomeComplete
 		failed, skipped := 0, 0
+		var notStarted *JobReport // the first an interrupt kept from running
 		for _, j := range rep.Jobs {
 			rep.Totals.add(j.Counts)
 			switch j.Outcome {
@@ -49,6 +50,9 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				if !j.notApplicable {
 					skipped++
 				}
+				if j.Reason == skippedInterrupted && notStarted == nil {
+					notStarted = j
+				}
 				continue
 			case OutcomeFailed:
 				failed++
@@ -57,6 +61,13 @@ func Run(ctx context.Context, pipes []*config.Pipeline, opt Options, prog Progre
 				worst = j.Outcome
 				rep.Reason = j.where() + ": " + j.Reason
 			}
+		}
+		if notStarted != nil && worst.severity() < OutcomeInterrupted.severity() {
+			// Each pipeline that ran is done (the interrupt came after the
+			// last one's last message), and some did not run: the run is
+			// interrupted all the same. It said complete, exit 0.
+			worst = OutcomeInterrupted
+			rep.Reason = "before " + notStarted.where() + " started"
 		}
 		if rep.Outcome == "" {
 			rep.Outcome = worst

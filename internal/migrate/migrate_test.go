@@ -1420,6 +1420,137 @@ func TestInterruptedReasonByMode(t *testing.T) {
 	}
 }
 
+// doneSignal is a Progress that closes reached once job shows done
+// messages done.
+type doneSignal struct {
+	NoProgress
+	job     string
+	done    int64
+	reached chan struct{}
+	once    sync.Once
+}
+
+func (d *doneSignal) Update(job string, f Figures) {
+	if job == d.job && f.Done >= d.done {
+		d.once.Do(func() { close(d.reached) })
+	}
+}
+
+// An interrupt once every message has moved (in the quiet spell that
+// confirms the drain, -idle, here an hour) ends the job as it would have
+// ended a moment later: complete, exit 0, verified. It said interrupted,
+// exit 130, and "run the same command again to go on", with the source
+// empty and everything written and acknowledged. Where something is left
+// (a message another consumer holds) it stays interrupted, and so does a
+// run whose next pipeline the interrupt kept from starting.
+func TestInterruptAfterEverythingMoved(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		mode        Mode
+		heldByOther int64
+		two         bool // p0bad, then p1, which the interrupt keeps from starting
+		job, run    Outcome
+		exit        int
+		by          string
+	}{
+		{"move", ModeMove, 0, false, OutcomeComplete, OutcomeComplete, ExitComplete, "count"},
+		{"copy", ModeCopy, 0, false, OutcomeComplete, OutcomeComplete, ExitComplete, "browse"},
+		{"move, one held by another consumer", ModeMove, 1, false, OutcomeInterrupted, OutcomeInterrupted, ExitInterrupted, ""},
+		{"move, the next pipeline not started", ModeMove, 0, true, OutcomeComplete, OutcomeInterrupted, ExitInterrupted, "count"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b *memBroker
+			var pipes []*config.Pipeline
+			name := "p"
+			if tc.two {
+				_, b, pipes = setupTwo(t)
+				name = "p0bad"
+			} else {
+				b, pipes = setup(t, moveHCL)
+			}
+			b.put("in", msgs(20, 0)...)
+			b.queue("in").heldByOther = tc.heldByOther
+			opt := fastOptions(tc.mode)
+			opt.Idle = time.Hour // the job waits in its quiet spell until the interrupt
+			prog := &doneSignal{job: name, done: 20, reached: make(chan struct{})}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			reports := make(chan *Report, 1)
+			go func() { reports <- Run(ctx, pipes, opt, prog) }()
+			select {
+			case <-prog.reached:
+			case rep := <-reports:
+				t.Fatalf("ended before the interrupt: %s: %s", rep.Outcome, rep.Reason)
+			}
+			cancel() // Ctrl-C, once all 20 are done
+			rep := <-reports
+			j := rep.Jobs[0]
+			if j.Outcome != tc.job || j.DrainedBy != tc.by || rep.Outcome != tc.run || rep.ExitCode != tc.exit {
+				t.Fatalf("job %s (drained by %q), run %s, exit %d; want %s (%q), %s, %d\n%s",
+					j.Outcome, j.DrainedBy, rep.Outcome, rep.ExitCode, tc.job, tc.by, tc.run, tc.exit, summary(rep))
+			}
+			switch {
+			case tc.job == OutcomeComplete:
+				if v := j.Verification; v == nil || !v.Verified || !j.Drained || !strings.Contains(j.Reason, "interrupted once every message was") {
+					t.Errorf("complete, but: %s", summary(rep))
+				}
+			case j.Written != 20 || !strings.Contains(j.Reason, "run the same command again"):
+				t.Errorf("interrupted, but: %s", summary(rep))
+			}
+			if tc.two {
+				if want := "interrupted; not started: pipeline p1; the summary says what was done and what is left"; rep.Jobs[1].Outcome != OutcomeSkipped || rep.ErrorLine() != want {
+					t.Errorf("p1 %s; error line %q, want %q", rep.Jobs[1].Outcome, rep.ErrorLine(), want)
+				}
+			}
+		})
+	}
+}
+
+// An interrupt while a pipeline's verification counts its sink again
+// leaves that pipeline complete, saying the count may lag; the run is
+// interrupted all the same when a later pipeline did not start. It said
+// complete, exit 0, with p1 never run.
+func TestInterruptDuringVerification(t *testing.T) {
+	id := fmt.Sprintf("b%d", brokerSeq.Add(1))
+	good, bad := newBroker(id), newBroker(id+"-bad")
+	hcl := strings.Replace(twoPipelinesHCL, `queue  = "out0"`, "queue  = \"out0\"\n    dedup  = true", 1)
+	cfg, diags := config.NewLoader().LoadBytes("test.hcl", []byte(fmt.Sprintf(hcl, id)))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	ms := msgs(5, 0)
+	for _, m := range ms {
+		m.DedupID = "same" // the sink keeps one: short, so it is counted again
+	}
+	bad.put("in", ms...)
+	verifying := make(chan struct{})
+	good.onSinkCount = func(n int) {
+		if n == 3 { // before the move, after it, then the verification's
+			close(verifying)
+		}
+	}
+	opt := fastOptions(ModeMove)
+	opt.VerifyWait = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reports := make(chan *Report, 1)
+	go func() { reports <- Run(ctx, cfg.Pipelines, opt, nil) }()
+	select {
+	case <-verifying:
+	case rep := <-reports:
+		t.Fatalf("ended before the verification: %s: %s", rep.Outcome, rep.Reason)
+	}
+	cancel()
+	rep := <-reports
+	j := rep.Jobs[0]
+	if j.Outcome != OutcomeComplete || j.Verification == nil || !strings.Contains(j.Verification.Note, "interrupted before the sink was counted again") {
+		t.Errorf("p0bad %s, verification %+v", j.Outcome, j.Verification)
+	}
+	if rep.Outcome != OutcomeInterrupted || rep.ExitCode != ExitInterrupted || rep.Jobs[1].Outcome != OutcomeSkipped || !strings.Contains(rep.Reason, "before pipeline p1 started") {
+		t.Fatalf("run %s (exit %d): %s\n%s", rep.Outcome, rep.ExitCode, rep.Reason, summary(rep))
+	}
+}
+
 // A report to a pipe or a device (-report /dev/stdout) is written in
 // place: the rename of an atomic write replaced /dev/stdout with a
 // regular file (as root) or failed (as anyone else).
