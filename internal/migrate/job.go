@@ -1136,7 +1136,12 @@ func (w *watch) doneBeforeInterrupt(rep *JobReport, snap snapshot) string {
 		if opt.WaitScheduled {
 			pending += left.Scheduled
 		}
-		if pending == 0 {
+		// A count that lags (SQS's approximate ones) says 0 of messages
+		// sent a moment ago: it is trusted only after the source has
+		// been quiet for half of -idle, as the drain trusts it after all
+		// of it.
+		quiet := w.exactCount || time.Since(snap.lastRecv) >= opt.Idle/2
+		if pending == 0 && quiet {
 			return "count"
 		}
 	}
