@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// migrate's dry runs keep a record of their samples in
+	// $XDG_STATE_HOME; the daemons these tests start inherit this one.
+	os.Setenv("XDG_STATE_HOME", dir)
 	code := m.Run()
 	removeTestImage()
 	os.RemoveAll(dir)
