@@ -119,7 +119,7 @@ func TestStubCountQueue(t *testing.T) {
 		anyErr  bool
 	}{
 		{"all", map[string]string{"ApproximateNumberOfMessages": "7", "ApproximateNumberOfMessagesNotVisible": "2", "ApproximateNumberOfMessagesDelayed": "1"},
-			driver.Backlog{Ready: 7, InFlight: 2, Scheduled: 1}, nil, false},
+			driver.Backlog{Ready: 7, InFlight: 2, Scheduled: 1, ReceivesCounted: true}, nil, false},
 		{"missing counter", map[string]string{"ApproximateNumberOfMessages": "7"}, driver.Backlog{}, errors.ErrUnsupported, true},
 		{"not a number", map[string]string{"ApproximateNumberOfMessages": "x", "ApproximateNumberOfMessagesNotVisible": "0", "ApproximateNumberOfMessagesDelayed": "0"},
 			driver.Backlog{}, nil, true},
