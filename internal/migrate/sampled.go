@@ -154,20 +154,8 @@ func (l *sampleLedger) save(entity string) error {
 	if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
 		return fmt.Errorf("the dry run's record of its sample: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(l.path), ".samples-*")
-	if err != nil {
+	if err := writeAtomic(l.path, b); err != nil {
 		return fmt.Errorf("the dry run's record of its sample: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), l.path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("the dry run's record of its sample in %s: %w", l.path, err)
 	}
 	return nil
 }
