@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/lockhold"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sbmap"
 )
@@ -32,7 +33,7 @@ type delivery struct {
 	rm    *azservicebus.ReceivedMessage
 	m     *mapping.Message
 	err   error // decode error
-	hold  *holder
+	hold  *lockhold.Holder
 	max   time.Duration // longest Nack delay held
 
 	settled  atomic.Bool
@@ -50,7 +51,7 @@ var (
 	_ driver.DeadLetterer  = dlDelivery{}
 )
 
-func newDelivery(rcv settler, rm *azservicebus.ReceivedMessage, hold *holder, maxNack time.Duration, renew func(ctx context.Context) (time.Time, error)) *delivery {
+func newDelivery(rcv settler, rm *azservicebus.ReceivedMessage, hold *lockhold.Holder, maxNack time.Duration, renew func(ctx context.Context) (time.Time, error)) *delivery {
 	return &delivery{rcv: rcv, rm: rm, hold: hold, max: maxNack, renew: renew, done: make(chan struct{})}
 }
 
@@ -76,7 +77,7 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 		return errSettled
 	}
 	delay = min(delay, d.max)
-	if delay > 0 && d.hold.hold(delay, lockedUntil(d.rm), amqpLock{d}, d.rm.MessageID, d.finish) {
+	if delay > 0 && d.hold.Hold(delay, lockedUntil(d.rm), amqpLock{d}, d.rm.MessageID, d.finish) {
 		return nil
 	}
 	defer d.finish()
@@ -108,8 +109,8 @@ func (d dlDelivery) DeadLetter(ctx context.Context, reason, description string) 
 // amqpLock renews and abandons for the holder.
 type amqpLock struct{ d *delivery }
 
-func (l amqpLock) renew(ctx context.Context) (time.Time, error) { return l.d.renew(ctx) }
-func (l amqpLock) abandon(ctx context.Context) error {
+func (l amqpLock) Renew(ctx context.Context) (time.Time, error) { return l.d.renew(ctx) }
+func (l amqpLock) Release(ctx context.Context) error {
 	return l.d.rcv.AbandonMessage(ctx, l.d.rm, nil)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/backoff"
 	"github.com/qbridge/qbridge/internal/ctxwait"
+	"github.com/qbridge/qbridge/internal/lockhold"
 )
 
 // sessionSource consumes a session-enabled queue or subscription: up to
@@ -209,8 +210,8 @@ func receiveSession(ctx context.Context, sr *azservicebus.SessionReceiver) (msgs
 // renewSession keeps the session lock until ctx ends; a failed renewal
 // ends the session (cancel).
 func (s *sessionSource) renewSession(ctx context.Context, cancel context.CancelFunc, lock *sessionLock, id string) {
-	l := &lockRenewal{every: s.set.lockRenewal, renewLock: lock.renew, expiry: lock.lockedUntil}
-	err := keepLocked(ctx, l, func(due <-chan time.Time) bool {
+	l := &lockhold.Renewal{Every: s.set.lockRenewal, RenewLock: lock.renew, Expiry: lock.lockedUntil}
+	err := lockhold.KeepLocked(ctx, l, func(due <-chan time.Time) bool {
 		select {
 		case <-ctx.Done():
 			return false
@@ -239,7 +240,7 @@ func (s *sessionSource) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.cancel()
-		s.hold.close(ctx)
+		s.hold.Close(ctx)
 		_ = ctxwait.Group(ctx, &s.wg) // the client's Close below ends what is left
 		err = s.client.Close(ctx)
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/lockhold"
 	"log/slog"
 	"math"
 	"sync"
@@ -46,7 +47,7 @@ func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred 
 		return newHTTPSSource(set, log, cred), nil
 	}
 	c := &amqpCommon{set: set, log: log, poison: amqpguard.NewLog(), closed: make(chan struct{})}
-	c.hold = newHolder(set.lockRenewal, log, "servicebus source")
+	c.hold = lockhold.New(set.lockRenewal, log, "servicebus source")
 	client, err := newSDKClient(set.conn, guardSettings{mode: c.guardMode, log: c.poison, onPoison: c.onPoison,
 		onTLSError: func(err error) { c.tlsErr.Store(&errBox{err}) }, dialLog: log}, cred)
 	if err != nil {
@@ -120,7 +121,7 @@ type amqpCommon struct {
 	log    *slog.Logger
 	client *azservicebus.Client
 	poison *amqpguard.Log
-	hold   *holder
+	hold   *lockhold.Holder
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -357,7 +358,7 @@ func (s *amqpSource) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		close(s.closed)
-		s.hold.close(ctx)
+		s.hold.Close(ctx)
 		// A receive call in progress ends with the receiver's close.
 		err = errors.Join(s.rcv.Close(ctx), s.client.Close(ctx))
 	})

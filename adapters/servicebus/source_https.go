@@ -16,6 +16,7 @@ import (
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/backoff"
 	"github.com/qbridge/qbridge/internal/ctxwait"
+	"github.com/qbridge/qbridge/internal/lockhold"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sbmap"
 	"github.com/qbridge/qbridge/mapping/sbrest"
@@ -28,7 +29,7 @@ type httpsSource struct {
 	set  *sourceSettings
 	log  *slog.Logger
 	c    *restClient
-	hold *holder
+	hold *lockhold.Holder
 
 	feed[*httpsDelivery]
 	ctx    context.Context
@@ -47,7 +48,7 @@ var (
 
 func newHTTPSSource(set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) *httpsSource {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &httpsSource{set: set, log: log, c: newRESTClient(set.conn, cred), hold: newHolder(set.lockRenewal, log, "servicebus source"),
+	s := &httpsSource{set: set, log: log, c: newRESTClient(set.conn, cred), hold: lockhold.New(set.lockRenewal, log, "servicebus source"),
 		feed: newFeed[*httpsDelivery](), ctx: ctx, cancel: cancel, closed: make(chan struct{})}
 	for i := 0; i < set.maxMessages; i++ {
 		s.wg.Add(1)
@@ -102,8 +103,8 @@ func (s *httpsSource) worker() {
 // handOver waits for Receive to take d, renewing its lock meanwhile.
 func (s *httpsSource) handOver(d *httpsDelivery) bool {
 	sent := false
-	l := &lockRenewal{every: s.set.lockRenewal, renewLock: d.renewLock, lockedUntil: d.m.Source.LockedUntil}
-	err := keepLocked(s.ctx, l, func(due <-chan time.Time) bool {
+	l := &lockhold.Renewal{Every: s.set.lockRenewal, RenewLock: d.renewLock, LockedUntil: d.m.Source.LockedUntil}
+	err := lockhold.KeepLocked(s.ctx, l, func(due <-chan time.Time) bool {
 		select {
 		case s.out <- d:
 			sent = true
@@ -223,7 +224,7 @@ func (s *httpsSource) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.cancel()
-		s.hold.close(ctx)
+		s.hold.Close(ctx)
 		_ = ctxwait.Group(ctx, &s.wg) // past the deadline a worker's lock lapses
 		s.c.http.CloseIdleConnections()
 	})
@@ -269,7 +270,7 @@ func (d *httpsDelivery) Nack(ctx context.Context, delay time.Duration) error {
 		return errSettled
 	}
 	delay = min(delay, d.src.set.maxNackDelay)
-	if delay > 0 && d.src.hold.hold(delay, d.m.Source.LockedUntil, restLock{d}, d.m.ID, func() {}) {
+	if delay > 0 && d.src.hold.Hold(delay, d.m.Source.LockedUntil, restLock{d}, d.m.ID, func() {}) {
 		return nil
 	}
 	return d.abandonNow(ctx)
@@ -294,5 +295,5 @@ func (d *httpsDelivery) renewLock(ctx context.Context) (time.Time, error) {
 
 type restLock struct{ d *httpsDelivery }
 
-func (l restLock) renew(ctx context.Context) (time.Time, error) { return l.d.renewLock(ctx) }
-func (l restLock) abandon(ctx context.Context) error            { return l.d.abandonNow(ctx) }
+func (l restLock) Renew(ctx context.Context) (time.Time, error) { return l.d.renewLock(ctx) }
+func (l restLock) Release(ctx context.Context) error            { return l.d.abandonNow(ctx) }

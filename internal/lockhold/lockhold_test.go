@@ -1,4 +1,4 @@
-package servicebus
+package lockhold
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -20,14 +21,14 @@ type fakeLock struct {
 	renewErr  error
 }
 
-func (f *fakeLock) renew(context.Context) (time.Time, error) {
+func (f *fakeLock) Renew(context.Context) (time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.renews = append(f.renews, time.Now())
 	return time.Now().Add(f.lockFor), f.renewErr
 }
 
-func (f *fakeLock) abandon(context.Context) error {
+func (f *fakeLock) Release(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.abandoned = time.Now()
@@ -50,11 +51,11 @@ func TestHolderRenewsThenAbandons(t *testing.T) {
 }
 
 func testHolderRenewsThenAbandons(t *testing.T) {
-	h := newHolder(100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	h := New(100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
 	f := &fakeLock{lockFor: time.Second}
 	done := make(chan struct{})
 	start := time.Now()
-	if !h.hold(550*time.Millisecond, start.Add(time.Second), f, "id", func() { close(done) }) {
+	if !h.Hold(550*time.Millisecond, start.Add(time.Second), f, "id", func() { close(done) }) {
 		t.Fatal("hold refused")
 	}
 	<-done
@@ -68,7 +69,7 @@ func testHolderRenewsThenAbandons(t *testing.T) {
 	// a short lock: renewed at half its remaining time
 	f2 := &fakeLock{lockFor: 80 * time.Millisecond}
 	done2 := make(chan struct{})
-	h.hold(400*time.Millisecond, time.Now().Add(80*time.Millisecond), f2, "id2", func() { close(done2) })
+	h.Hold(400*time.Millisecond, time.Now().Add(80*time.Millisecond), f2, "id2", func() { close(done2) })
 	<-done2
 	if n, _ := f2.state(); n < 8 {
 		t.Fatalf("%d renewals of an 80 ms lock in 400 ms", n)
@@ -76,14 +77,14 @@ func testHolderRenewsThenAbandons(t *testing.T) {
 	// close abandons at once
 	f3 := &fakeLock{lockFor: time.Second}
 	done3 := make(chan struct{})
-	h.hold(time.Hour, time.Time{}, f3, "id3", func() { close(done3) })
+	h.Hold(time.Hour, time.Time{}, f3, "id3", func() { close(done3) })
 	start = time.Now()
-	h.close(context.Background())
+	h.Close(context.Background())
 	<-done3
 	if _, ab := f3.state(); ab.IsZero() || ab.Sub(start) > 100*time.Millisecond {
 		t.Fatalf("close: abandoned %v", ab)
 	}
-	if h.hold(time.Second, time.Time{}, f3, "id4", func() {}) {
+	if h.Hold(time.Second, time.Time{}, f3, "id4", func() {}) {
 		t.Fatal("hold after close")
 	}
 }
@@ -92,7 +93,7 @@ func testHolderRenewsThenAbandons(t *testing.T) {
 // thousands may be held, and each had a goroutine and a timer of its own.
 func TestHolderGoroutinesFlat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHolder(100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+		h := New(100*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
 		before := runtime.NumGoroutine()
 		const n = 500
 		locks := make([]*fakeLock, n)
@@ -100,7 +101,7 @@ func TestHolderGoroutinesFlat(t *testing.T) {
 		for i := range locks {
 			locks[i] = &fakeLock{lockFor: time.Second}
 			done.Add(1)
-			if !h.hold(time.Duration(i%10+1)*time.Second, time.Now().Add(time.Second), locks[i], "id", done.Done) {
+			if !h.Hold(time.Duration(i%10+1)*time.Second, time.Now().Add(time.Second), locks[i], "id", done.Done) {
 				t.Fatal("hold refused")
 			}
 		}
@@ -119,11 +120,11 @@ func TestHolderGoroutinesFlat(t *testing.T) {
 				t.Fatalf("message %d: %d renewals, want about %d", i, renews, want)
 			}
 		}
-		h.close(t.Context())
+		h.Close(t.Context())
 	})
 }
 
-// keepLocked renews when the lock is due (renewAt: every, or half the
+// KeepLocked renews when the lock is due (renewAt: every, or half the
 // remaining lock time), until wait says stop or a renewal fails.
 func TestKeepLocked(t *testing.T) {
 	errGone := errors.New("lock lost")
@@ -144,9 +145,9 @@ func TestKeepLocked(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := &fakeLock{lockFor: c.lockFor, renewErr: c.renewErr}
-				l := &lockRenewal{every: 100 * time.Millisecond, renewLock: f.renew, lockedUntil: time.Now().Add(c.lockFor)}
+				l := &Renewal{Every: 100 * time.Millisecond, RenewLock: f.Renew, LockedUntil: time.Now().Add(c.lockFor)}
 				stop := time.After(c.stopAfter)
-				err := keepLocked(t.Context(), l, func(due <-chan time.Time) bool {
+				err := KeepLocked(t.Context(), l, func(due <-chan time.Time) bool {
 					select {
 					case <-stop:
 						return false
@@ -163,4 +164,52 @@ func TestKeepLocked(t *testing.T) {
 			})
 		})
 	}
+}
+
+// orderLock records the order of the hand-backs it shares with others.
+type orderLock struct {
+	id  string
+	log *[]string
+	mu  *sync.Mutex
+}
+
+func (l orderLock) Renew(context.Context) (time.Time, error) {
+	panic("a Holder without renewals renewed " + l.id)
+}
+
+func (l orderLock) Release(context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*l.log = append(*l.log, l.id)
+	return nil
+}
+
+// A Holder for messages without a lock (AMQP) renews nothing and hands
+// back at the deadline; messages held for the same deadline go back in the
+// order they were held (a group's, so that the broker gets them back in
+// order).
+func TestHolderWithoutLockKeepsOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := New(0, slog.New(slog.DiscardHandler), "test")
+		var (
+			mu  sync.Mutex
+			got []string
+			wg  sync.WaitGroup
+		)
+		start := time.Now()
+		for _, id := range []string{"g/0", "g/1", "g/2"} {
+			wg.Add(1)
+			if !h.Hold(time.Second, time.Time{}, orderLock{id, &got, &mu}, id, wg.Done) {
+				t.Fatal("hold refused")
+			}
+		}
+		wg.Wait()
+		if el := time.Since(start); el != time.Second {
+			t.Errorf("handed back after %v, want the delay", el)
+		}
+		if want := []string{"g/0", "g/1", "g/2"}; !slices.Equal(got, want) {
+			t.Errorf("handed back %v, want %v", got, want)
+		}
+		h.Close(t.Context())
+	})
 }
