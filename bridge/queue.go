@@ -84,6 +84,82 @@ const (
 	stDone
 )
 
+// heldBack is a lane's message that a NackHolder source keeps for a
+// Nack's delay: until is when the source hands it back, id its message id
+// (empty: none), by which its redelivery is known.
+type heldBack struct {
+	until time.Time
+	id    string
+}
+
+// heldBackGrace is how long after its delay a held message with an id
+// keeps its lane handed back while it has not come back: the messages the
+// link had taken before the hand-back arrive first. Past it the message is
+// taken to be elsewhere (another consumer has it).
+const heldBackGrace = 5 * time.Second
+
+// holdBack records that the source keeps it for delay (nackGroup): until
+// it comes back, what of its lane arrives goes back behind it, or a
+// message of a group would overtake one before it. p.mu is held.
+func (p *Pipeline) holdBack(it *item, delay time.Duration, now time.Time) {
+	if it.lane == "" || delay <= 0 {
+		return
+	}
+	if h, ok := it.src.(driver.NackHolder); !ok || !h.HoldsNacks() {
+		return
+	}
+	if p.heldBack == nil {
+		p.heldBack = map[string]heldBack{}
+	}
+	if len(p.heldBack) >= maxHeldBackLanes {
+		for lane, h := range p.heldBack {
+			if h.expired(now) {
+				delete(p.heldBack, lane)
+			}
+		}
+	}
+	p.heldBack[it.lane] = heldBack{until: now.Add(delay), id: it.orig.ID}
+}
+
+// maxHeldBackLanes is how many held-back lanes are kept before the expired
+// ones are swept (each is otherwise dropped when its lane next receives).
+const maxHeldBackLanes = 1024
+
+func (h heldBack) expired(now time.Time) bool {
+	if h.id == "" {
+		return !now.Before(h.until)
+	}
+	return !now.Before(h.until.Add(heldBackGrace))
+}
+
+// behindHeld reports whether it arrived behind a held message of its lane
+// that has not come back; the held message's own redelivery ends the
+// hold. p.mu is held.
+func (p *Pipeline) behindHeld(it *item, now time.Time) bool {
+	h, ok := p.heldBack[it.lane]
+	if !ok {
+		return false
+	}
+	if h.expired(now) || (h.id != "" && it.orig.ID == h.id) {
+		delete(p.heldBack, it.lane)
+		return false
+	}
+	return true
+}
+
+// heldBackFor is the Nack delay of a message handed back behind its
+// lane's held message: the rest of that one's, so that it goes back right
+// after it.
+func (p *Pipeline) heldBackFor(lane string, now time.Time) time.Duration {
+	p.mu.Lock()
+	h, ok := p.heldBack[lane]
+	p.mu.Unlock()
+	if !ok || !h.until.After(now) {
+		return time.Millisecond
+	}
+	return h.until.Sub(now)
+}
+
 // ungroupedLane is the lane of ungrouped messages whose source order is
 // kept (Ordering.Ungrouped). A group key of a real message never starts
 // with a NUL byte in practice.
@@ -133,15 +209,22 @@ func (p *Pipeline) waitChan() <-chan struct{} {
 }
 
 // place puts a new item in its group's order, or straight to the senders.
-func (p *Pipeline) place(it *item) {
+// It reports whether the item must instead be handed back behind a message
+// of its lane that the source holds for a Nack's delay (holdBack): the
+// caller nacks it, marked stSettling here. p.mu is held.
+func (p *Pipeline) place(it *item, now time.Time) bool {
 	it.seq = p.admitted
 	p.admitted++
 	p.live.add(it)
 	it.lane = p.laneOf(it)
+	if len(p.heldBack) > 0 && it.lane != "" && p.behindHeld(it, now) {
+		it.state = stSettling
+		return true
+	}
 	if it.lane == "" {
 		it.active = true
 		p.pushReady(it)
-		return
+		return false
 	}
 	g := p.groups[it.lane]
 	if g == nil {
@@ -154,11 +237,12 @@ func (p *Pipeline) place(it *item) {
 		g.written = false // its call is the lane's next
 		it.active = true
 		p.pushReady(it)
-		return
+		return false
 	}
 	it.state = stQueued
 	g.queue = append(g.queue, it)
 	p.openLane(g, false)
+	return false
 }
 
 // openLane lets a lane's next call start while its earlier ones await

@@ -533,6 +533,7 @@ func (p *Pipeline) nackGroup(it *item) {
 	delay := p.opt.Retry.Delay(max(1, it.orig.Source.DeliveryCount))
 	p.mu.Lock()
 	followers := p.takeFollowers(it)
+	p.holdBack(it, delay, time.Now())
 	p.mu.Unlock()
 	p.nack(it, delay)
 	for _, f := range followers {

@@ -179,6 +179,16 @@ type Unordered interface {
 	Unordered() bool
 }
 
+// NackHolder is implemented by sources whose Nack with a delay keeps the
+// message, unsettled, for the delay and hands it back then, while the
+// source goes on delivering the messages behind it (AMQP 1.0: its brokers
+// have no redelivery delay). The messages of its group that arrive
+// meanwhile would overtake it: the engine hands them back too, with the
+// rest of the delay, so that the group comes back in order.
+type NackHolder interface {
+	HoldsNacks() bool
+}
+
 // ReadyChecker is implemented by adapters that can tell whether their
 // connection is up; /readyz reports it.
 type ReadyChecker interface {
