@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/lockhold"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -89,16 +90,20 @@ func (p *settlePolicy) linkEnded(modifySent bool, err error) bool {
 var (
 	_ driver.DecodeErrorer = (*delivery)(nil)
 	_ driver.DeadLetterer  = (*delivery)(nil)
+	_ driver.Holdable      = (*delivery)(nil)
 )
 
 // delivery is one received message and its settlement handle.
 type delivery struct {
-	st      settler
-	msg     *amqp.Message
-	m       *mapping.Message
-	pol     *settlePolicy
-	modSent *atomic.Bool // the link's "a Modify went out" flag; may be nil
-	settled atomic.Bool
+	st       settler
+	msg      *amqp.Message
+	m        *mapping.Message
+	pol      *settlePolicy
+	modSent  *atomic.Bool     // the link's "a Modify went out" flag; may be nil
+	hold     *lockhold.Holder // keeps a Nack's delay; nil: Nack hands back at once
+	credits  *linkCredit      // the link's; nil in tests without a link
+	credited atomic.Bool      // its credit was given back (creditBack)
+	settled  atomic.Bool
 	// peers is the link's tracker this delivery is registered with (nil
 	// when untracked); peerState is set when the broker settled the
 	// delivery on its own, before the engine did.
@@ -122,6 +127,7 @@ func (d *delivery) Ack(ctx context.Context) error {
 	if err, done := d.begin("accept", false); done {
 		return err
 	}
+	defer d.creditBack()
 	return settleErr("accept", d.st.AcceptMessage(ctx, d.msg))
 }
 
@@ -133,15 +139,31 @@ func (d *delivery) Release(ctx context.Context) error {
 	if err, done := d.begin("release", true); done {
 		return err
 	}
+	defer d.creditBack()
 	return settleErr("release", d.st.ReleaseMessage(ctx, d.msg))
 }
 
 // Nack hands the message back: Modify(delivery-failed) where the broker
-// takes it, else Release. AMQP has no redelivery delay: delay is ignored.
-func (d *delivery) Nack(ctx context.Context, _ time.Duration) error {
+// takes it, else Release. AMQP has no redelivery delay, and a message
+// handed back at once comes straight back (on RabbitMQ 3.x to the head of
+// its queue): for a delay the source keeps the delivery unsettled that
+// long (lockhold), while its link goes on receiving what is behind it
+// (credit is issued as messages are received, not as they settle).
+func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	if err, done := d.begin("nack", true); done {
 		return err
 	}
+	// Held or handed back, the message gives its credit back: the link
+	// goes on receiving what is behind it.
+	defer d.creditBack()
+	if delay > 0 && d.hold != nil && d.hold.Hold(delay, time.Time{}, heldDelivery{d}, d.m.ID, func() {}) {
+		return nil
+	}
+	return d.handBack(ctx)
+}
+
+// handBack sends Nack's outcome.
+func (d *delivery) handBack(ctx context.Context) error {
 	if !d.pol.useModify() {
 		return settleErr("release", d.st.ReleaseMessage(ctx, d.msg))
 	}
@@ -158,6 +180,18 @@ func (d *delivery) Nack(ctx context.Context, _ time.Duration) error {
 	return settleErr("modify", err)
 }
 
+// heldDelivery is a delivery the source holds for its Nack delay: AMQP
+// has no lock to renew, and a link that ended meanwhile gave it back.
+type heldDelivery struct{ d *delivery }
+
+func (h heldDelivery) Renew(context.Context) (time.Time, error) { return time.Time{}, nil }
+func (h heldDelivery) Release(ctx context.Context) error {
+	if err := h.d.handBack(ctx); err != nil && !linkDead(err) {
+		return err
+	}
+	return nil
+}
+
 // Extend is a no-op: AMQP 1.0 has no lock to renew (an unsettled delivery
 // stays with this link until it is settled or the link ends).
 func (d *delivery) Extend(context.Context, time.Duration) error { return nil }
@@ -168,6 +202,7 @@ func (d *delivery) DeadLetter(ctx context.Context, reason, description string) e
 	if err, done := d.begin("reject", false); done {
 		return err
 	}
+	defer d.creditBack()
 	desc := reason
 	if description != "" {
 		desc = reason + ": " + description
@@ -187,10 +222,24 @@ func (d *delivery) begin(op string, wantReturn bool) (err error, done bool) {
 		d.peers.forget(d)
 	}
 	if st := d.peerState.Load(); st != nil {
+		d.creditBack()
 		return peerSettledErr(op, *st, wantReturn), true
 	}
 	return nil, false
 }
+
+// creditBack gives the link the credit of this delivery, settled or held
+// (linkCredit), once.
+func (d *delivery) creditBack() {
+	if d.credits != nil && d.credited.CompareAndSwap(false, true) {
+		d.credits.settled()
+	}
+}
+
+// Held gives the link the credit of a delivery a dry run keeps unsettled
+// until its end (driver.Holdable): at RabbitMQ 3.x's credit 1 the sample
+// was one message.
+func (d *delivery) Held() { d.creditBack() }
 
 // settleErr explains a failed settlement: when the link is gone the broker
 // has the message back and redelivers it (at-least-once).

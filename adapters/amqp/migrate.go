@@ -140,8 +140,8 @@ func (s *browseSource) Receive(ctx context.Context, max int) ([]driver.Delivery,
 	}
 }
 
-// reissue gives the link back the credit n copies used (the browse link
-// manages its credit: see attach).
+// reissue gives the link back the credit n copies used: they are not
+// settled.
 func (s *browseSource) reissue(n int) {
 	s.mu.Lock()
 	l := s.cur
@@ -149,10 +149,13 @@ func (s *browseSource) reissue(n int) {
 	if l == nil {
 		return // connect issues a new link's credit
 	}
-	if err := l.rcv.IssueCredit(uint32(n)); err != nil {
+	if err := l.credits.issue(n); err != nil {
 		s.log.Warn("amqp source: issuing credit on the copy link failed", "error", err)
 	}
 }
+
+// HoldsNacks is false: a copy's Nack changes nothing at the broker.
+func (s *browseSource) HoldsNacks() bool { return false }
 
 // Drained reports whether a receive found nothing for browseIdle.
 func (s *browseSource) Drained() bool { return s.drained.Load() }

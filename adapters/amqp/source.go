@@ -16,6 +16,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/amqpguard"
+	"github.com/qbridge/qbridge/internal/lockhold"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 )
@@ -31,6 +32,7 @@ type rlink struct {
 	since   time.Time
 	modSent atomic.Bool // a Modify went out on this link
 	peers   *peerSettlements
+	credits *linkCredit
 }
 
 type source struct {
@@ -38,7 +40,8 @@ type source struct {
 	log    *slog.Logger
 	poison *amqpguard.Log
 	pol    *settlePolicy
-	stop   chan struct{} // closed by Close
+	hold   *lockhold.Holder // Nack delays (see delivery.Nack)
+	stop   chan struct{}    // closed by Close
 
 	connMu sync.Mutex // one connect at a time
 
@@ -63,6 +66,7 @@ func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*sour
 		log:    log,
 		poison: amqpguard.NewLog(),
 		pol:    &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
+		hold:   lockhold.New(0, log, "amqp source"),
 		stop:   make(chan struct{}),
 	}
 	s.rd = newRedialer(&s.set.conn, s.stop)
@@ -100,14 +104,22 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 		if d := s.deliver(l, msg); d != nil {
 			out = append(out, d)
 		}
+		taken := 1
 		for len(out) < max {
 			msg := l.rcv.Prefetched()
 			if msg == nil {
 				break
 			}
+			taken++
 			if d := s.deliver(l, msg); d != nil {
 				out = append(out, d)
 			}
+		}
+		l.credits.received(taken)
+		// What the broker settled while it waited in the link is not
+		// handed over: its credit comes back now.
+		for range taken - len(out) {
+			l.credits.settled()
 		}
 		if len(out) > 0 {
 			s.rd.reset()
@@ -118,6 +130,12 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 		}
 	}
 }
+
+// HoldsNacks says that the source keeps a Nack's delay itself while it
+// goes on receiving (driver.NackHolder; see delivery.Nack).
+func (s *source) HoldsNacks() bool { return true }
+
+var _ driver.NackHolder = (*source)(nil)
 
 // RawMessageContentType is the content type of the message an undecodable
 // delivery carries (driver.DecodeErrorer): its body is the AMQP encoding of
@@ -141,7 +159,7 @@ func (s *source) deliver(l *rlink, msg *amqp.Message) driver.Delivery {
 		return s.undecodableDelivery(l, msg, raw, len(raw), err)
 	}
 	m.Source.Address = s.set.address
-	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent})
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, hold: s.hold, credits: l.credits})
 }
 
 // track registers d with its link's peer settlements; nil when the broker
@@ -190,7 +208,7 @@ func (s *source) undecodableDelivery(l *rlink, msg *amqp.Message, raw []byte, si
 		args = append(args, "size", size)
 	}
 	s.log.Warn("amqp source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)", args...)
-	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, decodeErr: cause})
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, hold: s.hold, credits: l.credits, decodeErr: cause})
 }
 
 // current returns the live link, connecting with backoff while ctx lasts.
@@ -270,9 +288,10 @@ func (s *source) connect(ctx context.Context) (*rlink, error) {
 	}
 	l, err := s.attach(ctx, d)
 	if err == nil && s.set.browse {
-		if err = checkCopyGranted(tap, l, d); err == nil {
-			err = l.rcv.IssueCredit(uint32(l.credit))
-		}
+		err = checkCopyGranted(tap, l, d)
+	}
+	if err == nil {
+		err = l.credits.issue(l.credit)
 	}
 	if err != nil {
 		closeConn(context.Background(), d.conn, s.set.conn.closeTimeout)
@@ -327,12 +346,14 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 	peers := newPeerSettlements()
 	opts := &amqp.ReceiverOptions{
 		OnDeliveryStateChanged: s.onPeerSettled(peers),
-		Credit:                 int32(credit),
-		Name:                   s.set.linkName,
-		Filters:                s.set.filters,
-		SourceCapabilities:     s.set.capabilities,
-		SourceExpiryPolicy:     s.set.expiry,
-		SourceExpiryTimeout:    s.set.expiryTO,
+		// The source issues the credit (linkCredit): a message held for a
+		// Nack's delay gives its credit back, as a settled one does.
+		Credit:              -1,
+		Name:                s.set.linkName,
+		Filters:             s.set.filters,
+		SourceCapabilities:  s.set.capabilities,
+		SourceExpiryPolicy:  s.set.expiry,
+		SourceExpiryTimeout: s.set.expiryTO,
 	}
 	if s.set.durable {
 		opts.SourceDurability = amqp.DurabilityUnsettledState
@@ -346,7 +367,6 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 		// (connect issues it): a broker that moves would consume.
 		opts.SourceDistributionMode = amqp.SourceDistributionModeCopy
 		opts.RequestedSenderSettleMode = &senderSettled
-		opts.Credit = -1
 	}
 	addr := s.attachAddress(d)
 	rcv, err := sess.NewReceiver(ctx, addr, opts)
@@ -363,7 +383,8 @@ func (s *source) attach(ctx context.Context, d *dialed) (*rlink, error) {
 			return nil, fmt.Errorf("the broker does not apply filter %q (missing from its attach reply): refusing to receive unfiltered messages", key)
 		}
 	}
-	return &rlink{dialed: d, sess: sess, rcv: rcv, credit: credit, since: time.Now(), peers: peers}, nil
+	return &rlink{dialed: d, sess: sess, rcv: rcv, credit: credit, since: time.Now(), peers: peers,
+		credits: &linkCredit{rcv: rcv, log: s.log}}, nil
 }
 
 // linkFailed drops l (if still current), explains why, and schedules the
@@ -489,6 +510,9 @@ func (s *source) Close(ctx context.Context) error {
 	l := s.cur
 	s.cur = nil
 	s.mu.Unlock()
+	// Messages held for a Nack's delay go back while the link is up,
+	// with the outcome Nack chose.
+	s.hold.Close(ctx)
 	if l != nil {
 		s.shutdown(ctx, l)
 	}

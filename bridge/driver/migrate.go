@@ -91,6 +91,15 @@ type Browser interface {
 	Drained() bool
 }
 
+// Holdable is implemented by deliveries whose source receives nothing
+// more while enough of its deliveries are unsettled (AMQP link credit). A
+// dry run that holds its sample unsettled until the end calls Held on each
+// delivery it keeps; the source then receives the rest of the sample. The
+// delivery is settled (released) later as usual.
+type Holdable interface {
+	Held()
+}
+
 // Pinger is implemented by sources whose broker cannot count its messages
 // (an AMQP 1.0 broker, a core NATS subject): for them, nothing received for
 // a while is the only sign of a drained queue, and a broker that stalls
