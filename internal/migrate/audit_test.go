@@ -538,17 +538,22 @@ func TestExampleName(t *testing.T) {
 	}
 }
 
+// The reason names what ends the redeliveries at the source it is about.
 // A JetStream source terminates a stuck message at max_deliver: the reason
 // must not send the user to a re-run that cannot see it (the audit's
 // "complete" after following that advice), nor say a re-run cannot move
 // what a consumer without max_deliver delivers again (a later audit).
-func TestStuckReasonForJetStream(t *testing.T) {
+func TestStuckReasonNamesTheSourcesLimit(t *testing.T) {
 	for _, tc := range []struct {
 		kind       string
 		want, lack string
 	}{
 		{"nats", "running the same command again tries them again, unless the consumer has a max_deliver", "stay at the source, redelivered"},
-		{"sqs", "stay at the source, redelivered until its redrive limit", "max_deliver"},
+		{"sqs", "stay at the source, redelivered until the queue's redrive limit (maxReceiveCount)", "max_deliver"},
+		// a classic RabbitMQ queue has no limit: the reason must not cite
+		// one of SQS or Service Bus (F1 of an audit)
+		{"amqp", "redelivered until the broker's delivery limit, where the queue has one", "maxReceiveCount"},
+		{"servicebus", "MaxDeliveryCount", "maxReceiveCount"},
 	} {
 		j := &job{opt: &Options{Mode: ModeMove}, pipe: &config.Pipeline{Name: "p", Spec: config.Spec{Source: config.Adapter{Kind: tc.kind}}}}
 		got := j.stuckReason(1, map[string]int64{"too-large": 1}, map[string]Example{"too-large": {Sequence: "6", Description: "too big"}})

@@ -644,7 +644,7 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 	}
 	switch j.opt.Mode {
 	case ModeDryRun:
-		return fmt.Sprintf("%s would be stuck: %s (%s); a move would leave them at the source, redelivered until its redrive limit", messages(n), why, strings.Join(parts, "; "))
+		return fmt.Sprintf("%s would be stuck: %s (%s); a move would leave them at the source, redelivered until %s", messages(n), why, strings.Join(parts, "; "), redriveLimit(j.pipe.Spec.Source.Kind))
 	case ModeCopy:
 		return fmt.Sprintf("%s stuck: %s (%s); they were not copied, and the checkpoint stays before the first of them", messagesAre(n), why, strings.Join(parts, "; "))
 	}
@@ -653,7 +653,21 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 		// where max_deliver is set: a re-run does not see it then.
 		return fmt.Sprintf("%s stuck: %s (%s); they stay in the stream and running the same command again tries them again, unless the consumer has a max_deliver: at it the durable terminates them and never delivers them again. Give the pipeline a dead-letter destination that takes them (a dry run finds them), or move them otherwise", messagesAre(n), why, strings.Join(parts, "; "))
 	}
-	return fmt.Sprintf("%s stuck: %s (%s); they stay at the source, redelivered until its redrive limit (SQS maxReceiveCount, Service Bus MaxDeliveryCount): give the pipeline a dead-letter destination that takes them, or move them otherwise", messagesAre(n), why, strings.Join(parts, "; "))
+	return fmt.Sprintf("%s stuck: %s (%s); they stay at the source, redelivered until %s: give the pipeline a dead-letter destination that takes them, or move them otherwise", messagesAre(n), why, strings.Join(parts, "; "), redriveLimit(j.pipe.Spec.Source.Kind))
+}
+
+// redriveLimit names what ends the redeliveries of a message nothing
+// takes, for a source of this kind.
+func redriveLimit(kind string) string {
+	switch kind {
+	case "sqs":
+		return "the queue's redrive limit (maxReceiveCount), if it has a redrive policy"
+	case "servicebus":
+		return "the entity's MaxDeliveryCount, when Service Bus dead-letters them"
+	case "amqp":
+		return "the broker's delivery limit, where the queue has one (RabbitMQ: a quorum queue's delivery-limit; a classic queue has none)"
+	}
+	return "its redrive limit"
 }
 
 // messages is "1 message" or "n messages"; messagesAre adds the verb.

@@ -376,6 +376,9 @@ func (t *tracker) holdIt(d driver.Delivery) {
 	t.mu.Lock()
 	t.held = append(t.held, d)
 	t.mu.Unlock()
+	if h, ok := d.(driver.Holdable); ok {
+		h.Held() // the source receives the rest of the sample meanwhile
+	}
 }
 
 // sampled records a held dry run's receives in the ledger: all of them,
