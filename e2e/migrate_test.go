@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -683,8 +684,8 @@ pipeline "miss" {
 
 // A dry run on RabbitMQ 3.x, which grants no copy link: qbridge reads a
 // sample, hands it back (released), and the queue keeps every message. The
-// sample is as large as the link's credit lets unsettled messages be held:
-// 1 on RabbitMQ 3.x (docs/adapter-amqp.md, credit).
+// sample is read in full at RabbitMQ 3.x's credit of 1: each held message
+// gives its credit back (before, the dry run read 1 and said complete).
 func TestMigrateAMQPDryRunSamples(t *testing.T) {
 	url := amqpURL(t)
 	ns := e2etest.StartNATS(t)
@@ -710,7 +711,7 @@ pipeline "amqp-dry" {
 	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
 		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
 	}
-	if d := rep.Jobs[0].DryRun; d == nil || !d.Sampled || d.WouldWrite < 1 || d.WouldWrite > 10 {
+	if d := rep.Jobs[0].DryRun; d == nil || !d.Sampled || d.WouldWrite != 10 {
 		t.Errorf("dry run %+v, drained by %q", d, rep.Jobs[0].DrainedBy)
 	}
 	if !strings.Contains(m.errb.String(), "reads a sample instead") {
@@ -719,5 +720,78 @@ pipeline "amqp-dry" {
 	got := amqpReceiveN(t, amqpReceiver(t, url, q), n, 30*time.Second)
 	if len(got) != n {
 		t.Errorf("the queue holds %d after the dry run, want %d", len(got), n)
+	}
+}
+
+// A RabbitMQ queue with one message the SQS sink cannot take (300 KB into a
+// queue of 256 KiB) and no dead_letter: the dry run finds it in its sample,
+// the move moves the others in order, counts it stuck once and ends
+// not-drained, and the message stays on the queue. AMQP has no redelivery
+// delay: before, the source handed it straight back and RabbitMQ put it at
+// the head of the queue, so the move read it tens of thousands of times
+// while the messages behind it waited.
+func TestMigrateAMQPStuckMessageLetsTheRestMove(t *testing.T) {
+	url := amqpURL(t)
+	env := sqsSetup(t)
+	queue := env.createQueue(t, "stuck", false, map[string]string{"MaximumMessageSize": "262144"})
+	q := "/queue/" + amqpQueueName(t, "stuck")
+	snd := amqpSender(t, url, q)
+	const n, big = 30, 7
+	for i := range n {
+		body := fmt.Sprintf("body %d", i)
+		if i == big {
+			body = strings.Repeat("x", 300<<10)
+		}
+		amqpSendAll(t, snd, amqpText(fmt.Sprintf("id-%04d", i), body))
+	}
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "amqp-stuck" {
+  source "amqp" {
+    url     = %q
+    address = %q
+  }
+  sink "sqs" {
+%s  }
+}
+`, url, q, env.conn(queue)))
+
+	code, rep, _ := migRun(t, 90*time.Second, "-dry-run", "-sample", "30", "-idle", "1s", "-progress", "off", cfg)
+	d := rep.Jobs[0].DryRun
+	if code != migrate.ExitNotDrained || rep.Outcome != migrate.OutcomeNotDrained || d == nil {
+		t.Fatalf("dry run: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if d.WouldWrite != n-1 || d.WouldStick["too-large"] != 1 {
+		t.Errorf("dry run would write %d, would be stuck %v; want %d and 1 too-large", d.WouldWrite, d.WouldStick, n-1)
+	}
+
+	code, rep, _ = migRun(t, 90*time.Second, "-idle", "2s", "-progress", "off", cfg)
+	j := rep.Jobs[0]
+	if code != migrate.ExitNotDrained || rep.Outcome != migrate.OutcomeNotDrained {
+		t.Fatalf("move: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if j.Written != n-1 || j.StuckTotal != 1 || j.Stuck["too-large"] != 1 {
+		t.Errorf("written %d, stuck %v (%d); want %d and 1 too-large", j.Written, j.Stuck, j.StuckTotal, n-1)
+	}
+	// held for the retry backoff between tries: a handful of reads, not thousands
+	if j.Read > 3*n {
+		t.Errorf("read %d deliveries for %d messages: the stuck one came straight back", j.Read, n)
+	}
+	if !strings.Contains(rep.Reason, "delivery limit") {
+		t.Errorf("the reason does not say what ends the redeliveries: %s", rep.Reason)
+	}
+	var order []int
+	for _, m := range env.collect(t, queue, n-1, 30*time.Second) {
+		var i int
+		if _, err := fmt.Sscanf(aws.ToString(m.Body), "body %d", &i); err != nil {
+			t.Fatalf("SQS body %.40q", aws.ToString(m.Body))
+		}
+		order = append(order, i)
+	}
+	if len(order) != n-1 || slices.Contains(order, big) {
+		t.Errorf("SQS queue holds %v, want every message but %d", order, big)
+	}
+	left := amqpReceiveN(t, amqpReceiver(t, url, q), 1, 30*time.Second)
+	if len(left) != 1 || amqpID(left[0]) != fmt.Sprintf("id-%04d", big) {
+		t.Errorf("the queue holds %d messages after the move, want the stuck one", len(left))
 	}
 }
