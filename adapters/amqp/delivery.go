@@ -148,7 +148,7 @@ func (d *delivery) Release(ctx context.Context) error {
 // handed back at once comes straight back (on RabbitMQ 3.x to the head of
 // its queue): for a delay the source keeps the delivery unsettled that
 // long (lockhold), while its link goes on receiving what is behind it
-// (credit is issued as messages are received, not as they settle).
+// (the held delivery gives its credit back: linkCredit).
 func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	if err, done := d.begin("nack", true); done {
 		return err
