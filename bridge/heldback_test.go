@@ -1,8 +1,10 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,9 +28,11 @@ func TestHeldNackKeepsGroupOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		holds bool
+		bySeq bool // no message id: the redelivery is known by its source sequence (JetStream)
 	}{
-		{"source holds nacks", true},
-		{"source has a redelivery delay of its own", false},
+		{"source holds nacks", true, false},
+		{"source holds nacks, messages without an id", true, true},
+		{"source has a redelivery delay of its own", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newQueue(t)
@@ -36,7 +40,7 @@ func TestHeldNackKeepsGroupOrder(t *testing.T) {
 			var refuse atomic.Bool
 			refuse.Store(true)
 			sink.fail = func(m *mapping.Message, _ int) error {
-				if m.ID == "g/0" && refuse.Load() {
+				if label(m) == "g/0" && refuse.Load() {
 					return mapping.Rejectf("sqs", `attribute "a b"`, "invalid name")
 				}
 				return nil
@@ -51,8 +55,22 @@ func TestHeldNackKeepsGroupOrder(t *testing.T) {
 			o := fastOptions()
 			// a delay no step of the test outlasts
 			o.Retry.Backoff = Backoff{Initial: time.Minute, Max: time.Minute, Multiplier: 1}
-			h := start(t, Config{Options: o, Source: open}, q, sink)
+			var behindMu sync.Mutex
+			var behindIDs []string // Config.OnBehindUndeliverable
+			onBehind := func(m *mapping.Message) {
+				behindMu.Lock()
+				behindIDs = append(behindIDs, label(m))
+				behindMu.Unlock()
+			}
+			h := start(t, Config{Options: o, Source: open, OnBehindUndeliverable: onBehind}, q, sink)
 
+			msg := func(g string, i int) *mapping.Message {
+				m := msg(g, i)
+				if tc.bySeq {
+					m.ID, m.Source.SequenceNumber = "", m.ID
+				}
+				return m
+			}
 			poison := msg("g", 0)
 			q.push(poison)
 			first := q.deliveries()[0]
@@ -76,6 +94,11 @@ func TestHeldNackKeepsGroupOrder(t *testing.T) {
 			if got := sink.groupIDs("g"); len(got) != 0 {
 				t.Fatalf("group g written %v while g/0 was held", got)
 			}
+			behindMu.Lock()
+			if !slices.Equal(behindIDs, []string{"g/1"}) {
+				t.Errorf("OnBehindUndeliverable got %v, want g/1 (x/0 is of another group)", behindIDs)
+			}
+			behindMu.Unlock()
 
 			// g/0 comes back (the same message id) and now goes through;
 			// g/1 after it
@@ -95,3 +118,6 @@ func (d *memDelivery) delay() time.Duration {
 	defer d.mu.Unlock()
 	return d.nackDelay
 }
+
+// label names a test message: its id, else its source sequence.
+func label(m *mapping.Message) string { return cmp.Or(m.ID, m.Source.SequenceNumber) }

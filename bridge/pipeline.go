@@ -506,7 +506,7 @@ func (p *Pipeline) admit(src driver.Source, ds []driver.Delivery) {
 	}
 	p.mu.Unlock()
 	if len(behind) > 0 {
-		p.goInOrder(behind, func(it *item) { p.nack(it, p.heldBackFor(it.lane, time.Now())) })
+		p.goInOrder(behind, p.handBackBehind)
 	}
 }
 

@@ -85,15 +85,26 @@ const (
 )
 
 // heldBack is a lane's message that a NackHolder source keeps for a
-// Nack's delay: until is when the source hands it back, id its message id
-// (empty: none), by which its redelivery is known.
+// Nack's delay: until is when the source hands it back; its message id and
+// its source sequence (JetStream, Service Bus; either may be empty) are how
+// its redelivery is known; stuck, that nothing takes it (nackGroup).
 type heldBack struct {
 	until time.Time
 	id    string
+	seq   string
+	stuck bool
 }
 
-// heldBackGrace is how long after its delay a held message with an id
-// keeps its lane handed back while it has not come back: the messages the
+// known reports whether h can tell its message's redelivery.
+func (h heldBack) known() bool { return h.id != "" || h.seq != "" }
+
+// is reports whether m is h's message again.
+func (h heldBack) is(m *mapping.Message) bool {
+	return (h.id != "" && m.ID == h.id) || (h.seq != "" && m.Source.SequenceNumber == h.seq)
+}
+
+// heldBackGrace is how long after its delay a held message that can be
+// known again keeps its lane handed back while it has not come back: the messages the
 // link had taken before the hand-back arrive first. Past it the message is
 // taken to be elsewhere (another consumer has it).
 const heldBackGrace = 5 * time.Second
@@ -101,7 +112,7 @@ const heldBackGrace = 5 * time.Second
 // holdBack records that the source keeps it for delay (nackGroup): until
 // it comes back, what of its lane arrives goes back behind it, or a
 // message of a group would overtake one before it. p.mu is held.
-func (p *Pipeline) holdBack(it *item, delay time.Duration, now time.Time) {
+func (p *Pipeline) holdBack(it *item, delay time.Duration, stuck bool, now time.Time) {
 	if it.lane == "" || delay <= 0 {
 		return
 	}
@@ -118,7 +129,7 @@ func (p *Pipeline) holdBack(it *item, delay time.Duration, now time.Time) {
 			}
 		}
 	}
-	p.heldBack[it.lane] = heldBack{until: now.Add(delay), id: it.orig.ID}
+	p.heldBack[it.lane] = heldBack{until: now.Add(delay), id: it.orig.ID, seq: it.orig.Source.SequenceNumber, stuck: stuck}
 }
 
 // maxHeldBackLanes is how many held-back lanes are kept before the expired
@@ -126,7 +137,7 @@ func (p *Pipeline) holdBack(it *item, delay time.Duration, now time.Time) {
 const maxHeldBackLanes = 1024
 
 func (h heldBack) expired(now time.Time) bool {
-	if h.id == "" {
+	if !h.known() {
 		return !now.Before(h.until)
 	}
 	return !now.Before(h.until.Add(heldBackGrace))
@@ -140,24 +151,28 @@ func (p *Pipeline) behindHeld(it *item, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	if h.expired(now) || (h.id != "" && it.orig.ID == h.id) {
+	if h.expired(now) || h.is(it.orig) {
 		delete(p.heldBack, it.lane)
 		return false
 	}
 	return true
 }
 
-// heldBackFor is the Nack delay of a message handed back behind its
-// lane's held message: the rest of that one's, so that it goes back right
-// after it.
-func (p *Pipeline) heldBackFor(lane string, now time.Time) time.Duration {
+// handBackBehind nacks it, which arrived behind its lane's held message,
+// with the rest of that one's delay, so that it goes back right after it.
+func (p *Pipeline) handBackBehind(it *item) {
+	now := time.Now()
 	p.mu.Lock()
-	h, ok := p.heldBack[lane]
+	h, ok := p.heldBack[it.lane]
 	p.mu.Unlock()
-	if !ok || !h.until.After(now) {
-		return time.Millisecond
+	delay := time.Millisecond
+	if ok && h.until.After(now) {
+		delay = h.until.Sub(now)
 	}
-	return h.until.Sub(now)
+	if ok && h.stuck {
+		p.behindUndeliverable(it)
+	}
+	p.nack(it, delay)
 }
 
 // ungroupedLane is the lane of ungrouped messages whose source order is
