@@ -132,6 +132,10 @@ func (p *Pipeline) holdBack(it *item, delay time.Duration, stuck bool, now time.
 	p.heldBack[it.lane] = heldBack{until: now.Add(delay), id: it.orig.ID, seq: it.orig.Source.SequenceNumber, stuck: stuck}
 }
 
+// heldBackMargin is how much later than its lane's held message one
+// handed back behind it is due.
+const heldBackMargin = 50 * time.Millisecond
+
 // maxHeldBackLanes is how many held-back lanes are kept before the expired
 // ones are swept (each is otherwise dropped when its lane next receives).
 const maxHeldBackLanes = 1024
@@ -159,15 +163,17 @@ func (p *Pipeline) behindHeld(it *item, now time.Time) bool {
 }
 
 // handBackBehind nacks it, which arrived behind its lane's held message,
-// with the rest of that one's delay, so that it goes back right after it.
+// with the rest of that one's delay and heldBackMargin, so that it comes
+// back right after it: due at the same moment, the source could hand it
+// out first, and it would go back again.
 func (p *Pipeline) handBackBehind(it *item) {
 	now := time.Now()
 	p.mu.Lock()
 	h, ok := p.heldBack[it.lane]
 	p.mu.Unlock()
-	delay := time.Millisecond
+	delay := heldBackMargin
 	if ok && h.until.After(now) {
-		delay = h.until.Sub(now)
+		delay += h.until.Sub(now)
 	}
 	if ok && h.stuck {
 		p.behindUndeliverable(it)
