@@ -62,7 +62,7 @@ pipeline "hb" {
 	for i := range 3 {
 		publish("t1", i, i == 2)
 	}
-	d.metricReaches(1, "qbridge_messages_nacked_total")
+	eventually(t, 15*time.Second, "t1/2 handed back", func() bool { return d.metric("qbridge_messages_nacked_total") >= 1 })
 	for i := 3; i < 8; i++ {
 		publish("t1", i, false)
 	}
@@ -70,7 +70,7 @@ pipeline "hb" {
 		publish("t2", i, false)
 	}
 	// t1/2 and the five behind it handed back at least once each
-	d.metricReaches(6, "qbridge_messages_nacked_total")
+	eventually(t, 15*time.Second, "t1/3..t1/7 handed back", func() bool { return d.metric("qbridge_messages_nacked_total") >= 6 })
 
 	var got []string
 	ms := env.collect(t, queue, 7, 30*time.Second)
