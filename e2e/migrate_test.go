@@ -795,3 +795,75 @@ pipeline "amqp-stuck" {
 		t.Errorf("the queue holds %d messages after the move, want the stuck one", len(left))
 	}
 }
+
+// The same with groups (AMQP group-id): the stuck message's group waits
+// behind it at the source, in order, while the other groups move. AMQP has
+// no count, so the reason counts what was handed back and says more may be
+// there.
+func TestMigrateAMQPGroupWaitsBehindStuck(t *testing.T) {
+	url := amqpURL(t)
+	env := sqsSetup(t)
+	queue := env.createQueue(t, "stuck", false, map[string]string{"MaximumMessageSize": "262144"})
+	q := "/queue/" + amqpQueueName(t, "stuck")
+	snd := amqpSender(t, url, q)
+	const n, big = 30, 7 // groups g0, g1, g2 by i%3: g1 holds 1, 4, 7, …, 28
+	var behind []string
+	for i := range n {
+		body := fmt.Sprintf("body %d", i)
+		if i == big {
+			body = strings.Repeat("x", 300<<10)
+		}
+		m := amqpText(fmt.Sprintf("id-%04d", i), body)
+		m.Properties.GroupID = aws.String(fmt.Sprintf("g%d", i%3))
+		if i%3 == big%3 && i > big {
+			behind = append(behind, body)
+		}
+		amqpSendAll(t, snd, m)
+	}
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "amqp-stuck" {
+  source "amqp" {
+    url     = %q
+    address = %q
+  }
+  sink "sqs" {
+%s  }
+}
+`, url, q, env.conn(queue)))
+
+	code, rep, _ := migRun(t, 90*time.Second, "-idle", "2s", "-progress", "off", cfg)
+	j := rep.Jobs[0]
+	if code != migrate.ExitNotDrained || rep.Outcome != migrate.OutcomeNotDrained {
+		t.Fatalf("move: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	wantWritten := int64(n - 1 - len(behind))
+	if j.Written != wantWritten || j.StuckTotal != 1 || j.LeftBehind["behind-stuck"] != int64(len(behind)) {
+		t.Errorf("written %d, stuck %d, left behind %v; want %d, 1 and %d behind-stuck", j.Written, j.StuckTotal, j.LeftBehind, wantWritten, len(behind))
+	}
+	if !strings.Contains(rep.Reason, "handed back behind them in their groups") || !strings.Contains(rep.Reason, "more may be") {
+		t.Errorf("the reason does not say what waits behind the stuck message: %s", rep.Reason)
+	}
+	got := env.collect(t, queue, int(wantWritten), 30*time.Second)
+	got = append(got, env.collect(t, queue, 1, time.Second)...) // nothing more
+	for _, m := range got {
+		if b := aws.ToString(m.Body); slices.Contains(behind, b) || len(b) > 1000 {
+			t.Errorf("%.20q was moved, ahead of or instead of the stuck message of its group", b)
+		}
+	}
+	if len(got) != int(wantWritten) {
+		t.Errorf("SQS queue holds %d, want %d", len(got), wantWritten)
+	}
+	// the group, in its order, is still on the queue
+	left := amqpReceiveN(t, amqpReceiver(t, url, q), 1+len(behind), 30*time.Second)
+	var ids []string
+	for _, m := range left {
+		ids = append(ids, amqpID(m))
+	}
+	want := []string{fmt.Sprintf("id-%04d", big)}
+	for i := big + 3; i < n; i += 3 {
+		want = append(want, fmt.Sprintf("id-%04d", i))
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("the queue holds %v after the move, want %v", ids, want)
+	}
+}
