@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -48,5 +49,38 @@ func TestLinkCredit(t *testing.T) {
 				t.Errorf("grants %v, want %v", got, tc.grants)
 			}
 		})
+	}
+}
+
+func TestRedeliveries(t *testing.T) {
+	var r redeliveries
+	if got := r.deliveryCount("a", 1); got != 1 {
+		t.Fatalf("nothing handed back: %d", got)
+	}
+	r.handedBack("a")
+	r.handedBack("a")
+	r.handedBack("") // no id: not counted
+	for _, tc := range []struct {
+		id           string
+		broker, want int
+	}{
+		{"a", 1, 3}, // the broker's count did not grow
+		{"a", 5, 5}, // it did, further
+		{"b", 1, 1}, // another message
+		{"", 2, 2},  // no id
+	} {
+		if got := r.deliveryCount(tc.id, tc.broker); got != tc.want {
+			t.Errorf("deliveryCount(%q, %d) = %d, want %d", tc.id, tc.broker, got, tc.want)
+		}
+	}
+	r.settled("a")
+	if got := r.deliveryCount("a", 1); got != 1 {
+		t.Errorf("after settled: %d", got)
+	}
+	for i := range maxRedeliveries + 10 {
+		r.handedBack(fmt.Sprint(i))
+	}
+	if len(r.n) != maxRedeliveries {
+		t.Errorf("%d ids held, want at most %d", len(r.n), maxRedeliveries)
 	}
 }

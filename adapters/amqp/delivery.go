@@ -103,6 +103,7 @@ type delivery struct {
 	hold     *lockhold.Holder // keeps a Nack's delay; nil: Nack hands back at once
 	credits  *linkCredit      // the link's; nil in tests without a link
 	credited atomic.Bool      // its credit was given back (creditBack)
+	redeliv  *redeliveries    // the source's; nil in tests without a source
 	settled  atomic.Bool
 	// peers is the link's tracker this delivery is registered with (nil
 	// when untracked); peerState is set when the broker settled the
@@ -128,6 +129,7 @@ func (d *delivery) Ack(ctx context.Context) error {
 		return err
 	}
 	defer d.creditBack()
+	d.forget()
 	return settleErr("accept", d.st.AcceptMessage(ctx, d.msg))
 }
 
@@ -156,6 +158,9 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	// Held or handed back, the message gives its credit back: the link
 	// goes on receiving what is behind it.
 	defer d.creditBack()
+	if d.redeliv != nil {
+		d.redeliv.handedBack(d.m.ID)
+	}
 	if delay > 0 && d.hold != nil && d.hold.Hold(delay, time.Time{}, heldDelivery{d}, d.m.ID, func() {}) {
 		return nil
 	}
@@ -203,6 +208,7 @@ func (d *delivery) DeadLetter(ctx context.Context, reason, description string) e
 		return err
 	}
 	defer d.creditBack()
+	d.forget()
 	desc := reason
 	if description != "" {
 		desc = reason + ": " + description
@@ -226,6 +232,13 @@ func (d *delivery) begin(op string, wantReturn bool) (err error, done bool) {
 		return peerSettledErr(op, *st, wantReturn), true
 	}
 	return nil, false
+}
+
+// forget drops the message's hand-back count: it leaves the queue.
+func (d *delivery) forget() {
+	if d.redeliv != nil {
+		d.redeliv.settled(d.m.ID)
+	}
 }
 
 // creditBack gives the link the credit of this delivery, settled or held

@@ -58,6 +58,7 @@ type source struct {
 	undecodable  atomic.Int64 // messages handed over as undecodable (driver.DecodeErrorer)
 	reconnects   atomic.Int64
 	peerSettled  atomic.Int64 // dispositions the broker sent on its own (OnDeliveryStateChanged)
+	redeliv      redeliveries // this source's hand-backs by message-id (DeliveryCount)
 }
 
 func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*source, error) {
@@ -159,7 +160,8 @@ func (s *source) deliver(l *rlink, msg *amqp.Message) driver.Delivery {
 		return s.undecodableDelivery(l, msg, raw, len(raw), err)
 	}
 	m.Source.Address = s.set.address
-	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, hold: s.hold, credits: l.credits})
+	m.Source.DeliveryCount = s.redeliv.deliveryCount(m.ID, m.Source.DeliveryCount)
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, hold: s.hold, credits: l.credits, redeliv: &s.redeliv})
 }
 
 // track registers d with its link's peer settlements; nil when the broker
@@ -208,7 +210,8 @@ func (s *source) undecodableDelivery(l *rlink, msg *amqp.Message, raw []byte, si
 		args = append(args, "size", size)
 	}
 	s.log.Warn("amqp source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)", args...)
-	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, hold: s.hold, credits: l.credits, decodeErr: cause})
+	m.Source.DeliveryCount = s.redeliv.deliveryCount(m.ID, m.Source.DeliveryCount)
+	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, hold: s.hold, credits: l.credits, redeliv: &s.redeliv, decodeErr: cause})
 }
 
 // current returns the live link, connecting with backoff while ctx lasts.
