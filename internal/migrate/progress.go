@@ -234,6 +234,9 @@ func rateForms(s decor.Statistics, f Figures) string {
 	forms := []string{rate, ""} // "": the rate gives way
 	if f.ETA > 0 {
 		eta := "ETA " + f.ETA.Round(time.Second).String()
+		if f.ETA < time.Second {
+			eta = "ETA <1s" // "0s" read as done while messages were left
+		}
 		forms = []string{rate + " " + eta, eta}
 	}
 	for _, reserve := range []int{telling(f), 0} {

@@ -120,6 +120,8 @@ func TestBarKeepsItsWidth(t *testing.T) {
 		{80, "orders", busy, true, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil},
 		{80, long, quiet, false, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, nil},
 		{80, long, busy, false, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil},
+		// under a second left: "ETA 0s" read as done
+		{110, "orders", Figures{Done: 1480, Total: 1500, Written: 1480, Rate: 298, ETA: 70 * time.Millisecond}, true, []string{"298 msg/s ETA <1s"}, []string{"ETA 0s"}},
 	} {
 		t.Run(fmt.Sprintf("%d %s %d", tc.cols, tc.name, tc.f.Stuck), func(t *testing.T) {
 			bar, tm := newTermBar(tc.cols)
