@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/faultproxy"
@@ -521,5 +522,33 @@ func TestCoreDeliveryRecycledClean(t *testing.T) {
 			t.Fatal(d2.DecodeError())
 		}
 		d2.Recycle()
+	}
+}
+
+// A named stream's max_msg_size bounds what the sink encodes: a larger
+// message is refused as too large before it is published, where the
+// stream refused it at its PubAck, after the messages behind it in the
+// call were stored ahead of it.
+func TestJetStreamSinkTakesTheStreamsMaxMsgSize(t *testing.T) {
+	srv := startServer(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctxT(t, 5*time.Second), jetstream.StreamConfig{Name: "CAPPED", Subjects: []string{"capped"}, MaxMsgSize: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "capped", JetStream: &JetStreamSinkConfig{Stream: "CAPPED"}})
+	errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{msg("small"), msg(strings.Repeat("x", 2500)), msg("after")})
+	if rej := (*mapping.RejectError)(nil); !errors.As(errs[1], &rej) || !rej.TooLarge || !strings.Contains(errs[1].Error(), "limit of 2000") {
+		t.Errorf("a message over the stream's max_msg_size: %v, want a too-large refusal naming 2000", errs[1])
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("the others: %v, %v", errs[0], errs[2])
 	}
 }

@@ -35,6 +35,9 @@ type sink struct {
 	// stored a message with nothing failing since; 0 after a failure
 	// (sendJS probes before it pipelines).
 	trusted atomic.Uint64
+	// streamMaxMsg is the named stream's max_msg_size (headers and data;
+	// <= 0: none), read when the sink opens.
+	streamMaxMsg int
 }
 
 func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop func(field, reason string), log *slog.Logger) (*sink, error) {
@@ -46,6 +49,13 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop fun
 	limit := int(c.nc.MaxPayload())
 	if cfg.MaxMessageSize > 0 && cfg.MaxMessageSize < limit {
 		limit = cfg.MaxMessageSize
+	}
+	if s.streamMaxMsg > 0 && s.streamMaxMsg < limit {
+		// The stream refuses a larger message at its PubAck, after the
+		// later messages of the call were published and stored: refused
+		// here instead, before anything of it goes out, a group's later
+		// messages are not stored ahead of it.
+		limit = s.streamMaxMsg
 	}
 	s.conn, s.js = c, js
 	s.codec = newCodec(set.groupHeader, mapping.Options{
@@ -76,12 +86,15 @@ func (s *sink) connect(ctx context.Context, first bool) (*conn, jetstream.JetStr
 		return nil, nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
 	if first && j.stream != "" {
-		_, err := ensureStream(ctx, js, j.stream, j.createStream, withLimits(jetstream.StreamConfig{
+		st, err := ensureStream(ctx, js, j.stream, j.createStream, withLimits(jetstream.StreamConfig{
 			Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage, Duplicates: j.duplicateWindow,
 		}, j.limits), s.log)
 		if err != nil {
 			c.close()
 			return nil, nil, err
+		}
+		if info := st.CachedInfo(); info != nil {
+			s.streamMaxMsg = int(info.Config.MaxMsgSize)
 		}
 	}
 	return c, js, nil
