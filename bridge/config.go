@@ -50,13 +50,6 @@ type Config struct {
 	// It runs on a settlement goroutine and must not block.
 	OnUndeliverable func(m *mapping.Message, reason string, err error)
 
-	// OnBehindUndeliverable, when set, is called for each message the
-	// engine hands back unsent because a message before it in its group is
-	// undeliverable (OnUndeliverable): the group's order keeps it at the
-	// source behind that one. m is the message as the source delivered it.
-	// It runs on a settlement goroutine and must not block.
-	OnBehindUndeliverable func(m *mapping.Message)
-
 	Options
 
 	Logger  *slog.Logger // nil: slog.Default()

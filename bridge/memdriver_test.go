@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -415,7 +414,7 @@ func (s *memSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		}
 		if errs[i] == nil {
 			s.confirmed = append(s.confirmed, m)
-			s.byGroup[m.GroupKey] = append(s.byGroup[m.GroupKey], cmp.Or(m.ID, m.Source.SequenceNumber))
+			s.byGroup[m.GroupKey] = append(s.byGroup[m.GroupKey], m.ID)
 		}
 	}
 	return errs

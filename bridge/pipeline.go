@@ -97,10 +97,6 @@ type Pipeline struct {
 
 	settling sync.WaitGroup // goroutines of the rare settlements: nacks, dead letters
 	admitted uint64         // items placed so far: the next item's seq
-	// heldBack holds, by lane, the hand-back of a message a NackHolder
-	// source keeps for its delay: what of the lane arrives before it comes
-	// back is handed back behind it (see holdBack).
-	heldBack map[string]heldBack
 }
 
 // New checks cfg and returns a pipeline ready to Run.
@@ -497,17 +493,11 @@ func (p *Pipeline) admit(src driver.Source, ds []driver.Delivery) {
 		it.recvAt, it.extendedAt = now, now
 		p.prepare(it)
 	}
-	var behind []*item
 	p.mu.Lock()
 	for i := range items {
-		if it := &items[i]; p.place(it, now) {
-			behind = append(behind, it)
-		}
+		p.place(&items[i])
 	}
 	p.mu.Unlock()
-	if len(behind) > 0 {
-		p.goInOrder(behind, p.handBackBehind)
-	}
 }
 
 // prepare checks what the source delivered and applies the mapping rules.

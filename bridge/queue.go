@@ -84,103 +84,6 @@ const (
 	stDone
 )
 
-// heldBack is a lane's message that a NackHolder source keeps for a
-// Nack's delay: until is when the source hands it back; its message id and
-// its source sequence (JetStream, Service Bus; either may be empty) are how
-// its redelivery is known; stuck, that nothing takes it (nackGroup).
-type heldBack struct {
-	until time.Time
-	id    string
-	seq   string
-	stuck bool
-}
-
-// known reports whether h can tell its message's redelivery.
-func (h heldBack) known() bool { return h.id != "" || h.seq != "" }
-
-// is reports whether m is h's message again.
-func (h heldBack) is(m *mapping.Message) bool {
-	return (h.id != "" && m.ID == h.id) || (h.seq != "" && m.Source.SequenceNumber == h.seq)
-}
-
-// heldBackGrace is how long after its delay a held message that can be
-// known again keeps its lane handed back while it has not come back: the messages the
-// link had taken before the hand-back arrive first. Past it the message is
-// taken to be elsewhere (another consumer has it).
-const heldBackGrace = 5 * time.Second
-
-// holdBack records that the source keeps it for delay (nackGroup): until
-// it comes back, what of its lane arrives goes back behind it, or a
-// message of a group would overtake one before it. p.mu is held.
-func (p *Pipeline) holdBack(it *item, delay time.Duration, stuck bool, now time.Time) {
-	if it.lane == "" || delay <= 0 {
-		return
-	}
-	if h, ok := it.src.(driver.NackHolder); !ok || !h.HoldsNacks() {
-		return
-	}
-	if p.heldBack == nil {
-		p.heldBack = map[string]heldBack{}
-	}
-	if len(p.heldBack) >= maxHeldBackLanes {
-		for lane, h := range p.heldBack {
-			if h.expired(now) {
-				delete(p.heldBack, lane)
-			}
-		}
-	}
-	p.heldBack[it.lane] = heldBack{until: now.Add(delay), id: it.orig.ID, seq: it.orig.Source.SequenceNumber, stuck: stuck}
-}
-
-// heldBackMargin is how much later than its lane's held message one
-// handed back behind it is due.
-const heldBackMargin = 50 * time.Millisecond
-
-// maxHeldBackLanes is how many held-back lanes are kept before the expired
-// ones are swept (each is otherwise dropped when its lane next receives).
-const maxHeldBackLanes = 1024
-
-func (h heldBack) expired(now time.Time) bool {
-	if !h.known() {
-		return !now.Before(h.until)
-	}
-	return !now.Before(h.until.Add(heldBackGrace))
-}
-
-// behindHeld reports whether it arrived behind a held message of its lane
-// that has not come back; the held message's own redelivery ends the
-// hold. p.mu is held.
-func (p *Pipeline) behindHeld(it *item, now time.Time) bool {
-	h, ok := p.heldBack[it.lane]
-	if !ok {
-		return false
-	}
-	if h.expired(now) || h.is(it.orig) {
-		delete(p.heldBack, it.lane)
-		return false
-	}
-	return true
-}
-
-// handBackBehind nacks it, which arrived behind its lane's held message,
-// with the rest of that one's delay and heldBackMargin, so that it comes
-// back right after it: due at the same moment, the source could hand it
-// out first, and it would go back again.
-func (p *Pipeline) handBackBehind(it *item) {
-	now := time.Now()
-	p.mu.Lock()
-	h, ok := p.heldBack[it.lane]
-	p.mu.Unlock()
-	delay := heldBackMargin
-	if ok && h.until.After(now) {
-		delay += h.until.Sub(now)
-	}
-	if ok && h.stuck {
-		p.behindUndeliverable(it)
-	}
-	p.nack(it, delay)
-}
-
 // ungroupedLane is the lane of ungrouped messages whose source order is
 // kept (Ordering.Ungrouped). A group key of a real message never starts
 // with a NUL byte in practice.
@@ -230,22 +133,15 @@ func (p *Pipeline) waitChan() <-chan struct{} {
 }
 
 // place puts a new item in its group's order, or straight to the senders.
-// It reports whether the item must instead be handed back behind a message
-// of its lane that the source holds for a Nack's delay (holdBack): the
-// caller nacks it, marked stSettling here. p.mu is held.
-func (p *Pipeline) place(it *item, now time.Time) bool {
+func (p *Pipeline) place(it *item) {
 	it.seq = p.admitted
 	p.admitted++
 	p.live.add(it)
 	it.lane = p.laneOf(it)
-	if len(p.heldBack) > 0 && it.lane != "" && p.behindHeld(it, now) {
-		it.state = stSettling
-		return true
-	}
 	if it.lane == "" {
 		it.active = true
 		p.pushReady(it)
-		return false
+		return
 	}
 	g := p.groups[it.lane]
 	if g == nil {
@@ -258,12 +154,11 @@ func (p *Pipeline) place(it *item, now time.Time) bool {
 		g.written = false // its call is the lane's next
 		it.active = true
 		p.pushReady(it)
-		return false
+		return
 	}
 	it.state = stQueued
 	g.queue = append(g.queue, it)
 	p.openLane(g, false)
-	return false
 }
 
 // openLane lets a lane's next call start while its earlier ones await

@@ -529,28 +529,14 @@ func (p *Pipeline) nack(it *item, delay time.Duration) {
 // nackGroup nacks it and the messages queued behind it in its group (so
 // they come back in order), after a backoff that grows with the delivery
 // count: the message keeps failing, so its redeliveries are spaced.
-// stuck says that nothing will take it (undeliverable): its followers wait
-// behind it for as long as it is there (Config.OnBehindUndeliverable).
-func (p *Pipeline) nackGroup(it *item, stuck bool) {
+func (p *Pipeline) nackGroup(it *item) {
 	delay := p.opt.Retry.Delay(max(1, it.orig.Source.DeliveryCount))
 	p.mu.Lock()
 	followers := p.takeFollowers(it)
-	p.holdBack(it, delay, stuck, time.Now())
 	p.mu.Unlock()
 	p.nack(it, delay)
 	for _, f := range followers {
-		if stuck {
-			p.behindUndeliverable(f)
-		}
 		p.nack(f, delay)
-	}
-}
-
-// behindUndeliverable tells Config.OnBehindUndeliverable about a message
-// handed back behind an undeliverable one of its group.
-func (p *Pipeline) behindUndeliverable(it *item) {
-	if f := p.cfg.OnBehindUndeliverable; f != nil {
-		f(it.orig)
 	}
 }
 
@@ -596,11 +582,11 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 					log.Error("the dead-letter sink refuses this message too; it stays at the source and is redelivered until the source's redrive limit (JetStream max_deliver, SQS maxReceiveCount, Service Bus MaxDeliveryCount): set one, or a dead-letter destination that takes it",
 						"dlq_reason", SinkReason(err), "dlq_error", err, logpace.LeftOutKey, leftOut)
 				})
-				p.nackGroup(it, p.undeliverable(it, SinkReason(err), err))
-				return
+				p.undeliverable(it, SinkReason(err), err)
+			} else {
+				log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
 			}
-			log.Error("dead-letter sink failed; nacking the message for redelivery", "dlq_error", err)
-			p.nackGroup(it, false)
+			p.nackGroup(it)
 			return
 		}
 		p.met.deadLettered(reason)
@@ -615,7 +601,8 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 		if !ok {
 			p.met.errDeadLetter.Inc()
 			log.Error("the source has no native dead-letter queue; nacking the message for redelivery")
-			p.nackGroup(it, p.undeliverable(it, reason, cause))
+			p.undeliverable(it, reason, cause)
+			p.nackGroup(it)
 			return
 		}
 		settled, err := p.settle(it, func(ctx context.Context) error { return dlr.DeadLetter(ctx, reason, desc) })
@@ -644,22 +631,19 @@ func (p *Pipeline) deadLetter(it *item, reason string, cause error) {
 			log.Error("message cannot be delivered and no dead_letter is configured; nacking it for redelivery (the broker's redrive policy applies)",
 				logpace.LeftOutKey, leftOut)
 		})
-		p.nackGroup(it, p.undeliverable(it, reason, cause))
+		p.undeliverable(it, reason, cause)
+		p.nackGroup(it)
 	}
 }
 
 // undeliverable tells Config.OnUndeliverable about a message that stays at
 // the source because nothing will take it. One whose retries ran out on
 // transient failures is not such a message: handed back, it may go
-// through on its next delivery. It reports whether it is one.
-func (p *Pipeline) undeliverable(it *item, reason string, err error) bool {
-	if reason == ReasonRetriesExhausted {
-		return false
-	}
-	if f := p.cfg.OnUndeliverable; f != nil {
+// through on its next delivery.
+func (p *Pipeline) undeliverable(it *item, reason string, err error) {
+	if f := p.cfg.OnUndeliverable; f != nil && reason != ReasonRetriesExhausted {
 		f(it.orig, reason, err)
 	}
-	return true
 }
 
 // logDeadLettered logs a dead letter; a dry run's destination only records

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -607,61 +606,5 @@ func TestMigrateIntoStreamAtItsCap(t *testing.T) {
 	}
 	if got := migStreamMsgs(t, js, "MIG_OUT"); got != 100 {
 		t.Errorf("the sink stream holds %d, want 100", got)
-	}
-}
-
-// A move from JetStream with a message nothing takes (SQS refuses its
-// attribute name, and there is no dead_letter): the messages of its group
-// behind it stay at the source with it, in order, and the rest moves. The
-// migration ends not-drained at once, counting them behind-stuck. Before,
-// JetStream delivered them while the stuck one waited out its delay, and
-// they were written ahead of it.
-func TestMigrateJetStreamGroupWaitsBehindStuck(t *testing.T) {
-	env := sqsSetup(t)
-	ns := e2etest.StartNATS(t)
-	_, js := e2etest.ConnectNATS(t, ns.URL())
-	natsCreateStream(t, js, "MIG_SRC", "in.>")
-	queue := env.createQueue(t, "dst", false, nil)
-	const n, bad = 40, 9 // tenant-001 holds 1, 5, 9, …, 37
-	var behind []string
-	for i := range n {
-		m := nats.NewMsg("in.x")
-		m.Data = []byte(fmt.Sprintf("body %d", i))
-		m.Header.Set("tenant", natsGroup(i%4))
-		if i == bad {
-			m.Header.Set("AWS.internal", "reserved by SQS")
-		}
-		if i%4 == bad%4 && i > bad {
-			behind = append(behind, string(m.Data))
-		}
-		if _, err := js.PublishMsg(natsCtx(t, 5*time.Second), m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_SRC", fmt.Sprintf(`  sink "sqs" {
-%s  }
-`, env.conn(queue))))
-
-	code, rep, _ := migRun(t, 2*time.Minute, "-idle", "1s", "-progress", "off", cfg)
-	j := rep.Jobs[0]
-	if code != migrate.ExitNotDrained || rep.Outcome != migrate.OutcomeNotDrained {
-		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
-	}
-	wantWritten := int64(n - 1 - len(behind))
-	if j.Written != wantWritten || j.StuckTotal != 1 || j.LeftBehind["behind-stuck"] != int64(len(behind)) {
-		t.Errorf("written %d, stuck %d, left behind %v; want %d, 1 and %d behind-stuck", j.Written, j.StuckTotal, j.LeftBehind, wantWritten, len(behind))
-	}
-	if !strings.Contains(rep.Reason, "handed back behind them in their groups") {
-		t.Errorf("the reason does not say what waits behind the stuck message: %s", rep.Reason)
-	}
-	got := env.collect(t, queue, int(wantWritten), 30*time.Second)
-	got = append(got, env.collect(t, queue, 1, time.Second)...) // nothing more
-	for _, m := range got {
-		if b := aws.ToString(m.Body); slices.Contains(behind, b) || b == fmt.Sprintf("body %d", bad) {
-			t.Errorf("%q was moved, ahead of or instead of the stuck message of its group", b)
-		}
-	}
-	if len(got) != int(wantWritten) {
-		t.Errorf("SQS queue holds %d, want %d", len(got), wantWritten)
 	}
 }

@@ -154,9 +154,6 @@ func (s *browseSource) reissue(n int) {
 	}
 }
 
-// HoldsNacks is false: a copy's Nack changes nothing at the broker.
-func (s *browseSource) HoldsNacks() bool { return false }
-
 // Drained reports whether a receive found nothing for browseIdle.
 func (s *browseSource) Drained() bool { return s.drained.Load() }
 

@@ -132,12 +132,6 @@ func (s *source) Receive(ctx context.Context, max int) ([]driver.Delivery, error
 	}
 }
 
-// HoldsNacks says that the source keeps a Nack's delay itself while it
-// goes on receiving (driver.NackHolder; see delivery.Nack).
-func (s *source) HoldsNacks() bool { return true }
-
-var _ driver.NackHolder = (*source)(nil)
-
 // RawMessageContentType is the content type of the message an undecodable
 // delivery carries (driver.DecodeErrorer): its body is the AMQP encoding of
 // the received message, every section as it came on the wire.

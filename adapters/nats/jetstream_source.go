@@ -18,14 +18,6 @@ import (
 	"github.com/qbridge/qbridge/mapping"
 )
 
-// HoldsNacks says that a Nack's delay does not stop the consumer: the
-// server keeps the message for the delay (NakWithDelay) and delivers the
-// messages behind it meanwhile (driver.NackHolder), so the engine hands
-// back the rest of its group.
-func (s *jsSource) HoldsNacks() bool { return true }
-
-var _ driver.NackHolder = (*jsSource)(nil)
-
 // jsSource reads a JetStream stream through a durable pull consumer with
 // explicit acks: at-least-once. Unsettled messages come back after AckWait.
 type jsSource struct {

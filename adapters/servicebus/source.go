@@ -274,16 +274,9 @@ type amqpSource struct {
 	bo backoff.Backoff
 }
 
-// HoldsNacks says that a Nack's delay is kept by the source (lockhold)
-// while it receives the messages behind it (driver.NackHolder). A session
-// receives nothing more until its message settles: sessionSource is not
-// one.
-func (s *amqpSource) HoldsNacks() bool { return s.set.maxNackDelay > 0 }
-
 var (
 	_ driver.Source       = (*amqpSource)(nil)
 	_ driver.ReadyChecker = (*amqpSource)(nil)
-	_ driver.NackHolder   = (*amqpSource)(nil)
 )
 
 // Receive blocks until messages arrive, ctx ends or the source fails for

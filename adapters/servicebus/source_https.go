@@ -41,14 +41,9 @@ type httpsSource struct {
 	lastErr   atomic.Pointer[errBox]
 }
 
-// HoldsNacks says that a Nack's delay is kept by the source (lockhold)
-// while it receives the messages behind it (driver.NackHolder).
-func (s *httpsSource) HoldsNacks() bool { return s.set.maxNackDelay > 0 }
-
 var (
 	_ driver.Source       = (*httpsSource)(nil)
 	_ driver.ReadyChecker = (*httpsSource)(nil)
-	_ driver.NackHolder   = (*httpsSource)(nil)
 )
 
 func newHTTPSSource(set *sourceSettings, log *slog.Logger, cred azcore.TokenCredential) *httpsSource {

@@ -179,18 +179,6 @@ type Unordered interface {
 	Unordered() bool
 }
 
-// NackHolder is implemented by sources that go on delivering the messages
-// behind one nacked with a delay while it waits out the delay: the AMQP
-// source and a Service Bus queue without sessions keep it unsettled
-// themselves (neither broker has a redelivery delay), a JetStream consumer
-// keeps it for NakWithDelay. The messages of its group that arrive
-// meanwhile would overtake it: the engine hands them back too, with the
-// rest of the delay, so that the group comes back in order. SQS FIFO and a
-// Service Bus session deliver nothing more of the group meanwhile.
-type NackHolder interface {
-	HoldsNacks() bool
-}
-
 // ReadyChecker is implemented by adapters that can tell whether their
 // connection is up; /readyz reports it.
 type ReadyChecker interface {

@@ -13,7 +13,7 @@ import "context"
 // changes what the engine does and a wrapper of deliveries must unwrap them
 // for the adapter: BatchAcker (sources) and DeadLetterer (deliveries).
 
-// PassSource is a Source that passes ReadyChecker, Unordered, NackHolder,
+// PassSource is a Source that passes ReadyChecker, Unordered,
 // UnsettledBound, LossCounter and Warner on to the Source it wraps.
 type PassSource struct{ Source }
 
@@ -23,12 +23,6 @@ func (p PassSource) Ready(ctx context.Context) error {
 		return rc.Ready(ctx)
 	}
 	return nil
-}
-
-// HoldsNacks is the wrapped source's, false where it does not say.
-func (p PassSource) HoldsNacks() bool {
-	h, ok := p.Source.(NackHolder)
-	return ok && h.HoldsNacks()
 }
 
 // Unordered is the wrapped source's, false where it does not say.
@@ -135,7 +129,6 @@ func (p PassDelivery) Release(ctx context.Context) error {
 var (
 	_ ReadyChecker         = PassSource{}
 	_ Unordered            = PassSource{}
-	_ NackHolder           = PassSource{}
 	_ UnsettledBound       = PassSource{}
 	_ LossCounter          = PassSource{}
 	_ Warner               = PassSource{}

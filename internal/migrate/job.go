@@ -256,7 +256,6 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// A message nothing takes comes back for ever (until the
 		// source's redrive limit): the job must not wait for it.
 		cfg.OnUndeliverable = tr.undeliverable
-		cfg.OnBehindUndeliverable = tr.queuedBehind
 	}
 	// Only a broker that cannot count is pinged: one that counts answers
 	// the count that decides, or fails it.
@@ -319,7 +318,6 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		exactCount: rep.SourceBefore != nil && rep.SourceBefore.Exact}
 	outcome, by, reason := w.loop(ctx, done, prog)
 	rep.blockedBehind = w.blockedBehind
-	rep.heldBehind = tr.snapshot().behind
 	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
 	if tr.hold {
 		// Hand the sample back now, visible while the engine stops; what
@@ -697,31 +695,16 @@ func behindStuck(mode Mode, rep *JobReport) string {
 	if mode != ModeMove {
 		return ""
 	}
-	leftBehind := func(n int64) {
+	if rep.SourceAfter == nil {
+		return "; the source cannot be counted, so messages queued behind them may be at the source too: run the same command again once they are dealt with"
+	}
+	if n := rep.SourceAfter.Pending() - rep.StuckTotal; rep.blockedBehind && n > 0 {
 		if rep.LeftBehind == nil {
 			rep.LeftBehind = map[string]int64{}
 		}
 		rep.LeftBehind["behind-stuck"] = n
-	}
-	const inOrder = "a group moves in order: nothing after a stuck message goes while it is there"
-	if rep.SourceAfter == nil {
-		if n := rep.heldBehind; n > 0 {
-			leftBehind(n)
-			return fmt.Sprintf("; %s at the source too, handed back behind them in their groups (%s), and the source cannot be counted, so more may be: run the same command again once they are dealt with",
-				messagesAre(n), inOrder)
-		}
-		return "; the source cannot be counted, so messages queued behind them may be at the source too: run the same command again once they are dealt with"
-	}
-	n := rep.SourceAfter.Pending() - rep.StuckTotal
-	switch {
-	case n > 0 && rep.blockedBehind:
-		leftBehind(n)
 		return fmt.Sprintf("; %s at the source too, queued behind them (a FIFO group or a session is delivered in order: nothing after a stuck message comes while it is there); run the same command again once they are dealt with",
 			messagesAre(n))
-	case n > 0 && rep.heldBehind > 0:
-		leftBehind(n)
-		return fmt.Sprintf("; %s at the source too, handed back behind them in their groups (%s); run the same command again once they are dealt with",
-			messagesAre(n), inOrder)
 	}
 	return ""
 }
@@ -1321,9 +1304,9 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 			w.j.log.Warn("waiting for scheduled messages to become due (-scheduled wait): the progress stands still until then; -scheduled leave finishes without them", "scheduled", b.Scheduled)
 		}
 	}
-	// Stuck messages stay at the source, and so do those of their groups
-	// handed back behind them: the rest is drained when only they are left.
-	if pending <= snap.stuck+snap.behind {
+	// Stuck messages stay at the source: the rest is drained when only
+	// they are left.
+	if pending <= snap.stuck {
 		return "count", true
 	}
 	if snap.stuck > 0 && b.Ready > 0 && idle >= blockedBehindStuck(opt.Idle) {

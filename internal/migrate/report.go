@@ -270,9 +270,6 @@ type JobReport struct {
 	// blockedBehind: the drain ended with the source's ready messages
 	// queued behind stuck ones (a FIFO group, a session).
 	blockedBehind bool
-	// heldBehind: messages the engine handed back behind stuck ones of
-	// their groups (tracker.behind), at the source with them.
-	heldBehind int64
 	// duplicatesOfThisRun: of DuplicatesDropped, those the sink tells were
 	// of messages this run wrote (driver.RunDuplicateReporter).
 	duplicatesOfThisRun int64

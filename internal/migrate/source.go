@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -80,13 +79,6 @@ type tracker struct {
 	stuckReasons  map[string]int64 // reason code → messages
 	stuckExamples map[string]Example
 	stuckInFlight int64 // redeliveries of stuck messages the engine holds
-	// behind holds, by stuckKey, the messages the engine handed back behind
-	// a stuck one of their group (bridge.Config.OnBehindUndeliverable):
-	// the group's order keeps them at the source with it. Their
-	// redeliveries are no news either. One that is written after all (the
-	// stuck one went to a dead-letter queue at its redrive limit) leaves.
-	behind    map[string]struct{}
-	anyBehind atomic.Bool // behind has held one: acks look it up
 	// ackedAgain counts deliveries acknowledged that the source had
 	// delivered before (an interrupted earlier run may have written them:
 	// a deduplicating sink drops the copy), for the verification.
@@ -130,7 +122,6 @@ func newTracker() *tracker {
 
 		handedBack:    map[string]bool{},
 		stuck:         map[string]struct{}{},
-		behind:        map[string]struct{}{},
 		stuckReasons:  map[string]int64{},
 		stuckExamples: map[string]Example{},
 	}
@@ -170,7 +161,6 @@ type snapshot struct {
 	stuck      int64  // messages nothing takes (distinct)
 	// stuckInFlight: redeliveries of those the engine holds now.
 	stuckInFlight int64
-	behind        int64 // messages handed back behind stuck ones (tracker.behind)
 	ackedAgain    int64
 }
 
@@ -184,7 +174,7 @@ func (t *tracker) snapshot() snapshot {
 		highest:    t.maxDone,
 		notCopied:  t.notCopied,
 
-		stuck: int64(len(t.stuck)), stuckInFlight: t.stuckInFlight, behind: int64(len(t.behind)),
+		stuck: int64(len(t.stuck)), stuckInFlight: t.stuckInFlight,
 		ackedAgain: t.ackedAgain,
 	}
 	if t.browser != nil && !t.dryRun && !t.hold {
@@ -260,26 +250,11 @@ func (t *tracker) seen(m *mapping.Message, pos uint64, hasPos bool) (stuck bool)
 		t.pending[pos] = struct{}{}
 	}
 	if len(t.stuck) > 0 {
-		key := stuckKey(m)
-		_, stuck = t.stuck[key]
-		if !stuck {
-			_, stuck = t.behind[key]
-		}
-		if stuck {
+		if _, stuck = t.stuck[stuckKey(m)]; stuck {
 			t.stuckInFlight++
 		}
 	}
 	return stuck
-}
-
-// queuedBehind records a message handed back behind a stuck one of its
-// group (bridge.Config.OnBehindUndeliverable).
-func (t *tracker) queuedBehind(m *mapping.Message) {
-	key := stuckKey(m)
-	t.mu.Lock()
-	t.behind[key] = struct{}{}
-	t.mu.Unlock()
-	t.anyBehind.Store(true)
 }
 
 // stuckKey names a message the same on every delivery of it.
@@ -732,17 +707,13 @@ func (d *trackedDelivery) Ack(ctx context.Context) error {
 
 // acked records a delivery the source acknowledged (in a copy: written).
 func (d *trackedDelivery) acked() {
-	anyBehind := d.t.anyBehind.Load()
-	if m := d.Message(); m != nil && (m.Source.DeliveryCount > 1 || anyBehind || d.t.scheduledCopied != nil) {
+	if m := d.Message(); m != nil && (m.Source.DeliveryCount > 1 || d.t.scheduledCopied != nil) {
 		var key string
-		if m.Source.DeliveryCount > 1 || anyBehind {
+		if m.Source.DeliveryCount > 1 {
 			key = stuckKey(m) // outside the lock: it may hash the body
 		}
 		// Before done: a checkpoint saved past this message has its id.
 		d.t.mu.Lock()
-		if anyBehind {
-			delete(d.t.behind, key)
-		}
 		if m.Source.DeliveryCount > 1 {
 			again, handed := d.t.handedBack[key]
 			delete(d.t.handedBack, key)

@@ -559,29 +559,6 @@ func TestUncountedBehind(t *testing.T) {
 	}
 }
 
-// Messages the engine handed back behind stuck ones of their groups are
-// counted in left_behind: from the count where there is one, else from
-// what the engine reported (and the reason says more may be there).
-func TestHeldBehindStuck(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		rep  *JobReport
-		want int64
-		says string
-	}{
-		{"counted", &JobReport{SourceAfter: &driver.Backlog{Ready: 1, InFlight: 8}, Counts: Counts{StuckTotal: 1}, heldBehind: 7}, 8, "8 messages are at the source too, handed back behind them in their groups"},
-		{"uncounted", &JobReport{Counts: Counts{StuckTotal: 1}, heldBehind: 7}, 7, "7 messages are at the source too, handed back behind them in their groups (a group moves in order: nothing after a stuck message goes while it is there), and the source cannot be counted, so more may be"},
-		{"none behind", &JobReport{SourceAfter: &driver.Backlog{Ready: 1}, Counts: Counts{StuckTotal: 1}, heldBehind: 7}, 0, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := behindStuck(ModeMove, tc.rep)
-			if tc.rep.LeftBehind["behind-stuck"] != tc.want || !strings.Contains(got, tc.says) || (tc.says == "") != (got == "") {
-				t.Errorf("left behind %v, reason %q; want %d behind-stuck, %q", tc.rep.LeftBehind, got, tc.want, tc.says)
-			}
-		})
-	}
-}
-
 // A move from a source that cannot be counted says how it was found
 // drained, and what that cannot see (another consumer's held messages
 // came back after a "complete" that said nothing of them).
