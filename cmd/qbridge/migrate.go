@@ -495,6 +495,8 @@ func sampleCost(kind string) string {
 		return "each one counts as a receive (ApproximateReceiveCount, which a redrive policy may act on)"
 	case "servicebus":
 		return "each one counts as a delivery (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs many times), and on a session entity, which hands out one message at a time, the sample is one message per session"
+	case "amqp":
+		return "on a RabbitMQ quorum queue each one counts as a delivery (at its delivery-limit RabbitMQ drops or dead-letters the message, so do not repeat dry runs many times); a classic queue counts nothing"
 	}
 	return "each one counts as a delivery where the broker counts them (a redelivery limit may act on it)"
 }

@@ -202,7 +202,8 @@ func TestSampleCostNamesTheBroker(t *testing.T) {
 	for kind, want := range map[string]string{
 		"sqs":        "ApproximateReceiveCount",
 		"servicebus": "DeliveryCount",
-		"amqp":       "where the broker counts them",
+		"amqp":       "quorum queue each one counts as a delivery",
+		"nats":       "where the broker counts them",
 	} {
 		got := sampleCost(kind)
 		if !strings.Contains(got, want) || (kind != "sqs" && strings.Contains(got, "ApproximateReceiveCount")) {
