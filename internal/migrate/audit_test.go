@@ -548,8 +548,8 @@ func TestStuckReasonNamesTheSourcesLimit(t *testing.T) {
 		kind       string
 		want, lack string
 	}{
-		{"nats", "running the same command again tries them again, unless the consumer has a max_deliver", "stay at the source, redelivered"},
-		{"sqs", "stay at the source, redelivered until the queue's redrive limit (maxReceiveCount)", "max_deliver"},
+		{"nats", "1 message is stuck: the sink refuses it and the pipeline has no dead_letter destination (1 too-large, e.g. the message at sequence 6: too big); it stays in the stream and running the same command again tries it again, unless the consumer has a max_deliver", "stays at the source, redelivered"},
+		{"sqs", "it stays at the source, redelivered until the queue's redrive limit (maxReceiveCount)", "max_deliver"},
 		// a classic RabbitMQ queue has no limit: the reason must not cite
 		// one of SQS or Service Bus (F1 of an audit)
 		{"amqp", "redelivered until the broker's delivery limit, where the queue has one", "maxReceiveCount"},

@@ -630,9 +630,14 @@ func (j *job) stuckWhy(it string) string {
 // stuckReason says which messages stay at the source because nothing takes
 // them, why, and what to do.
 func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[string]Example) string {
-	why := "the sink refuses them and " + j.stuckWhy("them")
+	// One message is "it": "1 message is stuck: the sink refuses them" read wrong.
+	them, they, stay, were := "them", "they", "stay", "were"
+	if n == 1 {
+		them, they, stay, were = "it", "it", "stays", "was"
+	}
+	why := "the sink refuses " + them + " and " + j.stuckWhy(them)
 	if j.opt.Mode == ModeDryRun {
-		why = "the sink would refuse them and " + j.stuckWhy("them")
+		why = "the sink would refuse " + them + " and " + j.stuckWhy(them)
 	}
 	var parts []string
 	for _, k := range sortedKeys(byReason) {
@@ -644,16 +649,18 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 	}
 	switch j.opt.Mode {
 	case ModeDryRun:
-		return fmt.Sprintf("%s would be stuck: %s (%s); a move would leave them at the source, redelivered until %s", messages(n), why, strings.Join(parts, "; "), redriveLimit(j.pipe.Spec.Source.Kind))
+		return fmt.Sprintf("%s would be stuck: %s (%s); a move would leave %s at the source, redelivered until %s", messages(n), why, strings.Join(parts, "; "), them, redriveLimit(j.pipe.Spec.Source.Kind))
 	case ModeCopy:
-		return fmt.Sprintf("%s stuck: %s (%s); they were not copied, and the checkpoint stays before the first of them", messagesAre(n), why, strings.Join(parts, "; "))
+		return fmt.Sprintf("%s stuck: %s (%s); %s %s not copied, and the checkpoint stays before %s", messagesAre(n), why, strings.Join(parts, "; "), they, were, map[bool]string{true: "it", false: "the first of them"}[n == 1])
 	}
 	if j.pipe.Spec.Source.Kind == "nats" {
 		// The nats source terminates a message on its last delivery
 		// where max_deliver is set: a re-run does not see it then.
-		return fmt.Sprintf("%s stuck: %s (%s); they stay in the stream and running the same command again tries them again, unless the consumer has a max_deliver: at it the durable terminates them and never delivers them again. Give the pipeline a dead-letter destination that takes them (a dry run finds them), or move them otherwise", messagesAre(n), why, strings.Join(parts, "; "))
+		return fmt.Sprintf("%s stuck: %s (%s); %s %s in the stream and running the same command again tries %s again, unless the consumer has a max_deliver: at it the durable terminates %s and never delivers %s again. Give the pipeline a dead-letter destination that takes %s (a dry run finds %s), or move %s otherwise",
+			messagesAre(n), why, strings.Join(parts, "; "), they, stay, them, them, them, them, them, them)
 	}
-	return fmt.Sprintf("%s stuck: %s (%s); they stay at the source, redelivered until %s: give the pipeline a dead-letter destination that takes them, or move them otherwise", messagesAre(n), why, strings.Join(parts, "; "), redriveLimit(j.pipe.Spec.Source.Kind))
+	return fmt.Sprintf("%s stuck: %s (%s); %s %s at the source, redelivered until %s: give the pipeline a dead-letter destination that takes %s, or move %s otherwise",
+		messagesAre(n), why, strings.Join(parts, "; "), they, stay, redriveLimit(j.pipe.Spec.Source.Kind), them, them)
 }
 
 // redriveLimit names what ends the redeliveries of a message nothing
