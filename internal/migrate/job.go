@@ -436,7 +436,12 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		if n := leftTheSource(rep, nativeDeadLettered(tr), brokerDLQ, j.pipe.Spec.Source.Kind == "sqs"); n > 0 {
 			v.LeftTheSource, v.Verified = n, false
 			causes := "another consumer, expiry without dead-lettering, a purge, or the queue's own redrive to its dead-letter queue, which -include-dead-letters moves"
-			if k := j.pipe.Spec.Source.Kind; k != "sqs" && k != "servicebus" {
+			switch k := j.pipe.Spec.Source.Kind; {
+			case k == "nats":
+				// no dead-letter queue to move; the source itself
+				// terminates a message on its consumer's last delivery
+				causes = "a message this run terminated on its last delivery (the consumer's max_deliver: the log says which), another consumer, expiry, or a purge"
+			case k != "sqs" && k != "servicebus":
 				causes = "another consumer, expiry, or a purge" // no dead-letter queue to move
 			}
 			note := fmt.Sprintf("%s left the source other than through this migration (its count fell from %d to %d while %d were acknowledged: %s); they are not at the sink",
