@@ -530,20 +530,8 @@ func TestCoreDeliveryRecycledClean(t *testing.T) {
 // stream refused it at its PubAck, after the messages behind it in the
 // call were stored ahead of it.
 func TestJetStreamSinkTakesTheStreamsMaxMsgSize(t *testing.T) {
-	srv := startServer(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctxT(t, 5*time.Second), jetstream.StreamConfig{Name: "CAPPED", Subjects: []string{"capped"}, MaxMsgSize: 2000}); err != nil {
-		t.Fatal(err)
-	}
-	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: "capped", JetStream: &JetStreamSinkConfig{Stream: "CAPPED"}})
+	f := newJSFixture(t, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 2000 })
+	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.capped", JetStream: &JetStreamSinkConfig{Stream: "ORDERS"}})
 	errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{msg("small"), msg(strings.Repeat("x", 2500)), msg("after")})
 	if rej := (*mapping.RejectError)(nil); !errors.As(errs[1], &rej) || !rej.TooLarge || !strings.Contains(errs[1].Error(), "limit of 2000") {
 		t.Errorf("a message over the stream's max_msg_size: %v, want a too-large refusal naming 2000", errs[1])
