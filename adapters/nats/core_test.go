@@ -527,8 +527,7 @@ func TestCoreDeliveryRecycledClean(t *testing.T) {
 
 // A named stream's max_msg_size bounds what the sink encodes: a larger
 // message is refused as too large before it is published, where the
-// stream refused it at its PubAck, after the messages behind it in the
-// call were stored ahead of it.
+// stream refused it only at its PubAck (reason "permanent").
 func TestJetStreamSinkTakesTheStreamsMaxMsgSize(t *testing.T) {
 	f := newJSFixture(t, func(c *jetstream.StreamConfig) { c.MaxMsgSize = 2000 })
 	snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.capped", JetStream: &JetStreamSinkConfig{Stream: "ORDERS"}})

@@ -51,10 +51,9 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop fun
 		limit = cfg.MaxMessageSize
 	}
 	if s.streamMaxMsg > 0 && s.streamMaxMsg < limit {
-		// The stream refuses a larger message at its PubAck, after the
-		// later messages of the call were published and stored: refused
-		// here instead, before anything of it goes out, a group's later
-		// messages are not stored ahead of it.
+		// The stream would refuse a larger message only at its PubAck,
+		// as "permanent": refused when it is encoded, it is too-large
+		// (the encode policy applies), and it is never published.
 		limit = s.streamMaxMsg
 	}
 	s.conn, s.js = c, js

@@ -115,6 +115,10 @@ func (set *sourceSettings) newReceiver(client *azservicebus.Client) (*azserviceb
 	return client.NewReceiverForSubscription(set.topic, set.subscription, opts)
 }
 
+// settleTimeout bounds a settlement or renewal the adapter makes on its
+// own: the holder's bound (lockhold), one value for both.
+const settleTimeout = lockhold.ReleaseTimeout
+
 // amqpCommon is what the plain and the session source share.
 type amqpCommon struct {
 	set    *sourceSettings

@@ -636,9 +636,9 @@ func (j *job) stuckWhy(it string) string {
 // them, why, and what to do.
 func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[string]Example) string {
 	// One message is "it": "1 message is stuck: the sink refuses them" read wrong.
-	them, they, stay, were := "them", "they", "stay", "were"
+	them, they, stay, were, first := "them", "they", "stay", "were", "the first of them"
 	if n == 1 {
-		them, they, stay, were = "it", "it", "stays", "was"
+		them, they, stay, were, first = "it", "it", "stays", "was", "it"
 	}
 	why := "the sink refuses " + them + " and " + j.stuckWhy(them)
 	if j.opt.Mode == ModeDryRun {
@@ -656,7 +656,7 @@ func (j *job) stuckReason(n int64, byReason map[string]int64, examples map[strin
 	case ModeDryRun:
 		return fmt.Sprintf("%s would be stuck: %s (%s); a move would leave %s at the source, redelivered until %s", messages(n), why, strings.Join(parts, "; "), them, redriveLimit(j.pipe.Spec.Source.Kind))
 	case ModeCopy:
-		return fmt.Sprintf("%s stuck: %s (%s); %s %s not copied, and the checkpoint stays before %s", messagesAre(n), why, strings.Join(parts, "; "), they, were, map[bool]string{true: "it", false: "the first of them"}[n == 1])
+		return fmt.Sprintf("%s stuck: %s (%s); %s %s not copied, and the checkpoint stays before %s", messagesAre(n), why, strings.Join(parts, "; "), they, were, first)
 	}
 	if j.pipe.Spec.Source.Kind == "nats" {
 		// The nats source terminates a message on its last delivery
