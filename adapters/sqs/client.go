@@ -59,7 +59,12 @@ func newClient(ctx context.Context, c *ConnConfig, log *slog.Logger) (*awssqs.Cl
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("sqs: load AWS configuration: %w", err)
+		err = fmt.Errorf("sqs: load AWS configuration: %w", err)
+		var missing config.SharedConfigProfileNotExistError
+		if errors.As(err, &missing) {
+			err = driver.Permanent(err)
+		}
+		return nil, err
 	}
 	endpoint := c.Endpoint
 	if endpoint == "" && c.QueueURL != "" && !isAWSHost(c.QueueURL) {
@@ -90,6 +95,9 @@ func newClient(ctx context.Context, c *ConnConfig, log *slog.Logger) (*awssqs.Cl
 		})
 		cfg.Credentials = aws.NewCredentialsCache(provider)
 	}
+	if err := checkCredentials(ctx, cfg.Credentials); err != nil {
+		return nil, err
+	}
 	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
@@ -104,6 +112,45 @@ func newClient(ctx context.Context, c *ConnConfig, log *slog.Logger) (*awssqs.Cl
 		}
 		o.HTTPClient = wholebody.Wrap(o.HTTPClient)
 	}), nil
+}
+
+// checkCredentials retrieves the credentials once, at open, so that a
+// machine with none fails with an error that says so instead of the first
+// call's signing error. The SDK's default chain tries the instance role
+// last (IMDS), only when nothing else is configured: an IMDS failure there
+// means no credentials at all, which waiting does not change, so it is
+// permanent (a migration fails at once; the daemon still retries). Other
+// failures (an STS AssumeRole for role_arn or a web identity that the
+// network lost) stay transient. The cache keeps what was retrieved for
+// the client's calls.
+func checkCredentials(ctx context.Context, p aws.CredentialsProvider) error {
+	if p == nil {
+		return driver.Permanent(errors.New("sqs: no AWS credentials provider"))
+	}
+	if _, err := p.Retrieve(ctx); err != nil {
+		err = fmt.Errorf("sqs: get AWS credentials: %w", err)
+		if fromInstanceRole(err) {
+			return driver.Permanent(fmt.Errorf("%w (no credentials found: set access_key_id and secret_access_key, profile, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; the SDK's chain ended at the EC2 instance role, which this machine does not give)", err))
+		}
+		return err
+	}
+	return nil
+}
+
+// fromInstanceRole reports whether err comes from the EC2 instance
+// metadata service (operation errors of the SDK's "ec2imds" client).
+func fromInstanceRole(err error) bool {
+	for err != nil {
+		var oe *smithy.OperationError
+		if !errors.As(err, &oe) {
+			return false
+		}
+		if oe.ServiceID == "ec2imds" {
+			return true
+		}
+		err = oe.Err
+	}
+	return false
 }
 
 // sdkLogger sends the SDK's own log lines to slog. Its warning about an

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,5 +358,66 @@ func TestStubSinkTakesTheQueuesSizeLimit(t *testing.T) {
 		Message: aws.String("One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes."), SenderFault: true})
 	if rej := (*mapping.RejectError)(nil); !errors.As(err, &rej) || !rej.TooLarge || !driver.IsPermanent(err) || !strings.Contains(err.Error(), "shorter than 1024") {
 		t.Errorf("a message SQS refuses as too long: %v, want a permanent too-large refusal that keeps SQS's words", err)
+	}
+}
+
+// A machine without AWS credentials fails the open at once with an error
+// that says so (a migration then fails instead of waiting out
+// -connect-timeout): the SDK's chain ends at the EC2 instance role, here an
+// IMDS that has no role, and a profile that does not exist is as final. Not
+// parallel: the SDK reads the environment.
+func TestNoCredentialsArePermanent(t *testing.T) {
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Path == "/latest/api/token" {
+			fmt.Fprint(w, "token")
+			return
+		}
+		http.NotFound(w, r) // no role under /latest/meta-data/iam/security-credentials/
+	}))
+	defer imds.Close()
+	// Nothing on SQS's side answers: the open must end before its first call.
+	var sqsCalls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sqsCalls.Add(1)
+		http.Error(w, "no call expected", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
+		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "",
+		"AWS_EC2_METADATA_DISABLED": "", "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.URL,
+	} {
+		t.Setenv(k, v)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, profile, want string
+	}{
+		{"no credentials anywhere", "", "no credentials found"},
+		{"a profile that does not exist", "nosuch", "nosuch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ConnConfig{Endpoint: srv.URL, Region: "us-east-1", Profile: tc.profile, QueueURL: srv.URL + "/000000000000/q"}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := CountSource(ctx, SourceConfig{ConnConfig: cfg}, testLogger(t))
+			if !driver.IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CountSource: %v; want a permanent error that says %q", err, tc.want)
+			}
+			src, err := NewSource(ctx, SourceConfig{ConnConfig: cfg}, testLogger(t))
+			if err == nil {
+				_ = src.Close(ctx)
+			}
+			if !driver.IsPermanent(err) {
+				t.Fatalf("NewSource: %v; want a permanent error", err)
+			}
+		})
+	}
+	if n := sqsCalls.Load(); n != 0 {
+		t.Errorf("%d SQS calls without credentials; want none", n)
 	}
 }
