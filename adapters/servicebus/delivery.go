@@ -39,6 +39,12 @@ type delivery struct {
 	settled  atomic.Bool
 	doneOnce sync.Once
 	done     chan struct{} // closed once the message is settled or handed back
+	// held, for a session's message, is closed by Held: the session's
+	// worker goes on to the next message without waiting for this one.
+	held     chan struct{}
+	heldOnce sync.Once
+	// quiet, for a session's message, is the source's Quiesce flag.
+	quiet *atomic.Bool
 }
 
 // dlDelivery is a delivery of a queue or subscription (not a sub-queue):
@@ -49,6 +55,7 @@ var (
 	_ driver.Delivery      = (*delivery)(nil)
 	_ driver.DecodeErrorer = (*delivery)(nil)
 	_ driver.DeadLetterer  = dlDelivery{}
+	_ driver.Holdable      = (*delivery)(nil)
 )
 
 func newDelivery(rcv settler, rm *azservicebus.ReceivedMessage, hold *lockhold.Holder, maxNack time.Duration, renew func(ctx context.Context) (time.Time, error)) *delivery {
@@ -59,6 +66,18 @@ func (d *delivery) Message() *mapping.Message { return d.m }
 func (d *delivery) DecodeError() error        { return d.err }
 
 func (d *delivery) finish() { d.doneOnce.Do(func() { close(d.done) }) }
+
+// Held tells the source that a dry run keeps this message unsettled until
+// its end (driver.Holdable). A session's worker hands out one message at a
+// time and waits for it to be settled, so a held sample stopped at one
+// message a session; now the worker goes on with the session and, before
+// it lets the session go, waits for the held messages to be handed back.
+// Other deliveries have nothing waiting on them.
+func (d *delivery) Held() {
+	if d.held != nil {
+		d.heldOnce.Do(func() { close(d.held) })
+	}
+}
 
 // Ack completes the message.
 func (d *delivery) Ack(ctx context.Context) error {
@@ -78,6 +97,16 @@ func (d *delivery) Nack(ctx context.Context, delay time.Duration) error {
 	}
 	delay = min(delay, d.max)
 	if delay > 0 && d.hold.Hold(delay, lockedUntil(d.rm), amqpLock{d}, d.rm.MessageID, d.finish) {
+		return nil
+	}
+	if delay == 0 && d.quiet != nil && d.quiet.Load() {
+		// A quiesced session (a dry run handing its sample back) lets its
+		// messages go with the session, which counts one delivery for
+		// each, as an abandon does. An abandon would return the message
+		// to the session's link while a receive cut short by Quiesce may
+		// still have credit there: the broker would deliver it again, and
+		// the session's close count that unseen delivery too.
+		d.finish()
 		return nil
 	}
 	defer d.finish()

@@ -58,12 +58,18 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	if err != nil {
 		return driver.Backlog{}, err
 	}
+	// Each receive that is not completed raises DeliveryCount, an abandon
+	// included: a dry run that cannot peek (sessions, HTTPS) receives and
+	// abandons its sample, and records what it raised under Entity (a
+	// sub-queue's path names it).
+	entity := "servicebus " + strings.ToLower(set.conn.namespace) + "/" + strings.ToLower(set.entityPath)
 	switch set.subQueue {
 	case subQueueDeadLetter: // made and numbered with its entity
-		return driver.Backlog{Ready: c.DeadLetter, Created: c.Created}, nil
+		return driver.Backlog{Ready: c.DeadLetter, Created: c.Created, Entity: entity, ReceivesCounted: true}, nil
 	case subQueueTransferDL:
-		return driver.Backlog{Ready: c.transferDeadLetter, Created: c.Created}, nil
+		return driver.Backlog{Ready: c.transferDeadLetter, Created: c.Created, Entity: entity, ReceivesCounted: true}, nil
 	}
+	c.Entity, c.ReceivesCounted = entity, true
 	c.Ordered = set.sessions // a session is received in order
 	if set.sessions {
 		// A failed listing leaves the message counts standing.

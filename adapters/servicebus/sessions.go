@@ -20,7 +20,8 @@ import (
 // max_concurrent sessions at once, each accepted with accept-next-session
 // and served by one worker that hands out one message at a time and waits
 // for its settlement before receiving the next, so a session's messages
-// are processed one by one, in order. The worker renews the session lock
+// are processed one by one, in order (a dry run's held sample excepted:
+// Held). The worker renews the session lock
 // for as long as it holds the session, and releases the session when it
 // has had no message for idle_timeout.
 type sessionSource struct {
@@ -33,6 +34,10 @@ type sessionSource struct {
 	held     atomic.Int32 // sessions held now
 	accepted atomic.Int64 // sessions accepted so far
 	quiet    atomic.Bool  // Quiesce: no more sessions or messages
+	// quieted ends with Quiesce (or Close): it cuts short the receives
+	// the workers are waiting in.
+	quieted context.Context
+	quietly context.CancelFunc
 }
 
 var (
@@ -43,6 +48,7 @@ var (
 func newSessionSource(c *amqpCommon) *sessionSource {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sessionSource{amqpCommon: c, feed: newFeed[driver.Delivery](), ctx: ctx, cancel: cancel}
+	s.quieted, s.quietly = context.WithCancel(ctx)
 	for i := 0; i < c.set.maxSessions; i++ {
 		s.wg.Add(1)
 		go s.worker()
@@ -63,8 +69,14 @@ func (s *sessionSource) Receive(ctx context.Context, limit int) ([]driver.Delive
 // and accepts no other. A message handed back then (a dry run's sample) is
 // not received again on a session that is about to close, which would
 // count a second delivery (Service Bus counts one when a closing session
-// returns a locked message).
-func (s *sessionSource) Quiesce() { s.quiet.Store(true) }
+// returns a locked message). A receive a worker is waiting in ends now:
+// once a dry run's held messages are handed back it would take the first
+// of them again, unseen, and the session's close would count that
+// delivery too.
+func (s *sessionSource) Quiesce() {
+	s.quiet.Store(true)
+	s.quietly()
+}
 
 func (s *sessionSource) worker() {
 	defer s.wg.Done()
@@ -150,11 +162,28 @@ func (s *sessionSource) serve(sr *azservicebus.SessionReceiver) {
 	}()
 	defer func() { scancel(); <-renewDone }()
 	s.log.Debug("servicebus source: session accepted", "entity", s.set.entityPath, "session_id", id, "locked_until", lock.lockedUntil())
+	// A dry run's held messages are handed back through this session's
+	// link: it is let go only once they are (or the source closes).
+	var held []*delivery
+	defer func() {
+		for _, d := range held {
+			select {
+			case <-d.done:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
 	for !s.quiet.Load() {
 		rctx, cancel := context.WithTimeout(sctx, s.set.sessionIdle)
+		stop := context.AfterFunc(s.quieted, cancel)
 		msgs, err := receiveSession(rctx, sr)
+		stop()
 		cancel()
 		if sctx.Err() != nil {
+			return
+		}
+		if len(msgs) == 0 && s.quiet.Load() {
 			return
 		}
 		if len(msgs) == 0 {
@@ -179,6 +208,8 @@ func (s *sessionSource) serve(sr *azservicebus.SessionReceiver) {
 			}
 			select {
 			case <-d.done:
+			case <-d.held:
+				held = append(held, d)
 			case <-sctx.Done():
 				return
 			}
@@ -188,13 +219,17 @@ func (s *sessionSource) serve(sr *azservicebus.SessionReceiver) {
 
 func (s *sessionSource) wrapSession(sr *azservicebus.SessionReceiver, rm *azservicebus.ReceivedMessage, lock *sessionLock) (*delivery, driver.Delivery) {
 	dd := s.wrap(sr, rm, lock.renew)
-	switch d := dd.(type) {
+	var d *delivery
+	switch x := dd.(type) {
 	case dlDelivery:
-		return d.delivery, dd
+		d = x.delivery
 	case *delivery:
-		return d, dd
+		d = x
+	default:
+		return nil, nil
 	}
-	return nil, nil
+	d.held, d.quiet = make(chan struct{}), &s.quiet
+	return d, dd
 }
 
 // receiveSession takes one message (a panic in the SDK becomes an error).

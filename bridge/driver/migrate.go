@@ -69,7 +69,8 @@ type Backlog struct {
 	// refused instead of skipping the new entity's first messages.
 	Created time.Time `json:"-"`
 	// ReceivesCounted says that every receive of a message raises its
-	// delivery count, a hand-back's included (SQS ApproximateReceiveCount),
+	// delivery count, a hand-back's included (SQS ApproximateReceiveCount,
+	// Service Bus DeliveryCount, which every receive not completed raises),
 	// and that no read leaves it as it was: a dry run that reads a sample
 	// raises the counts a later move takes for an interrupted run's
 	// deliveries, so the dry run records what it raised (Entity names the

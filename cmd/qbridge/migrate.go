@@ -494,7 +494,7 @@ func sampleCost(kind string) string {
 	case "sqs":
 		return "each one counts as a receive (ApproximateReceiveCount, which a redrive policy may act on)"
 	case "servicebus":
-		return "each one counts as a delivery (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs many times), and on a session entity, which hands out one message at a time, the sample is one message per session"
+		return "each one counts as a delivery (DeliveryCount: at MaxDeliveryCount Service Bus dead-letters it, so do not repeat dry runs many times), and on a session entity the sample comes from at most sessions.max_concurrent sessions"
 	case "amqp":
 		return "on a RabbitMQ quorum queue each one counts as a delivery (at its delivery-limit RabbitMQ drops or dead-letters the message, so do not repeat dry runs many times); a classic queue counts nothing"
 	}

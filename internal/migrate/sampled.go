@@ -14,7 +14,7 @@ import (
 
 // sampleLedger remembers, across runs, the deliveries that dry runs made
 // of a source whose every receive counts (driver.Backlog.ReceivesCounted:
-// SQS). A dry run there reads its sample and hands it back, and each
+// SQS, and Service Bus where a dry run receives: sessions, HTTPS). A dry run there reads its sample and hands it back, and each
 // message comes to the move with its receive count raised: the move took
 // that for an interrupted run's delivery and said "up to N of the
 // messages may be there twice" after the dry run a user is advised to do

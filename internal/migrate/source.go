@@ -619,10 +619,34 @@ func (s *trackedSource) Close(ctx context.Context) error {
 	if s.t.hold && s.t.releaseHeld != nil {
 		if q, ok := s.Source.(quiescer); ok {
 			q.Quiesce()
+			s.takeLeftovers()
 		}
 		s.t.releaseHeld()
 	}
 	return s.Source.Close(ctx)
+}
+
+// leftoverWait bounds the wait for what a quiesced source still has ready.
+const leftoverWait = 100 * time.Millisecond
+
+// takeLeftovers holds what a quiesced source had received and not handed
+// out (a Service Bus session's worker goes on to the next message while
+// the sample is held): those were delivered too, and their counts rose, so
+// the ledger records them and they are handed back with the sample, not
+// left for the source's close to return unrecorded.
+func (s *trackedSource) takeLeftovers() {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), leftoverWait)
+		ds, _ := s.Source.Receive(ctx, 100)
+		cancel()
+		if len(ds) == 0 {
+			return
+		}
+		s.t.sampled(ds)
+		for _, d := range ds {
+			s.t.holdIt(d)
+		}
+	}
 }
 
 // batchTrackedSource is a trackedSource whose source settles batches

@@ -622,8 +622,8 @@ func TestOrderedSourceIntoUnorderedSinkIsWarned(t *testing.T) {
 	}
 }
 
-// A dry run of a session entity samples one message per session from at
-// most sessions.max_concurrent sessions: the summary says how many of the
+// A dry run of a session entity samples at most sessions.max_concurrent
+// sessions: the summary says how many of the
 // entity's sessions that was (an audit read 4 of 10 and was told nothing).
 func TestSummarySaysSessionsSampled(t *testing.T) {
 	for _, tc := range []struct {
