@@ -51,6 +51,10 @@ type Options struct {
 	// MaxMessageSize overrides the target's default size limit in bytes
 	// (SQS: 262,144; Service Bus: the link's max-message-size or 256 KiB).
 	MaxMessageSize int
+	// MaxHeaderSize, where not 0, bounds the encoded headers apart from the
+	// whole message (a JetStream stream refuses headers over 65,535 bytes
+	// whatever its max_payload).
+	MaxHeaderSize int
 	// CarrySource writes the read-only source facts (enqueued time, sequence
 	// number, delivery count, dead-letter reason...) into the carry envelope.
 	CarrySource bool

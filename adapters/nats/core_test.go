@@ -539,3 +539,47 @@ func TestJetStreamSinkTakesTheStreamsMaxMsgSize(t *testing.T) {
 		t.Errorf("the others: %v, %v", errs[0], errs[2])
 	}
 }
+
+// A stream stores at most 65,535 bytes of headers whatever max_payload
+// allows: a message whose attributes come to more is refused as too large
+// when it is encoded (under drop, its largest attribute goes), where the
+// stream's PubAck refusal (err_code 10097) was retried for ever, holding
+// its group. A core NATS sink has no such bound.
+func TestJetStreamSinkBoundsHeaders(t *testing.T) {
+	f := newJSFixture(t)
+	big := func(body string) *mapping.Message {
+		m := msg(body)
+		m.SetAttr("big", mapping.String(strings.Repeat("x", 70_000)))
+		m.SetAttr("small", mapping.String("kept"))
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  mapping.Policy
+		refused bool
+	}{
+		{"reject", mapping.Reject, true},
+		{"drop", mapping.Drop, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snk, _ := mustSink(t, SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "orders.hdr", Policy: tc.policy, JetStream: &JetStreamSinkConfig{Stream: "ORDERS"}})
+			errs := snk.Send(ctxT(t, 10*time.Second), []*mapping.Message{msg("before"), big("big"), msg("after")})
+			rej := (*mapping.RejectError)(nil)
+			if got := errors.As(errs[1], &rej) && rej.TooLarge && driver.IsPermanent(errs[1]); got != tc.refused {
+				t.Errorf("70 KB of headers: %v; want a too-large refusal: %v", errs[1], tc.refused)
+			}
+			if !tc.refused && errs[1] != nil {
+				t.Errorf("under drop: %v", errs[1])
+			}
+			if errs[0] != nil || errs[2] != nil {
+				t.Errorf("the others: %v, %v", errs[0], errs[2])
+			}
+		})
+	}
+	// The server's own refusal, should a message get past the encoder, is
+	// a permanent too-large too.
+	err := publishErr(&jetstream.APIError{Code: 400, ErrorCode: 10097, Description: "header size exceeds maximum allowed of 64k"})
+	if rej := (*mapping.RejectError)(nil); !errors.As(err, &rej) || !rej.TooLarge || !driver.IsPermanent(err) {
+		t.Errorf("publishErr(10097) = %v, want a permanent too-large refusal", err)
+	}
+}

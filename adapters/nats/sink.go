@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,9 +57,13 @@ func newSink(ctx context.Context, set *sinkSettings, cfg *SinkConfig, onDrop fun
 		// (the encode policy applies), and it is never published.
 		limit = s.streamMaxMsg
 	}
+	maxHeaders := 0
+	if set.js != nil {
+		maxHeaders = jetStreamMaxHeaders
+	}
 	s.conn, s.js = c, js
 	s.codec = newCodec(set.groupHeader, mapping.Options{
-		Policy: cfg.Policy, MaxMessageSize: limit, CarrySource: cfg.CarrySource, OnDrop: onDrop,
+		Policy: cfg.Policy, MaxMessageSize: limit, MaxHeaderSize: maxHeaders, CarrySource: cfg.CarrySource, OnDrop: onDrop,
 		Envelope: cfg.Envelope,
 	})
 	return s, nil
@@ -402,6 +407,17 @@ func waitAck(ctx context.Context, f jetstream.PubAckFuture, dups *duplicates) er
 }
 
 // publishErr marks the errors that retrying cannot fix as permanent.
+// jetStreamMaxHeaders is the most header bytes a stream stores: nats-server
+// refuses more (JSStreamHeaderExceedsMaximumErr, "header size exceeds
+// maximum allowed of 64k", checked against math.MaxUint16 in stream.go)
+// whatever max_payload allows. Without this bound the sink retried such a
+// message for ever, holding its group (an SQS message takes 256 KiB of
+// attributes).
+const jetStreamMaxHeaders = math.MaxUint16
+
+// errCodeHeaderTooLarge is that refusal's JetStream error code.
+const errCodeHeaderTooLarge jetstream.ErrorCode = 10097
+
 func publishErr(err error) error {
 	if err == nil {
 		return nil
@@ -415,6 +431,10 @@ func publishErr(err error) error {
 	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) ||
 		errors.Is(err, nats.ErrBadSubject) || errors.Is(err, nats.ErrBadHeaderMsg) {
 		return driver.Permanent(wrapped)
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeHeaderTooLarge {
+		return driver.Permanent(fmt.Errorf("%w: %w", mapping.TooLargef("nats", "headers", "more than the stream stores (%d bytes)", jetStreamMaxHeaders), wrapped))
 	}
 	if s := strings.ToLower(err.Error()); strings.Contains(s, "maximum payload exceeded") ||
 		strings.Contains(s, "message size exceeds") {

@@ -358,8 +358,10 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 			}
 			setEnvelope(s)
 		}
-		n := headerSize(msg.Header) + len(msg.Data)
-		if n <= limit {
+		h := headerSize(msg.Header)
+		n := h + len(msg.Data)
+		headersFit := o.MaxHeaderSize <= 0 || h <= o.MaxHeaderSize
+		if n <= limit && headersFit {
 			o.Shed(shed)
 			return nil
 		}
@@ -369,6 +371,9 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 			continue
 		}
 		if o.Policy != mapping.Drop || len(users) == 0 {
+			if !headersFit {
+				return mapping.TooLargef(Wire, "headers", "%d bytes of headers, more than the limit of %d", h, o.MaxHeaderSize)
+			}
 			return mapping.TooLargef(Wire, "message", "%d bytes with headers, more than the limit of %d", n, limit)
 		}
 		i := 0
@@ -377,7 +382,11 @@ func fit(msg *nats.Msg, users []userHeader, o *mapping.Options, env *mapping.Env
 				i = j
 			}
 		}
-		o.Dropped(attrField(users[i].name), fmt.Sprintf("message larger than %d bytes", limit))
+		why := fmt.Sprintf("message larger than %d bytes", limit)
+		if !headersFit {
+			why = fmt.Sprintf("headers larger than %d bytes", o.MaxHeaderSize)
+		}
+		o.Dropped(attrField(users[i].name), why)
 		delete(msg.Header, users[i].name)
 		env.Forget(users[i].name)
 		users = slices.Delete(users, i, i+1)
