@@ -17,6 +17,12 @@ func init() {
 		NewSink:    nats.NewSink,
 		Feeds:      nats.SinkFeedsSource,
 		SourceLock: nats.SourceLock,
+		NoNativeDeadLetter: func(c nats.SourceConfig) string {
+			if c.JetStream == nil {
+				return "a core NATS subject keeps no messages, so it has no dead-letter queue (a JetStream source has: it terminates the message)"
+			}
+			return ""
+		},
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
 			c.Policy, c.MaxMessageSize, c.CarrySource, c.Envelope = o.Policy, o.MaxMessageSize, o.CarrySource, o.Envelope
 		},

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/qbridge/qbridge/adapters/servicebus"
 	"github.com/qbridge/qbridge/mapping"
 )
@@ -11,6 +14,15 @@ func init() {
 		NewSource: servicebus.NewSource,
 		NewSink:   servicebus.NewSink,
 		Feeds:     servicebus.SinkFeedsSource,
+		NoNativeDeadLetter: func(c servicebus.SourceConfig) string {
+			switch {
+			case c.SubQueue != "":
+				return fmt.Sprintf("the source reads the sub-queue %q, which has no dead-letter queue of its own", c.SubQueue)
+			case strings.EqualFold(c.Transport, "https"):
+				return `the Service Bus REST API (transport = "https") cannot dead-letter a message`
+			}
+			return ""
+		},
 		// The sink block has its own max_message_size: the mapping block's
 		// value applies only where it is set.
 		SinkMapping: func(c *servicebus.SinkConfig, o mapping.Options) {

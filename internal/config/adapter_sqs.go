@@ -12,6 +12,9 @@ func init() {
 		NewSink:    sqs.NewSink,
 		Feeds:      sqs.SinkFeedsSource,
 		SourceLock: sqs.SourceLock,
+		NoNativeDeadLetter: func(sqs.SourceConfig) string {
+			return "SQS has no call that dead-letters a message (a queue's redrive policy moves it after maxReceiveCount receives, which the engine's nacks count toward)"
+		},
 		// The sink block has its own max_message_size and carry_source: the
 		// mapping block's values apply only where they are set.
 		SinkMapping: func(c *sqs.SinkConfig, o mapping.Options) {

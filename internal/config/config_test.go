@@ -899,3 +899,64 @@ func TestRealAdaptersSuggestMisspelledFields(t *testing.T) {
 		})
 	}
 }
+
+// dead_letter { native = true } is refused at load on a source whose
+// broker has no dead-letter queue of its own: the daemon nacked each
+// failing message instead, once a second, and dead-lettered none (audit).
+func TestNativeDeadLetterNeedsOne(t *testing.T) {
+	const sb = `connection_string = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=a2V5"`
+	for _, tc := range []struct {
+		name, source, refusal string
+	}{
+		{"sqs", `source "sqs" { queue_url = "https://sqs.us-east-1.amazonaws.com/123456789012/q" }`, "SQS has no call that dead-letters"},
+		{"core nats", `source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "in"
+  }`, "core NATS subject keeps no messages"},
+		{"jetstream", `source "nats" {
+    url     = "nats://127.0.0.1:4222"
+    subject = "in"
+    jetstream {
+      stream  = "IN"
+      durable = "d"
+    }
+  }`, ""},
+		{"servicebus queue", `source "servicebus" {
+    ` + sb + `
+    queue = "q"
+  }`, ""},
+		{"servicebus dead-letter sub-queue", `source "servicebus" {
+    ` + sb + `
+    queue     = "q"
+    sub_queue = "deadletter"
+  }`, `sub-queue "deadletter"`},
+		{"servicebus https", `source "servicebus" {
+    ` + sb + `
+    queue     = "q"
+    transport = "https"
+  }`, "REST API"},
+		{"amqp", `source "amqp" {
+    url     = "amqp://127.0.0.1:5672"
+    address = "/queues/q"
+  }`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "pipeline \"p\" {\n  " + tc.source + "\n  sink \"test\" {}\n  dead_letter { native = true }\n}\n"
+			_, diags := load(t, src)
+			var got *hcl.Diagnostic
+			for _, d := range diags {
+				if d.Severity == hcl.DiagError && d.Summary == "No native dead-letter queue" {
+					got = d
+				}
+			}
+			switch {
+			case tc.refusal == "" && diags.HasErrors():
+				t.Fatalf("refused:\n%s", diagList(diags))
+			case tc.refusal != "" && (got == nil || !strings.Contains(got.Detail, tc.refusal) || !strings.Contains(got.Detail, "sink block")):
+				t.Fatalf("want a refusal saying %q; got:\n%s", tc.refusal, diagList(diags))
+			case got != nil && (got.Subject == nil || got.Subject.Start.Column != 26):
+				t.Errorf("refusal at %v, want at the native attribute's value", got.Subject)
+			}
+		})
+	}
+}

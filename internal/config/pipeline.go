@@ -158,6 +158,16 @@ func decodePipeline(e *eval, b *pipelineBlock) *Pipeline {
 				"A dead_letter block sets either native = true or a sink block, not both.")
 		case native:
 			s.DeadLetter.Native = true
+			if k := lookupKind(s.Source.Kind); k != nil && k.noNativeDeadLetter != nil && s.Source.Config != nil {
+				if why := k.noNativeDeadLetter(s.Source.Config); why != "" {
+					rng := d.DefRange
+					if d.Native != nil {
+						rng = d.Native.Expr.Range()
+					}
+					e.errorf(rng, "No native dead-letter queue",
+						"dead_letter { native = true } moves a failing message to the source broker's own dead-letter queue, but %s: give the dead_letter block a sink block instead, such as sink \"%s\" { ... } naming the queue that should take them.", why, s.Source.Kind)
+				}
+			}
 		case d.Sink != nil:
 			a := decodeAdapter(e, "sink", d.Sink, deadLetterOptions())
 			s.DeadLetter.Sink = &a

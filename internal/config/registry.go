@@ -69,6 +69,11 @@ type AdapterKind[S, K any] struct {
 	// visibility_timeout); 0 where it does not. config refuses a lock
 	// block whose extend_every is not shorter (optional).
 	SourceLock func(cfg S) (name string, d time.Duration)
+	// NoNativeDeadLetter says why a source of this configuration has no
+	// dead-letter queue of its own ("" where it has one), for config to
+	// refuse dead_letter { native = true } at load instead of nacking
+	// each message at run time (optional: nil where every source has one).
+	NoNativeDeadLetter func(cfg S) string
 	// SourceServer and SinkServer name a server that blocks of this kind
 	// start in the process and share (an embedded NATS server): key
 	// names it ("" for none), and every block with that key must have the
@@ -141,6 +146,9 @@ type kind struct {
 	holdServer func(role string, cfg any, log *slog.Logger) (where string, release func(), err error)
 	// sourceLock is AdapterKind.SourceLock; nil where the kind has none.
 	sourceLock func(cfg any) (name string, d time.Duration)
+	// noNativeDeadLetter is AdapterKind.NoNativeDeadLetter; nil where the
+	// kind has none.
+	noNativeDeadLetter func(cfg any) string
 
 	// Migration hooks; nil where the kind has none.
 	countSource      func(ctx context.Context, cfg any, log *slog.Logger) (driver.Backlog, error)
@@ -240,6 +248,14 @@ func Register[S, K any](a AdapterKind[S, K]) {
 				return "", 0
 			}
 			return a.SourceLock(c)
+		}
+	}
+	if a.NoNativeDeadLetter != nil {
+		k.noNativeDeadLetter = func(cfg any) string {
+			if c, ok := cfg.(S); ok {
+				return a.NoNativeDeadLetter(c)
+			}
+			return ""
 		}
 	}
 	if a.CountSource != nil {
