@@ -162,8 +162,14 @@ func checkOTLPVariables() error {
 	}
 	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
 		if e := os.Getenv(v); e != "" {
-			if _, err := url.Parse(e); err != nil {
+			u, err := url.Parse(e)
+			if err != nil {
 				return fmt.Errorf("telemetry: %s is not a valid URL (a user or password with any of : / ? # [ ] @ %% must be percent-encoded; the value is not shown, it may hold one)", v)
+			}
+			if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				// "collector:4318" parses, as scheme "collector": the
+				// exporter then posted every span to https:///v1/traces.
+				return fmt.Errorf("telemetry: %s is not an http(s) URL with a host, such as http://otel-collector:4318 (the value is not shown, it may hold a secret)", v)
 			}
 		}
 	}

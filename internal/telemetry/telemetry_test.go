@@ -616,6 +616,13 @@ func TestFromEnvRefusesMalformedHeadersAndEndpoints(t *testing.T) {
 		{"bad escape", "OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%zz" + secret, true},
 		{"endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:" + secret + "%zz@127.0.0.1:4318", true},
 		{"traces endpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://u:" + secret + "%zz@127.0.0.1:4318/v1/traces", true},
+		// Parsed as a URL of scheme "otel-collector" (and "not-a-url" as a
+		// path): every span went to https:///v1/traces and was lost.
+		{"no scheme", "OTEL_EXPORTER_OTLP_ENDPOINT", "otel-collector:4318", true},
+		{"no scheme, traces", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "otel-collector:4318/v1/traces", true},
+		{"not a url", "OTEL_EXPORTER_OTLP_ENDPOINT", "not-a-url", true},
+		{"other scheme", "OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://127.0.0.1:4317", true},
+		{"https", "OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example:4318", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("OTEL_SDK_DISABLED", "")
