@@ -115,11 +115,7 @@ func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*j
 // by whoever created it, so differences are only logged.
 func (s *jsSource) setup(ctx context.Context) error {
 	j := s.set.js
-	scfg := withLimits(jetstream.StreamConfig{Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage}, j.limits)
-	if j.transform != nil {
-		scfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: j.transform.source, Destination: j.transform.destination}
-	}
-	st, err := ensureStream(ctx, s.js, j.stream, j.createStream && !j.noCreate, scfg, s.log)
+	st, err := ensureStream(ctx, s.js, j.stream, j.createStream && !j.noCreate, j.streamConfig(), s.log)
 	if err != nil {
 		if j.noCreate && errors.Is(err, jetstream.ErrStreamNotFound) {
 			return driver.Permanent(fmt.Errorf("nats: jetstream.stream %q does not exist, and a migration does not create its source's stream (create_stream is for qbridge run): check its name: %w", j.stream, jetstream.ErrStreamNotFound))
@@ -253,6 +249,15 @@ func filterMismatch(durable string, have, want []string) error {
 	}
 	return driver.Permanent(fmt.Errorf("nats: the existing consumer %q %s, and the configuration asks for %v: a migration through it would move other messages than those it names; delete the consumer, name another durable, or %s",
 		durable, filtered, want, fix))
+}
+
+// streamConfig is the stream a source with create_stream makes.
+func (j *jsSourceSettings) streamConfig() jetstream.StreamConfig {
+	scfg := withLimits(jetstream.StreamConfig{Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage}, j.limits)
+	if j.transform != nil {
+		scfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: j.transform.source, Destination: j.transform.destination}
+	}
+	return scfg
 }
 
 // ensureStream returns the stream, creating it when allowed.

@@ -1,9 +1,13 @@
 package nats
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // EmbeddedServer is, for a block with embedded = true, the server it
@@ -55,4 +59,42 @@ func HoldEmbedded(c ConnConfig, log *slog.Logger) (url string, release func(), e
 		return "", nil, err
 	}
 	return e.url(), sync.OnceFunc(e.release), nil
+}
+
+// HoldEmbeddedSource is HoldEmbedded for a source block, which also makes
+// the source's stream (create_stream) once the server listens. The stream
+// is what an app publishes into: made only when the source opened, after
+// its pipeline's sink, it was missing while the sink could not open (a
+// sidecar's SQS unreachable at pod start), and the app's publishes were
+// refused ("no stream captures subject") while the spool was there to
+// hold them. A stream that cannot be made here is left to the source's
+// open, which says why.
+func HoldEmbeddedSource(c SourceConfig, log *slog.Logger) (url string, release func(), err error) {
+	url, release, err = HoldEmbedded(c.ConnConfig, log)
+	if err != nil || release == nil {
+		return url, release, err
+	}
+	set, err := c.resolve()
+	if err != nil || set.js == nil || !set.js.createStream || set.js.noCreate {
+		return url, release, nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), set.conn.ConnectTimeout+5*time.Second)
+	defer cancel()
+	conn, err := dialAt(ctx, set.conn, log, slog.LevelDebug)
+	if err != nil {
+		log.Warn("nats: the source's stream is made when the source opens", "stream", set.js.stream, "error", err)
+		return url, release, nil
+	}
+	defer conn.close()
+	js, err := jetstream.New(conn.nc)
+	if err == nil {
+		_, err = ensureStream(ctx, js, set.js.stream, true, set.js.streamConfig(), log)
+	}
+	if err != nil {
+		log.Warn("nats: the source's stream is made when the source opens", "stream", set.js.stream, "error", err)
+	}
+	return url, release, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/internal/filelock"
 )
@@ -134,4 +138,79 @@ pipeline "app-to-cloud" {
 		t.Fatalf("the store is still locked after the daemon stopped: %v", err)
 	}
 	again()
+}
+
+// A sidecar's spool takes the app's writes from the start, while the
+// pipeline's sink cannot open (its cloud queue unreachable at pod start):
+// the JetStream source's create_stream stream is made once the embedded
+// server listens, not when the source opens after the sink. Before, the
+// app's publishes were refused ("no stream captures subject") until the
+// sink answered. The server is listed first by another pipeline's sink
+// here, so the source's hold is the second on it.
+func TestSpoolStreamExistsBeforeTheSinkOpens(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(t.TempDir(), "nats")
+	src := fmt.Sprintf(`http { listen = "127.0.0.1:0" }
+pipeline "cloud-to-app" {
+  readiness        = "ignored"
+  shutdown_timeout = "2s"
+  source "memtest" {
+    name = "cloud"
+    fail = "dial tcp 127.0.0.1:443: connection refused"
+  }
+  sink "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "orders.in"
+  }
+}
+pipeline "app-to-cloud" {
+  readiness        = "ignored"
+  shutdown_timeout = "2s"
+  source "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "orders.out"
+    jetstream {
+      stream        = "ORDERS_OUT"
+      durable       = "bridge"
+      create_stream = true
+    }
+  }
+  sink "memtest" { fail = "dial tcp 127.0.0.1:443: connection refused" }
+}
+`, store)
+	d := startDaemon(t, writeFile(t, dir, "s.hcl", src))
+	base := d.baseURL(t)
+	var body string
+	eventually(t, "/startupz 200 once the embedded server listens", func() bool {
+		var code int
+		code, body = get(t, base+"/startupz")
+		return code == 200
+	})
+	m := regexp.MustCompile(`listening on (nats://127\.0\.0\.1:\d+)`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("/startupz body:\n%s", body)
+	}
+	nc, err := nats.Connect(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, "orders.out", []byte("order 1")); err != nil {
+		t.Fatalf("the app's publish into the spool, while the sink cannot open: %v\nlog:\n%s", err, d.log)
+	}
+	if _, rb := get(t, base+"/readyz"); !strings.Contains(rb, "connection refused") {
+		t.Errorf("/readyz does not show the sink still failing:\n%s", rb)
+	}
+	d.sig <- syscall.SIGTERM
+	if code := d.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM; log:\n%s", code, d.log)
+	}
 }

@@ -29,7 +29,7 @@ func init() {
 		SourceServer: func(c nats.SourceConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
 		SinkServer:   func(c nats.SinkConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
 		HoldSourceServer: func(c nats.SourceConfig, log *slog.Logger) (string, func(), error) {
-			return nats.HoldEmbedded(c.ConnConfig, log)
+			return nats.HoldEmbeddedSource(c, log)
 		},
 		HoldSinkServer: func(c nats.SinkConfig, log *slog.Logger) (string, func(), error) {
 			return nats.HoldEmbedded(c.ConnConfig, log)
