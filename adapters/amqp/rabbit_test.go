@@ -729,3 +729,37 @@ func TestDeliveryCountGrowsWithHandBacks(t *testing.T) {
 		t.Errorf("the count outlives the acknowledgement: %v", src.redeliv.n)
 	}
 }
+
+// An address template that renders an address the broker refuses at attach
+// (a "/" in the value: RabbitMQ's invalid_destination, amqp:invalid-field)
+// fails that message for good; the others of the call are delivered. It was
+// retried for ever, the session torn down and rebuilt each time (audit).
+func TestSinkTemplatedAddressTheBrokerRefuses(t *testing.T) {
+	url := brokerURL(t)
+	base := queue(t)
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: base + "-{attr.route}"})
+	msgTo := func(body, route string) *mapping.Message {
+		m := textMsg(body)
+		m.SetAttr("route", mapping.String(route))
+		return m
+	}
+	sendAll(t, snk, []*mapping.Message{msgTo("ok-1", "a")})
+	errs := snk.Send(ctxT(t, 20*time.Second), []*mapping.Message{msgTo("bad", "x/../../exchange/amq.topic"), msgTo("other", "b")})
+	if !driver.IsPermanent(errs[0]) || !strings.Contains(errs[0].Error(), "refuses the address") {
+		t.Fatalf("a refused address: %v, want a permanent error naming it", errs[0])
+	}
+	// RabbitMQ ended the session: the other message of the call failed
+	// with it, and is only retried (the refusal names another address).
+	if errs[1] != nil && driver.IsPermanent(errs[1]) {
+		t.Fatalf("the call's other message: %v, want no error or a transient one", errs[1])
+	}
+	// The sink goes on after the refusal (the broker ended the session).
+	if errs := snk.Send(ctxT(t, 20*time.Second), []*mapping.Message{msgTo("ok-2", "a")}); errs[0] != nil {
+		t.Fatalf("after the refusal: %v", errs[0])
+	}
+	for _, id := range []string{"ok-1", "ok-2"} {
+		if m := rawReceive(t, url, base+"-a", 5*time.Second); m == nil || m.Properties.MessageID != id {
+			t.Errorf("want %s: %+v", id, m)
+		}
+	}
+}

@@ -97,6 +97,15 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		sl, err := c.sender(ctx, addr, s.set.targetDur, s.set.conn.closeTimeout)
 		if err != nil {
 			errs[i] = s.failed(c, nil, addr, fmt.Errorf("attach: %w", err))
+			if !s.set.isStatic && addressRefused(err, addr) {
+				// The address this message's template rendered is one the
+				// broker will not take (a "/" in the value makes
+				// /queue/x/../../exchange/amq.topic): retried, it held the
+				// message for ever and tore the session down each time.
+				// A fixed address that the broker refuses is the
+				// operator's to mend: that one stays transient.
+				errs[i] = driver.Permanent(fmt.Errorf("amqp sink: the broker refuses the address %q that the address template renders for this message: %w", addr, errs[i]))
+			}
 			continue
 		}
 		msg, err := s.encode(m, sl.snd)
@@ -203,6 +212,36 @@ func (s *sink) sendErr(ctx context.Context, c *sconn, sl *sendLink, err error) e
 	}
 	// go-amqp's marshaller refusing a value: retrying cannot help
 	return driver.Permanent(fmt.Errorf("amqp sink: %s: %w", sl.addr, err))
+}
+
+// addressRefused reports whether the attach to addr failed because the
+// broker refused that address (amqp:invalid-field: RabbitMQ's
+// invalid_destination; amqp:not-found), not because the link, session or
+// connection was lost. A detach of the link is this attach's answer.
+// RabbitMQ 3.x ends the whole session instead, which also fails the other
+// links being attached on it meanwhile: its error counts for addr only
+// where its description names addr (RabbitMQ's names the destination, the
+// address without its first segment: "/x" of "/queue/x").
+func addressRefused(err error, addr string) bool {
+	refusal := func(e *amqp.Error) bool {
+		return e != nil && (e.Condition == amqp.ErrCondInvalidField || e.Condition == amqp.ErrCondNotFound)
+	}
+	var le *amqp.LinkError
+	if errors.As(err, &le) {
+		return refusal(le.RemoteErr)
+	}
+	var se *amqp.SessionError
+	if !errors.As(err, &se) || !refusal(se.RemoteErr) {
+		return false
+	}
+	desc := se.RemoteErr.Description
+	if strings.Contains(desc, addr) {
+		return true
+	}
+	if i := strings.IndexByte(addr[min(1, len(addr)):], '/'); i >= 0 {
+		return strings.Contains(desc, addr[i+1:])
+	}
+	return false
 }
 
 // failed drops the broken link (or the whole connection when the session or
