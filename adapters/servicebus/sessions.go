@@ -21,9 +21,9 @@ import (
 // and served by one worker that hands out one message at a time and waits
 // for its settlement before receiving the next, so a session's messages
 // are processed one by one, in order (a dry run's held sample excepted:
-// Held). The worker renews the session lock
-// for as long as it holds the session, and releases the session when it
-// has had no message for idle_timeout.
+// Held). The worker renews the session lock for as long as it holds the
+// session, and releases the session when it has had no message for
+// idle_timeout.
 type sessionSource struct {
 	*amqpCommon
 	feed[driver.Delivery]
