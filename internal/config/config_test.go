@@ -295,7 +295,7 @@ func TestDiagnostics(t *testing.T) {
 		{"bad set bool", pipe("  mapping {\n    set \"k\" {\n      type = \"String.bool\"\n      value = \"maybe\"\n    }\n  }"), "Invalid attribute value", `"maybe" is not a valid String.bool`, 7, 15},
 		{"bad set int", pipe("  mapping {\n    set \"k\" {\n      type = \"Number.int\"\n      value = \"99999999999\"\n    }\n  }"), "Invalid attribute value", `"99999999999" is not a valid Number.int`, 7, 15},
 		{"empty set template", pipe("  mapping {\n    set \"k\" {\n      type = \"String\"\n      template = \"\"\n    }\n  }"), "Empty template", "would set nothing", 7, 18},
-		{"set missing value", pipe("  mapping {\n    set \"k\" { type = \"String\" }\n  }"), "Missing required argument", `"value"`, 5, 5},
+		{"set missing value", pipe("  mapping {\n    set \"k\" { type = \"String\" }\n  }"), "Missing required argument", `"value" is required, but no definition was found: a set block has value (a constant) or template`, 5, 5},
 		{"set value and template", pipe("  mapping {\n    set \"k\" {\n      type = \"String\"\n      value = \"v\"\n      template = \"{id}\"\n    }\n  }"), "Conflicting set arguments", "not both", 8, 18},
 		{"set bad template", pipe("  mapping {\n    set \"k\" {\n      type = \"String\"\n      template = \"{tenant}\"\n    }\n  }"), "Invalid template", "unknown placeholder {tenant}", 7, 18},
 		{"rename missing to", pipe("  mapping {\n    rename { from = \"a\" }\n  }"), "Missing required argument", `"to"`, 5, 5},

@@ -674,7 +674,12 @@ func decodeSet(e *eval, b *setBlock) (rules.Set, bool) {
 	if b.Template != nil {
 		valueAttr = b.Template
 	}
-	if !e.required(b.DefRange, "type", b.Type) || !e.required(b.DefRange, "value", valueAttr) {
+	if !e.required(b.DefRange, "type", b.Type) {
+		return rules.Set{}, false
+	}
+	if valueAttr == nil {
+		e.errorf(b.DefRange, "Missing required argument",
+			"The argument \"value\" is required, but no definition was found: a set block has value (a constant) or template (rendered per message, such as \"{correlation_id}\").")
 		return rules.Set{}, false
 	}
 	var dt, text string
