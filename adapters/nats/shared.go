@@ -13,12 +13,17 @@ import (
 // EmbeddedServer is, for a block with embedded = true, the server it
 // shares with every other block on the same store_dir (one server per
 // store, started by the first to open): key is the store directory,
-// settings what must be the same in each, and described the settings
-// without the secrets. key is "" for a block that connects to a server.
-func EmbeddedServer(c ConnConfig) (key, settings, described string) {
+// settings what must be the same in each, described the settings without
+// the secrets, and listen the address it takes where that is fixed
+// (127.0.0.1:port; "" for a random port). key is "" for a block that
+// connects to a server.
+func EmbeddedServer(c ConnConfig) (key, settings, described, listen string) {
 	cc, err := c.resolve()
 	if err != nil || !cc.Embedded {
-		return "", "", ""
+		return "", "", "", ""
+	}
+	if cc.Port != 0 {
+		listen = fmt.Sprintf("127.0.0.1:%d", cc.Port)
 	}
 	settings = fmt.Sprintf("%d\x00%s\x00%s\x00%s", cc.Port, cc.User, cc.Password, cc.Token)
 	described = "no port (a random one)"
@@ -33,7 +38,7 @@ func EmbeddedServer(c ConnConfig) (key, settings, described string) {
 	default:
 		described += ", no credentials"
 	}
-	return cc.StoreDir, settings, described
+	return cc.StoreDir, settings, described, listen
 }
 
 // HoldEmbedded starts, or joins, the embedded server c names and returns

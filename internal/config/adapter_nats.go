@@ -26,8 +26,8 @@ func init() {
 		SinkMapping: func(c *nats.SinkConfig, o mapping.Options) {
 			c.Policy, c.MaxMessageSize, c.CarrySource, c.Envelope = o.Policy, o.MaxMessageSize, o.CarrySource, o.Envelope
 		},
-		SourceServer: func(c nats.SourceConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
-		SinkServer:   func(c nats.SinkConfig) (string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
+		SourceServer: func(c nats.SourceConfig) (string, string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
+		SinkServer:   func(c nats.SinkConfig) (string, string, string, string) { return nats.EmbeddedServer(c.ConnConfig) },
 		HoldSourceServer: func(c nats.SourceConfig, log *slog.Logger) (string, func(), error) {
 			return nats.HoldEmbeddedSource(c, log)
 		},

@@ -372,3 +372,37 @@ pipeline "two" {
 	}
 	c.Close()
 }
+
+// Two embedded servers (two store directories) cannot listen on one fixed
+// port: validate passed it, and the second then failed to start for ever
+// ("address already in use"). Random ports never conflict.
+func TestEmbeddedServersOnOnePort(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	block := func(role, dir, port string) string {
+		s := role + " \"nats\" {\n    embedded  = true\n    store_dir = \"" + dir + "\"\n    subject   = \"" + role + "\"\n"
+		if port != "" {
+			s += "    port = " + port + "\n"
+		}
+		return s + "  }\n"
+	}
+	for _, tc := range []struct {
+		name, srcPort, sinkPort string
+		conflict                bool
+	}{
+		{"one port", "24875", "24875", true},
+		{"two ports", "24875", "24876", false},
+		{"random ports", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "pipeline \"p\" {\n  " + block("source", a, tc.srcPort) + "  " + block("sink", b, tc.sinkPort) + "}\n"
+			_, diags := NewLoader().LoadBytes("t.hcl", []byte(src))
+			got := diagList(diags)
+			if conflict := strings.Contains(got, "Conflicting embedded servers"); conflict != tc.conflict {
+				t.Errorf("conflict %v, want %v:\n%s", conflict, tc.conflict, got)
+			}
+			if tc.conflict && (!strings.Contains(got, "t.hcl:2:3") || !strings.Contains(got, "127.0.0.1:24875")) {
+				t.Errorf("want the first block's position and the address:\n%s", got)
+			}
+		})
+	}
+}

@@ -29,8 +29,8 @@ type eval struct {
 
 // serverUse is the first block to name a shared server.
 type serverUse struct {
-	settings, described string
-	at                  hcl.Range
+	settings, described, listen string
+	at                          hcl.Range
 }
 
 func (e *eval) errorf(rng hcl.Range, summary, format string, args ...any) {

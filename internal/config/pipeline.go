@@ -213,8 +213,8 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 		return Adapter{}
 	}
 	if k.server != nil {
-		key, settings, described := k.server(role, cfg)
-		checkSharedServer(e, b, key, settings, described)
+		key, settings, described, listen := k.server(role, cfg)
+		checkSharedServer(e, b, key, settings, described, listen)
 	}
 	return Adapter{Kind: b.Kind, Config: cfg}
 }
@@ -224,13 +224,26 @@ func decodeAdapter(e *eval, role string, b *adapterBlock, opt mapping.Options) A
 // settings: the first to open starts it, and the other then failed to open
 // for ever at run time ("already running with another port or
 // credentials"), whichever opened first.
-func checkSharedServer(e *eval, b *adapterBlock, key, settings, described string) {
+//
+// Servers of different keys cannot listen on one fixed address: the
+// second then failed to start for ever ("address already in use").
+func checkSharedServer(e *eval, b *adapterBlock, key, settings, described, listen string) {
 	if key == "" || e.servers == nil {
 		return
 	}
 	first, seen := e.servers[key]
 	if !seen {
-		e.servers[key] = serverUse{settings: settings, described: described, at: b.DefRange}
+		if listen != "" {
+			for other, use := range e.servers {
+				if use.listen == listen {
+					e.errorf(b.DefRange, "Conflicting embedded servers",
+						"This block starts an embedded server on store_dir %s and the one at %s another on store_dir %s, both listening on %s: one address takes one server. Give one of them another port, or both the same store_dir to share one server.",
+						key, position(use.at), other, listen)
+					return
+				}
+			}
+		}
+		e.servers[key] = serverUse{settings: settings, described: described, listen: listen, at: b.DefRange}
 		return
 	}
 	if first.settings == settings {

@@ -79,8 +79,10 @@ type AdapterKind[S, K any] struct {
 	// names it ("" for none), and every block with that key must have the
 	// same settings, since the first to open starts it; described says
 	// what they are, without secrets. nil where the kind starts none.
-	SourceServer func(cfg S) (key, settings, described string)
-	SinkServer   func(cfg K) (key, settings, described string)
+	// listen is the address the server takes where the block fixes it
+	// ("" where it does not): two servers cannot share one.
+	SourceServer func(cfg S) (key, settings, described, listen string)
+	SinkServer   func(cfg K) (key, settings, described, listen string)
 	// HoldSourceServer and HoldSinkServer start, or join, that server and
 	// return once it accepts connections, with where (no secrets) and the
 	// release of the hold: the daemon holds each from its start, so that
@@ -140,7 +142,7 @@ type kind struct {
 	feeds func(src, sink any) (why string, loops bool)
 	// server is AdapterKind.SourceServer or SinkServer, by role ("source"
 	// or "sink"); nil where the kind starts none.
-	server func(role string, cfg any) (key, settings, described string)
+	server func(role string, cfg any) (key, settings, described, listen string)
 	// holdServer is AdapterKind.HoldSourceServer or HoldSinkServer, by
 	// role; nil where the kind starts none.
 	holdServer func(role string, cfg any, log *slog.Logger) (where string, release func(), err error)
@@ -220,14 +222,14 @@ func Register[S, K any](a AdapterKind[S, K]) {
 		}
 	}
 	if a.SourceServer != nil || a.SinkServer != nil {
-		k.server = func(role string, cfg any) (string, string, string) {
+		k.server = func(role string, cfg any) (string, string, string, string) {
 			if c, ok := cfg.(S); ok && role == "source" && a.SourceServer != nil {
 				return a.SourceServer(c)
 			}
 			if c, ok := cfg.(K); ok && role == "sink" && a.SinkServer != nil {
 				return a.SinkServer(c)
 			}
-			return "", "", ""
+			return "", "", "", ""
 		}
 	}
 	if a.HoldSourceServer != nil || a.HoldSinkServer != nil {

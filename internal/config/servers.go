@@ -28,7 +28,7 @@ func (c *Config) Servers() []Server {
 		if k == nil || k.server == nil || k.holdServer == nil {
 			return
 		}
-		key, settings, described := k.server(role, a.Config)
+		key, settings, described, _ := k.server(role, a.Config)
 		if key == "" {
 			return
 		}
