@@ -105,8 +105,14 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	entity := "nats " + streamIdentity(set.conn, stream)
 	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && set.js.createStream {
-		// The sink creates it when it opens: it holds nothing before.
-		return driver.Backlog{Deduplicates: true, Ordered: true, Exact: true, Entity: entity}, nil
+		// The sink creates it when it opens: it holds nothing before, and
+		// it will have the limits the block gives it, with no consumer
+		// (a migration into a stream made with stream_max_msgs 100 said
+		// complete, exit 0, having dropped all but 100).
+		c := set.js.streamConfig()
+		b := driver.Backlog{Deduplicates: c.Duplicates > 0, Ordered: true, Exact: true, Entity: entity}
+		b.Limits, b.KeepsAtMost, b.KeepsNone = streamLimits(c, 0)
+		return b, nil
 	}
 	if err != nil {
 		return driver.Backlog{}, sinkStreamMissing(err, fmt.Errorf("nats: stream %s: %w", stream, err))

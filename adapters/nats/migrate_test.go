@@ -416,3 +416,32 @@ func TestMigrateRefusesAnUnfilteredDurable(t *testing.T) {
 		t.Errorf("browse: %v", err)
 	}
 }
+
+// The count of a stream that create_stream will make says the limits it
+// will be made with (with no consumer yet): a migration into one made with
+// stream_max_msgs 100 said complete, exit 0, after the stream dropped all
+// but 100 (and with interest retention, all of them), where an existing
+// stream with those limits is refused before anything moves (audit).
+func TestCountSinkOfAStreamToBeMadeHasItsLimits(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t)
+	for name, tc := range map[string]struct {
+		lim         StreamLimitsConfig
+		keepsAtMost int64
+		keepsNone   bool
+	}{
+		"max_msgs": {lim: StreamLimitsConfig{MaxMsgs: 100}, keepsAtMost: 100},
+		"interest": {lim: StreamLimitsConfig{Retention: "interest"}, keepsNone: true},
+		"none":     {},
+	} {
+		cfg := SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: "new." + name,
+			JetStream: &JetStreamSinkConfig{Stream: "NEW_" + name, CreateStream: true, StreamLimitsConfig: tc.lim}}
+		got, err := CountSink(ctxT(t, 10*time.Second), cfg, nil)
+		if err != nil {
+			t.Fatalf("%s: CountSink: %v", name, err)
+		}
+		if got.KeepsAtMost != tc.keepsAtMost || got.KeepsNone != tc.keepsNone || (got.Limits == "") != (tc.keepsAtMost == 0 && !tc.keepsNone) || !got.Deduplicates || got.Ready != 0 {
+			t.Errorf("%s: CountSink of a stream create_stream will make = %+v", name, got)
+		}
+	}
+}

@@ -90,9 +90,7 @@ func (s *sink) connect(ctx context.Context, first bool) (*conn, jetstream.JetStr
 		return nil, nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
 	if first && j.stream != "" {
-		st, err := ensureStream(ctx, js, j.stream, j.createStream, withLimits(jetstream.StreamConfig{
-			Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage, Duplicates: j.duplicateWindow,
-		}, j.limits), s.log)
+		st, err := ensureStream(ctx, js, j.stream, j.createStream, j.streamConfig(), s.log)
 		if err != nil {
 			c.close()
 			return nil, nil, err
@@ -102,6 +100,13 @@ func (s *sink) connect(ctx context.Context, first bool) (*conn, jetstream.JetStr
 		}
 	}
 	return c, js, nil
+}
+
+// streamConfig is the stream a sink with create_stream makes.
+func (j *jsSinkSettings) streamConfig() jetstream.StreamConfig {
+	return withLimits(jetstream.StreamConfig{
+		Name: j.stream, Subjects: j.streamSubjects, Storage: jetstream.FileStorage, Duplicates: j.duplicateWindow,
+	}, j.limits)
 }
 
 // redial replaces a connection nats.go closed for good: it does so after a
