@@ -59,7 +59,7 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: stream %s: %w", j.stream, err)
 	}
-	b := driver.Backlog{Ordered: true, Exact: true, Entity: entity, Created: st.CachedInfo().Created}
+	b := driver.Backlog{Ordered: true, Exact: true, Entity: entity, Created: st.CachedInfo().Created, ForgetsRecentAcks: set.conn.Embedded}
 	cons, err := st.Consumer(ctx, j.durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		b.Ready, err = streamMsgs(ctx, st, j.filterSubjects)

@@ -58,6 +58,13 @@ type Backlog struct {
 	// drained after a short quiet spell instead of -idle, and a sink's
 	// short count for the truth instead of counting it again.
 	Exact bool `json:"-"`
+	// ForgetsRecentAcks says, of a source, that its broker runs in this
+	// process and keeps the last acknowledgements it took in memory for a
+	// moment (an embedded nats-server writes a consumer's state at most
+	// ten times a second): a kill -9 loses them with the process, and the
+	// messages come again as first deliveries, which no delivery count
+	// shows as an earlier run's.
+	ForgetsRecentAcks bool `json:"-"`
 	// Entity names the counted entity as the broker knows it (SQS
 	// QueueArn), or is empty: a source and a sink configured in different
 	// words but naming one entity have the same Entity.

@@ -183,6 +183,11 @@ func verification(j *JobReport, mode Mode) *Verification {
 			// more than this run wrote.
 			v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink did not drop them as duplicates", n))
 		}
+		if src := j.SourceBefore; mode == ModeMove && src != nil && src.ForgetsRecentAcks && (src.InFlight > 0 || j.Redelivered > 0) && !(j.SinkAfter.Deduplicates && j.DuplicatesDropped > 0) {
+			// An audit found 256 there twice after a kill -9, with "up to
+			// 128" said.
+			v.addNote("more may be there twice than any count shows: the source's server ran in the interrupted qbridge process and writes a consumer's acknowledgements to disk at most ten times a second, so those of its last moments were lost with it and their messages came again as first deliveries")
+		}
 		if n := min(j.rewritable, j.Written) - byRewrite; resumed && n > 0 {
 			v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the interrupted copy may have written them past its checkpoint (its state file says), and the sink did not drop them as duplicates", n))
 		}

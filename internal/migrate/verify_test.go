@@ -136,6 +136,16 @@ func TestVerification(t *testing.T) {
 			mode: ModeMove, verified: true, checked: true, note: "up to 15 of the messages may be there twice"},
 		{name: "resumed move, deduplicating sink that dropped every copy", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20, DuplicatesDropped: 20}, SinkBefore: dedup(0), SinkAfter: dedup(80)},
 			mode: ModeMove, verified: true, checked: true, note: "20 of the duplicates the sink reported are taken for rewrites of messages the source had delivered before"},
+		// An embedded server killed with the process loses the last
+		// acknowledgements it took: an audit found 256 twice where "up to
+		// 128" was said. Not said where nothing was interrupted, nor where
+		// a deduplicating sink dropped the copies.
+		{name: "resumed move from an embedded server", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20}, SourceBefore: &driver.Backlog{Ready: 80, InFlight: 20, ForgetsRecentAcks: true}, SinkBefore: bl(0, 0), SinkAfter: bl(100, 0)},
+			mode: ModeMove, verified: true, checked: true, note: "up to 20 of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink did not drop them as duplicates; more may be there twice than any count shows"},
+		{name: "clean move from an embedded server", j: JobReport{Counts: Counts{Written: 100}, SourceBefore: &driver.Backlog{Ready: 100, ForgetsRecentAcks: true}, SinkBefore: bl(0, 0), SinkAfter: bl(100, 0)},
+			mode: ModeMove, verified: true, checked: true},
+		{name: "resumed move from an embedded server, copies dropped", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20, DuplicatesDropped: 20}, SourceBefore: &driver.Backlog{Ready: 80, InFlight: 20, ForgetsRecentAcks: true}, SinkBefore: dedup(0), SinkAfter: dedup(80)},
+			mode: ModeMove, verified: true, checked: true, note: "20 of the duplicates the sink reported are taken for rewrites"},
 		{name: "dry run", j: JobReport{DryRun: &DryRunReport{}}, mode: ModeDryRun, nil: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
