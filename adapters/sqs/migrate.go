@@ -52,6 +52,16 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	return countQueue(ctx, client, &cfg.ConnConfig)
 }
 
+// countMaxBackoff caps the SDK's wait between a count's attempts (20 s
+// by default): a count runs within -connect-timeout, and when the SDK was
+// still waiting to try again as that ended, the count's error said only
+// "context deadline exceeded", not the attempts' "connection refused".
+const countMaxBackoff = time.Second
+
+func countRetries(o *awssqs.Options) {
+	o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, countMaxBackoff)
+}
+
 // countAttrs map the queue's counters to the backlog
 // (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_GetQueueAttributes.html).
 var countAttrs = []types.QueueAttributeName{
@@ -66,7 +76,7 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 		return driver.Backlog{}, countError(err)
 	}
 	out, err := client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-		AttributeNames: append(countAttrs[:len(countAttrs):len(countAttrs)], types.QueueAttributeNameQueueArn)})
+		AttributeNames: append(countAttrs[:len(countAttrs):len(countAttrs)], types.QueueAttributeNameQueueArn)}, countRetries)
 	if err != nil {
 		return driver.Backlog{}, countError(fmt.Errorf("sqs: count queue %s: %w", url, err))
 	}
