@@ -509,7 +509,13 @@ func sampleCost(kind string) string {
 // open says why (and the job's report with it).
 func holdServers(pipes []*config.Pipeline, log *slog.Logger) (release func()) {
 	var releases []func()
-	for _, s := range (&config.Config{Pipelines: pipes}).Servers() {
+	// As the jobs will run them: a hold of a source's server would make
+	// its stream (create_stream), which a migration never does.
+	forMigration := make([]*config.Pipeline, len(pipes))
+	for i, p := range pipes {
+		forMigration[i] = p.ForMigration()
+	}
+	for _, s := range (&config.Config{Pipelines: forMigration}).Servers() {
 		if _, rel, err := s.Hold(log); err == nil {
 			releases = append(releases, rel)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -366,5 +367,55 @@ func TestMigrateInterruptSaysItOnce(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
 	if last, want := lines[len(lines)-1], "qbridge migrate: interrupted in pipeline archive; the summary says what was done and what is left"; last != want {
 		t.Errorf("last line on standard error %q, want %q", last, want)
+	}
+}
+
+// A migration never makes its source's stream, whatever the source block's
+// create_stream says (a misspelt stream would be moved from empty and said
+// complete): the daemon's hold of an embedded server makes a source's
+// stream now, and migrate holds its servers as the jobs run the pipelines.
+func TestMigrateHoldMakesNoSourceStream(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	cfg := writeFile(t, dir, "m.hcl", fmt.Sprintf(`
+pipeline "archive" {
+  source "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "in.x"
+    jetstream {
+      stream        = "MISSPELT"
+      durable       = "archive"
+      create_stream = true
+    }
+  }
+  sink "nats" {
+    embedded  = true
+    store_dir = %[1]q
+    subject   = "out.x"
+    jetstream {
+      stream        = "OUT"
+      create_stream = true
+    }
+  }
+}
+`, store))
+	code, out, errOut := runCmd(t, "migrate", "-yes", "-progress", "off", "-connect-timeout", "30s", cfg)
+	if code != 1 || !strings.Contains(out+errOut, "MISSPELT does not exist") {
+		t.Fatalf("exit %d, want 1 naming the missing stream\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	url, release, err := natsadapter.HoldEmbedded(natsadapter.ConnConfig{Embedded: true, StoreDir: store}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := nc.JetStream()
+	if _, err := js.StreamInfo("MISSPELT"); !errors.Is(err, nats.ErrStreamNotFound) {
+		t.Errorf("the source's stream after the migration: %v, want none", err)
 	}
 }
