@@ -411,7 +411,6 @@ func waitAck(ctx context.Context, f jetstream.PubAckFuture, dups *duplicates) er
 	}
 }
 
-// publishErr marks the errors that retrying cannot fix as permanent.
 // jetStreamMaxHeaders is the most header bytes a stream stores: nats-server
 // refuses more (JSStreamHeaderExceedsMaximumErr, "header size exceeds
 // maximum allowed of 64k", checked against math.MaxUint16 in stream.go)
@@ -423,6 +422,7 @@ const jetStreamMaxHeaders = math.MaxUint16
 // errCodeHeaderTooLarge is that refusal's JetStream error code.
 const errCodeHeaderTooLarge jetstream.ErrorCode = 10097
 
+// publishErr marks the errors that retrying cannot fix as permanent.
 func publishErr(err error) error {
 	if err == nil {
 		return nil
