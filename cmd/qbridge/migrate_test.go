@@ -284,15 +284,32 @@ func TestIsStdout(t *testing.T) {
 // messages to IN.
 func embeddedMigration(t *testing.T, dir string, n int) string {
 	t.Helper()
-	store := filepath.Join(dir, "store")
-	cfg := writeFile(t, dir, "m.hcl", fmt.Sprintf(`
+	cfg := embeddedMigrationConfig(t, dir, "IN")
+	js, done := embeddedJetStream(t, filepath.Join(dir, "store"))
+	defer done()
+	if _, err := js.AddStream(&nats.StreamConfig{Name: "IN", Subjects: []string{"in.x"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := js.Publish("in.x", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg
+}
+
+// embeddedMigrationConfig writes the configuration of embeddedMigration,
+// whose source reads the stream named source (create_stream set).
+func embeddedMigrationConfig(t *testing.T, dir, source string) string {
+	t.Helper()
+	return writeFile(t, dir, "m.hcl", fmt.Sprintf(`
 pipeline "archive" {
   source "nats" {
     embedded  = true
     store_dir = %[1]q
     subject   = "in.x"
     jetstream {
-      stream        = "IN"
+      stream        = %[2]q
       durable       = "archive"
       create_stream = true
     }
@@ -307,27 +324,32 @@ pipeline "archive" {
     }
   }
 }
-`, store))
+`, filepath.Join(dir, "store"), source))
+}
+
+// embeddedJetStream holds the embedded server of store and returns a
+// JetStream context on it, and done, which closes the connection and
+// releases the server (a migration run after it starts the server anew).
+func embeddedJetStream(t *testing.T, store string) (js nats.JetStreamContext, done func()) {
+	t.Helper()
 	url, release, err := natsadapter.HoldEmbedded(natsadapter.ConnConfig{Embedded: true, StoreDir: store}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
 	nc, err := nats.Connect(url)
 	if err != nil {
+		release()
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := nc.JetStream()
-	if _, err := js.AddStream(&nats.StreamConfig{Name: "IN", Subjects: []string{"in.x"}}); err != nil {
+	done = func() {
+		nc.Close()
+		release()
+	}
+	if js, err = nc.JetStream(); err != nil {
+		done()
 		t.Fatal(err)
 	}
-	for i := range n {
-		if _, err := js.Publish("in.x", []byte(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cfg
+	return js, done
 }
 
 // TestMigrateStartsItsEmbeddedServerOnce: the server of an embedded store
@@ -376,45 +398,13 @@ func TestMigrateInterruptSaysItOnce(t *testing.T) {
 // stream now, and migrate holds its servers as the jobs run the pipelines.
 func TestMigrateHoldMakesNoSourceStream(t *testing.T) {
 	dir := t.TempDir()
-	store := filepath.Join(dir, "store")
-	cfg := writeFile(t, dir, "m.hcl", fmt.Sprintf(`
-pipeline "archive" {
-  source "nats" {
-    embedded  = true
-    store_dir = %[1]q
-    subject   = "in.x"
-    jetstream {
-      stream        = "MISSPELT"
-      durable       = "archive"
-      create_stream = true
-    }
-  }
-  sink "nats" {
-    embedded  = true
-    store_dir = %[1]q
-    subject   = "out.x"
-    jetstream {
-      stream        = "OUT"
-      create_stream = true
-    }
-  }
-}
-`, store))
+	cfg := embeddedMigrationConfig(t, dir, "MISSPELT")
 	code, out, errOut := runCmd(t, "migrate", "-yes", "-progress", "off", "-connect-timeout", "30s", cfg)
 	if code != 1 || !strings.Contains(out+errOut, "MISSPELT does not exist") {
 		t.Fatalf("exit %d, want 1 naming the missing stream\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	url, release, err := natsadapter.HoldEmbedded(natsadapter.ConnConfig{Embedded: true, StoreDir: store}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := nc.JetStream()
+	js, done := embeddedJetStream(t, filepath.Join(dir, "store"))
+	defer done()
 	if _, err := js.StreamInfo("MISSPELT"); !errors.Is(err, nats.ErrStreamNotFound) {
 		t.Errorf("the source's stream after the migration: %v, want none", err)
 	}

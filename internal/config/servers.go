@@ -1,6 +1,9 @@
 package config
 
-import "log/slog"
+import (
+	"log/slog"
+	"slices"
+)
 
 // Server is a server the configuration starts in the process and its
 // blocks share (an embedded NATS server), one per key.
@@ -17,11 +20,14 @@ type Server struct {
 // Servers are the servers the configuration's adapter blocks start, in
 // the order the blocks come.
 //
-// A server's Hold holds it for each of its source blocks too, after the
-// first block's hold: a source's hold may prepare what apps use before the
-// pipeline opens (a JetStream source's create_stream makes its stream).
+// A server's Hold holds it for the first block that names it and for each
+// of its later source blocks: a source's hold may prepare what apps use
+// before the pipeline opens (a JetStream source's create_stream makes its
+// stream).
 func (c *Config) Servers() []Server {
+	type hold = func(log *slog.Logger) (string, func(), error)
 	var out []Server
+	var holds [][]hold       // by index in out
 	seen := map[string]int{} // key → index in out
 	add := func(role string, a *Adapter) {
 		k := lookupKind(a.Kind)
@@ -33,38 +39,16 @@ func (c *Config) Servers() []Server {
 			return
 		}
 		cfg := a.Config
-		hold := func(log *slog.Logger) (string, func(), error) { return k.holdServer(role, cfg, orDefault(log)) }
-		i, ok := seen[key]
-		if !ok {
-			seen[key] = len(out)
-			out = append(out, Server{Key: key, Settings: settings, Described: described, Hold: hold})
+		h := func(log *slog.Logger) (string, func(), error) { return k.holdServer(role, cfg, orDefault(log)) }
+		if i, ok := seen[key]; ok {
+			if role == "source" {
+				holds[i] = append(holds[i], h)
+			}
 			return
 		}
-		if role != "source" {
-			return
-		}
-		first := out[i].Hold
-		out[i].Hold = func(log *slog.Logger) (string, func(), error) {
-			where, release, err := first(log)
-			if err != nil {
-				return where, release, err
-			}
-			_, more, err := hold(log)
-			if err != nil {
-				if release != nil {
-					release()
-				}
-				return "", nil, err
-			}
-			return where, func() {
-				if more != nil {
-					more()
-				}
-				if release != nil {
-					release()
-				}
-			}, nil
-		}
+		seen[key] = len(out)
+		out = append(out, Server{Key: key, Settings: settings, Described: described})
+		holds = append(holds, []hold{h})
 	}
 	for _, p := range c.Pipelines {
 		add("source", &p.Spec.Source)
@@ -73,5 +57,36 @@ func (c *Config) Servers() []Server {
 			add("sink", p.Spec.DeadLetter.Sink)
 		}
 	}
+	for i := range out {
+		out[i].Hold = holdAll(holds[i])
+	}
 	return out
+}
+
+// holdAll holds in turn what hs hold, answering with where the first
+// listens; one that fails releases those before it.
+func holdAll(hs []func(log *slog.Logger) (string, func(), error)) func(log *slog.Logger) (string, func(), error) {
+	return func(log *slog.Logger) (string, func(), error) {
+		var where string
+		var releases []func()
+		release := func() {
+			for _, r := range slices.Backward(releases) {
+				r()
+			}
+		}
+		for i, h := range hs {
+			w, r, err := h(log)
+			if err != nil {
+				release()
+				return "", nil, err
+			}
+			if i == 0 {
+				where = w
+			}
+			if r != nil {
+				releases = append(releases, r)
+			}
+		}
+		return where, release, nil
+	}
 }
