@@ -38,6 +38,14 @@ type sessionSource struct {
 	// the workers are waiting in.
 	quieted context.Context
 	quietly context.CancelFunc
+
+	// handing counts the workers that may still hand out a message; once
+	// the source is quiet and none is left, drained is closed (Quiesce's
+	// answer), so a dry run knows when it has taken every leftover.
+	mu          sync.Mutex
+	handing     int
+	drained     chan struct{}
+	drainedOnce sync.Once
 }
 
 var (
@@ -47,7 +55,7 @@ var (
 
 func newSessionSource(c *amqpCommon) *sessionSource {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sessionSource{amqpCommon: c, feed: newFeed[driver.Delivery](), ctx: ctx, cancel: cancel}
+	s := &sessionSource{amqpCommon: c, feed: newFeed[driver.Delivery](), ctx: ctx, cancel: cancel, drained: make(chan struct{})}
 	s.quieted, s.quietly = context.WithCancel(ctx)
 	for i := 0; i < c.set.maxSessions; i++ {
 		s.wg.Add(1)
@@ -73,10 +81,46 @@ func (s *sessionSource) Receive(ctx context.Context, limit int) ([]driver.Delive
 // once a dry run's held messages are handed back it would take the first
 // of them again, unseen, and the session's close would count that
 // delivery too.
-func (s *sessionSource) Quiesce() {
+//
+// A receive cut short leaves its credit on the link, and a message the
+// broker sends on it then goes to the SDK's releaser, or, if the session
+// closes first, comes back with one more delivery nobody saw. So a worker
+// whose receive was cut short receives once more, briefly, and hands out
+// what that brings. The channel returned is closed once no worker will
+// hand out anything more.
+func (s *sessionSource) Quiesce() <-chan struct{} {
 	s.quiet.Store(true)
 	s.quietly()
+	s.mu.Lock()
+	if s.handing == 0 {
+		s.drainedOnce.Do(func() { close(s.drained) })
+	}
+	s.mu.Unlock()
+	return s.drained
 }
+
+// startHanding and stopHanding bracket the part of serve that receives
+// and hands out messages. A worker that starts after Quiesce checked the
+// count sees quiet set and hands out nothing.
+func (s *sessionSource) startHanding() {
+	s.mu.Lock()
+	s.handing++
+	s.mu.Unlock()
+}
+
+func (s *sessionSource) stopHanding() {
+	s.mu.Lock()
+	s.handing--
+	if s.handing == 0 && s.quiet.Load() {
+		s.drainedOnce.Do(func() { close(s.drained) })
+	}
+	s.mu.Unlock()
+}
+
+// collectWait bounds the receive after one cut short by Quiesce: what its
+// credit brings arrives within a round trip, and an empty session brings
+// nothing, so this only delays the end of a dry run on such a session.
+const collectWait = time.Second
 
 func (s *sessionSource) worker() {
 	defer s.wg.Done()
@@ -174,14 +218,24 @@ func (s *sessionSource) serve(sr *azservicebus.SessionReceiver) {
 			}
 		}
 	}()
+	s.startHanding()
+	defer s.stopHanding() // before the wait for the held messages above
 	for !s.quiet.Load() {
 		rctx, cancel := context.WithTimeout(sctx, s.set.sessionIdle)
 		stop := context.AfterFunc(s.quieted, cancel)
 		msgs, err := receiveSession(rctx, sr)
-		stop()
+		cutShort := !stop()
 		cancel()
 		if sctx.Err() != nil {
 			return
+		}
+		if len(msgs) == 0 && cutShort {
+			cctx, ccancel := context.WithTimeout(sctx, min(collectWait, s.set.sessionIdle))
+			msgs, _ = receiveSession(cctx, sr)
+			ccancel()
+			if len(msgs) > 0 {
+				s.log.Debug("servicebus source: took what a receive cut short by Quiesce brought", "entity", s.set.entityPath, "session_id", id, "messages", len(msgs))
+			}
 		}
 		if len(msgs) == 0 && s.quiet.Load() {
 			return

@@ -214,7 +214,7 @@ func TestSessionQuiesce(t *testing.T) {
 	src, _ := newTestSource(t, SourceConfig{Queue: q, Sessions: &SessionsConfig{MaxConcurrent: 1, IdleTimeout: "20s"}})
 	sendAll(t, snk, sessionMsg("Q", 0))
 	d := receiveN(t, src, 1, 10*time.Second)[0]
-	src.(interface{ Quiesce() }).Quiesce()
+	src.(interface{ Quiesce() <-chan struct{} }).Quiesce()
 	if err := d.Nack(ctxT(t, 5*time.Second), 0); err != nil {
 		t.Fatal(err)
 	}

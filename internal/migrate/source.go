@@ -142,8 +142,9 @@ func (t *tracker) wrap(src driver.Source) driver.Source {
 
 // quiescer is a source that can stop taking messages before it closes, so
 // that what a held dry run hands back is not received again meanwhile (a
-// Service Bus session source: each such receive counts a delivery).
-type quiescer interface{ Quiesce() }
+// Service Bus session source: each such receive counts a delivery). The
+// channel it returns is closed once the source will hand out nothing more.
+type quiescer interface{ Quiesce() <-chan struct{} }
 
 // snapshot is the tracker's state for the job's drain decision and report.
 type snapshot struct {
@@ -618,29 +619,39 @@ func position(m *mapping.Message) (uint64, bool) {
 func (s *trackedSource) Close(ctx context.Context) error {
 	if s.t.hold && s.t.releaseHeld != nil {
 		if q, ok := s.Source.(quiescer); ok {
-			q.Quiesce()
-			s.takeLeftovers()
+			s.takeLeftovers(q.Quiesce())
 		}
 		s.t.releaseHeld()
 	}
 	return s.Source.Close(ctx)
 }
 
-// leftoverWait bounds the wait for what a quiesced source still has ready.
-const leftoverWait = 100 * time.Millisecond
+// leftoverWait bounds the wait for a quiesced source to hand out what it
+// still has (it says when it is done; this is for one that never does).
+const leftoverWait = 10 * time.Second
 
 // takeLeftovers holds what a quiesced source had received and not handed
 // out (a Service Bus session's worker goes on to the next message while
-// the sample is held): those were delivered too, and their counts rose, so
-// the ledger records them and they are handed back with the sample, not
-// left for the source's close to return unrecorded.
-func (s *trackedSource) takeLeftovers() {
+// the sample is held), until drained is closed: those were delivered too,
+// and their counts rose, so the ledger records them and they are handed
+// back with the sample, not left for the source's close to return
+// unrecorded.
+func (s *trackedSource) takeLeftovers(drained <-chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), leftoverWait)
+	defer cancel()
+	dctx, dcancel := context.WithCancel(ctx)
+	defer dcancel()
+	go func() {
+		select {
+		case <-drained:
+			dcancel()
+		case <-dctx.Done():
+		}
+	}()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), leftoverWait)
-		ds, _ := s.Source.Receive(ctx, 100)
-		cancel()
+		ds, _ := s.Source.Receive(dctx, 100)
 		if len(ds) == 0 {
-			return
+			return // drained, out of time, or the source failed
 		}
 		s.t.sampled(ds)
 		for _, d := range ds {

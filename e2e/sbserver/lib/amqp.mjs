@@ -174,8 +174,11 @@ export class AmqpServer {
     conn.sb.gone = true;
     clearTimeout(conn.sb.graceTimer);
     this.connections.delete(conn);
-    for (const c of [...conn.sb.consumers]) this.removeConsumer(c);
+    // Waiters first: removing a consumer releases its session, which would
+    // otherwise be granted to a waiting link of this same, gone connection
+    // and stay locked for the lock duration.
     for (const w of [...this.waiting]) if (w.conn === conn) this.waiting.delete(w);
+    for (const c of [...conn.sb.consumers]) this.removeConsumer(c);
   }
 
   // ---- link attach ----
@@ -451,6 +454,10 @@ export class AmqpServer {
   serveWaiting(entity) {
     for (const w of [...this.waiting]) {
       if (w.entity !== entity) continue;
+      if (w.conn.sb && w.conn.sb.gone) {
+        this.waiting.delete(w);
+        continue;
+      }
       const s = entity.nextSession();
       if (!s) return;
       this.waiting.delete(w);
