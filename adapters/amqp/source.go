@@ -17,6 +17,7 @@ import (
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/amqpguard"
 	"github.com/qbridge/qbridge/internal/lockhold"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 )
@@ -36,12 +37,13 @@ type rlink struct {
 }
 
 type source struct {
-	set    sourceSettings
-	log    *slog.Logger
-	poison *amqpguard.Log
-	pol    *settlePolicy
-	hold   *lockhold.Holder // Nack delays (see delivery.Nack)
-	stop   chan struct{}    // closed by Close
+	set            sourceSettings
+	log            *slog.Logger
+	undecodableLog *logpace.Pacer // the log line of an undecodable message
+	poison         *amqpguard.Log
+	pol            *settlePolicy
+	hold           *lockhold.Holder // Nack delays (see delivery.Nack)
+	stop           chan struct{}    // closed by Close
 
 	connMu sync.Mutex // one connect at a time
 
@@ -66,9 +68,12 @@ func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*sour
 		set:    set,
 		log:    log,
 		poison: amqpguard.NewLog(),
-		pol:    &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
-		hold:   lockhold.New(0, log, "amqp source"),
-		stop:   make(chan struct{}),
+		// Paced as the engine's dead-letter line: a producer writing bad
+		// messages must not flood the log.
+		undecodableLog: logpace.New(10, time.Second),
+		pol:            &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
+		hold:           lockhold.New(0, log, "amqp source"),
+		stop:           make(chan struct{}),
 	}
 	s.rd = newRedialer(&s.set.conn, s.stop)
 	if _, err := s.connect(ctx); err != nil {
@@ -203,7 +208,9 @@ func (s *source) undecodableDelivery(l *rlink, msg *amqp.Message, raw []byte, si
 	if size > 0 {
 		args = append(args, "size", size)
 	}
-	s.log.Warn("amqp source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)", args...)
+	s.undecodableLog.Do(func(leftOut int64) {
+		s.log.Warn("amqp source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)", append(args, logpace.LeftOutKey, leftOut)...)
+	})
 	m.Source.DeliveryCount = s.redeliv.deliveryCount(m.ID, m.Source.DeliveryCount)
 	return s.track(l, &delivery{st: l.rcv, msg: msg, m: m, pol: s.pol, modSent: &l.modSent, hold: s.hold, credits: l.credits, redeliv: &s.redeliv, decodeErr: cause})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 )
 
@@ -28,12 +29,13 @@ import (
 // waits in the client, like it does for a plain nats.go subscriber, and the
 // decoding runs beside the engine instead of on its receive path.
 type coreSource struct {
-	conn  *conn
-	sub   *nats.Subscription
-	out   chan driver.Delivery
-	codec codec
-	set   *sourceSettings
-	log   *slog.Logger
+	conn           *conn
+	sub            *nats.Subscription
+	out            chan driver.Delivery
+	codec          codec
+	set            *sourceSettings
+	log            *slog.Logger
+	undecodableLog *logpace.Pacer // the log line of an undecodable message
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -52,7 +54,7 @@ func newCoreSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (
 	}
 	s := &coreSource{
 		conn: c, out: make(chan driver.Delivery, min(coreHandoff, set.bufferSize)), codec: newCodec(set.groupHeader, mapping.Options{}),
-		set: set, log: log, closed: make(chan struct{}),
+		set: set, log: log, closed: make(chan struct{}), undecodableLog: newUndecodablePacer(),
 	}
 	if set.queue != "" {
 		s.sub, err = c.nc.QueueSubscribe(set.subject, set.queue, s.deliver)
@@ -130,14 +132,21 @@ func (s *coreSource) Lost() uint64 {
 	return s.lost.Load()
 }
 
+// newUndecodablePacer paces the log line of an undecodable message as the
+// engine paces its dead-letter line: a producer writing bad messages must
+// not flood the log.
+func newUndecodablePacer() *logpace.Pacer { return logpace.New(10, time.Second) }
+
 // wrap decodes m. A message natsmap refuses still becomes a delivery, with
 // what could be read and its DecodeError, so the engine dead-letters it.
 func (s *coreSource) wrap(m *nats.Msg) *coreDelivery {
 	d := coreDeliveries.Get().(*coreDelivery)
 	d.log = s.log
 	if d.decodeErr = s.codec.decodeInto(&d.msg, m); d.decodeErr != nil {
-		s.log.Error("nats: received a message that cannot be decoded; it must be dead-lettered",
-			"subject", m.Subject, "error", d.decodeErr)
+		s.undecodableLog.Do(func(leftOut int64) {
+			s.log.Error("nats: received a message that cannot be decoded; it must be dead-lettered",
+				"subject", m.Subject, "error", d.decodeErr, logpace.LeftOutKey, leftOut)
+		})
 		d.msg = *s.codec.decodeRaw(m, nil)
 	}
 	applySubjectGroup(&d.msg, m.Subject, s.set.groupToken)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/logpace"
 )
 
 // maxPullWait bounds how long one waiting pull request stays open on the
@@ -379,8 +380,10 @@ func (s *jsSource) wrap(m jetstream.Msg, maxDeliver int) *jsDelivery {
 	d.touchedAt.Store(time.Now().UnixNano())
 	d.msg, d.decodeErr = s.codec.decodeJS(raw, meta)
 	if d.decodeErr != nil {
-		s.log.Error("nats: received a message that cannot be decoded; it must be dead-lettered",
-			"subject", m.Subject(), "stream_seq", meta.Sequence.Stream, "error", d.decodeErr)
+		s.undecodableLog.Do(func(leftOut int64) {
+			s.log.Error("nats: received a message that cannot be decoded; it must be dead-lettered",
+				"subject", m.Subject(), "stream_seq", meta.Sequence.Stream, "error", d.decodeErr, logpace.LeftOutKey, leftOut)
+		})
 		d.msg = s.codec.decodeRaw(raw, meta)
 	}
 	applySubjectGroup(d.msg, m.Subject(), s.set.groupToken)

@@ -15,17 +15,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 )
 
 // jsSource reads a JetStream stream through a durable pull consumer with
 // explicit acks: at-least-once. Unsettled messages come back after AckWait.
 type jsSource struct {
-	conn  *conn
-	js    jetstream.JetStream
-	set   *sourceSettings
-	codec codec
-	log   *slog.Logger
+	conn           *conn
+	js             jetstream.JetStream
+	set            *sourceSettings
+	codec          codec
+	log            *slog.Logger
+	undecodableLog *logpace.Pacer // the log line of an undecodable message
 
 	mu         sync.Mutex
 	cons       jetstream.Consumer
@@ -97,7 +99,7 @@ func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*j
 		c.close()
 		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
-	s := &jsSource{conn: c, js: js, set: set, codec: newCodec(set.groupHeader, mapping.Options{}), log: log}
+	s := &jsSource{conn: c, js: js, set: set, codec: newCodec(set.groupHeader, mapping.Options{}), log: log, undecodableLog: newUndecodablePacer()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.reconnects = c.reconnects.Load()
 	if err := s.setup(ctx); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/qbridge/qbridge/internal/backoff"
-	"github.com/qbridge/qbridge/internal/lockhold"
 	"log/slog"
 	"math"
 	"sync"
@@ -17,6 +15,9 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/amqpguard"
+	"github.com/qbridge/qbridge/internal/backoff"
+	"github.com/qbridge/qbridge/internal/lockhold"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 )
@@ -46,7 +47,9 @@ func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred 
 	if set.conn.https {
 		return newHTTPSSource(set, log, cred), nil
 	}
-	c := &amqpCommon{set: set, log: log, poison: amqpguard.NewLog(), closed: make(chan struct{})}
+	// undecodableLog is paced as the engine's dead-letter line: a producer
+	// writing bad messages must not flood the log.
+	c := &amqpCommon{set: set, log: log, poison: amqpguard.NewLog(), closed: make(chan struct{}), undecodableLog: logpace.New(10, time.Second)}
 	c.hold = lockhold.New(set.lockRenewal, log, "servicebus source")
 	client, err := newSDKClient(set.conn, guardSettings{mode: c.guardMode, log: c.poison, onPoison: c.onPoison,
 		onTLSError: func(err error) { c.tlsErr.Store(&errBox{err}) }, dialLog: log}, cred)
@@ -121,11 +124,12 @@ const settleTimeout = lockhold.ReleaseTimeout
 
 // amqpCommon is what the plain and the session source share.
 type amqpCommon struct {
-	set    *sourceSettings
-	log    *slog.Logger
-	client *azservicebus.Client
-	poison *amqpguard.Log
-	hold   *lockhold.Holder
+	set            *sourceSettings
+	log            *slog.Logger
+	undecodableLog *logpace.Pacer // the log line of an undecodable message
+	client         *azservicebus.Client
+	poison         *amqpguard.Log
+	hold           *lockhold.Holder
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -247,8 +251,10 @@ func (c *amqpCommon) poisonModel(rm *azservicebus.ReceivedMessage, info amqpguar
 	if rm.SequenceNumber != nil {
 		seq = *rm.SequenceNumber
 	}
-	c.log.Warn("servicebus source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)",
-		"entity", c.set.entityPath, "message_id", rm.MessageID, "sequence_number", seq, "reason", info.Reason, "size", info.Size)
+	c.undecodableLog.Do(func(leftOut int64) {
+		c.log.Warn("servicebus source: a message cannot be decoded; handed to the pipeline to dead-letter (reason corrupt)",
+			"entity", c.set.entityPath, "message_id", rm.MessageID, "sequence_number", seq, "reason", info.Reason, "size", info.Size, logpace.LeftOutKey, leftOut)
+	})
 	return m
 }
 

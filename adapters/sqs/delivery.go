@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/logpace"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/sqsmap"
 )
@@ -52,8 +53,10 @@ func (s *Source) newDelivery(raw types.Message, received time.Time) *delivery {
 	})
 	if err != nil {
 		s.stats.corrupt.Add(1)
-		s.log.Error("sqs: received a message that cannot be decoded; it must be dead-lettered",
-			"message_id", d.id, "error", err)
+		s.undecodableLog.Do(func(leftOut int64) {
+			s.log.Error("sqs: received a message that cannot be decoded; it must be dead-lettered",
+				"message_id", d.id, "error", err, logpace.LeftOutKey, leftOut)
+		})
 		d.decodeErr = err
 		d.msg = rawMessage(raw, s.queue.url, err)
 		return d

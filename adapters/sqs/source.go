@@ -18,6 +18,7 @@ import (
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/backoff"
 	"github.com/qbridge/qbridge/internal/ctxwait"
+	"github.com/qbridge/qbridge/internal/logpace"
 )
 
 const (
@@ -37,11 +38,12 @@ const (
 
 // Source receives from one SQS queue with long polling.
 type Source struct {
-	api        api
-	queue      *queueInfo
-	set        *sourceSettings
-	visTimeout time.Duration // of the messages received
-	log        *slog.Logger
+	api            api
+	queue          *queueInfo
+	set            *sourceSettings
+	visTimeout     time.Duration // of the messages received
+	log            *slog.Logger
+	undecodableLog *logpace.Pacer // the log line of an undecodable message
 
 	deleter    *coalescer[string]
 	visibility *coalescer[visItem]
@@ -123,11 +125,15 @@ func newSource(ctx context.Context, client api, conn *ConnConfig, set *sourceSet
 	}
 	s := &Source{
 		api: client, queue: q, set: set, log: log.With("queue", q.url),
-		batches: make(chan []*delivery),
-		errc:    make(chan error, 1),
-		recv:    make(chan struct{}, 1),
-		closed:  make(chan struct{}),
-		tracked: map[*delivery]struct{}{},
+		// An undecodable message is logged here with its id, as the
+		// engine's dead-letter line is, paced alike: a producer writing
+		// bad messages must not flood the log.
+		undecodableLog: logpace.New(10, time.Second),
+		batches:        make(chan []*delivery),
+		errc:           make(chan error, 1),
+		recv:           make(chan struct{}, 1),
+		closed:         make(chan struct{}),
+		tracked:        map[*delivery]struct{}{},
 	}
 	s.visTimeout = set.visibility
 	if !set.hasVisibility {

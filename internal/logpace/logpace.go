@@ -28,8 +28,13 @@ func New(first int, every time.Duration) *Pacer {
 }
 
 // Do calls log when the pace allows, with the number of calls left out
-// since the last one that logged.
+// since the last one that logged. A nil Pacer lets every call through (a
+// source a test builds by hand).
 func (p *Pacer) Do(log func(leftOut int64)) {
+	if p == nil {
+		log(0)
+		return
+	}
 	p.left.Add(1)
 	p.s.Do(func() { log(p.left.Swap(0) - 1) })
 }
