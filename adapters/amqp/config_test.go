@@ -268,12 +268,18 @@ func TestRedaction(t *testing.T) {
 	if strings.Contains(ep.redacted, "secret") || !strings.Contains(ep.redacted, "user") {
 		t.Fatalf("redacted %q", ep.redacted)
 	}
-	for _, u := range []string{"ftp://user:secret@h", "amqp://bob:p%zzsecret@h:5672", "amqp://bob:p#secret@h:5672"} {
+	for _, u := range []string{"ftp://user:secret@h", "amqp://bob:p%zzsecret@h:5672", "amqp://bob:p#secret@h:5672",
+		// url.Parse reads these as the host "guest:5672" and a path, a
+		// query or a fragment: the password was shown whole.
+		"amqp://guest:5672/secret@broker", "amqp://guest:5672?secret@broker", "amqps://guest:5672#secret@broker"} {
 		// url.Parse's own error quoted the URL whole (the first two), and
 		// the fragment hid the '@' (the third).
 		err = SourceConfig{ConnConfig: ConnConfig{URL: u}, Address: "a"}.Validate()
-		if err == nil || strings.Contains(err.Error(), "secret") {
+		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "5672/") {
 			t.Errorf("%s: the error leaks the password: %v", u, err)
+		}
+		if strings.Contains(u, "broker") && !strings.Contains(err.Error(), "@broker") {
+			t.Errorf("%s: the error does not name the host: %v", u, err)
 		}
 	}
 }
