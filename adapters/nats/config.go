@@ -252,7 +252,7 @@ func (c *ConnConfig) resolve() (connConfig, error) {
 	if c.URL == "" {
 		return cc, adaptercfg.Errorf("url", "required (or set embedded = true)")
 	}
-	if err := checkURLs(c.URL); err != nil {
+	if _, err := serverURLs(c.URL); err != nil {
 		return cc, adaptercfg.Wrap("url", err)
 	}
 	if c.TLS != nil && (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {

@@ -39,6 +39,14 @@ func TestSourceConfigValidate(t *testing.T) {
 		{"websocket url with a path", SourceConfig{ConnConfig: ConnConfig{URL: "wss://h:443/nats"}, Subject: "a"}, ""},
 		{"url with a trailing slash", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h:4222/"}, Subject: "a"}, ""},
 		{"url without a host", SourceConfig{ConnConfig: ConnConfig{URL: "nats:///x"}, Subject: "a"}, "no host"},
+		// A password of digits, then an unencoded / ? or #: url.Parse reads
+		// host:port and a path, query or fragment, and the message showed it.
+		{"url with an unencoded / after digits", SourceConfig{ConnConfig: ConnConfig{URL: "nats://u:1234/SECRETX@h:4222"}, Subject: "a"}, `url: "nats://xxxxx@h:4222": not a valid URL`},
+		{"url with an unencoded ? after digits", SourceConfig{ConnConfig: ConnConfig{URL: "nats://u:1234?SECRETX@h:4222"}, Subject: "a"}, `url: "nats://xxxxx@h:4222": not a valid URL`},
+		{"url with an unencoded # after digits", SourceConfig{ConnConfig: ConnConfig{URL: "h0:4222, u:1234#SECRETX@h:4222"}, Subject: "a"}, `url: "nats://xxxxx@h:4222": not a valid URL`},
+		{"token with an unencoded /", SourceConfig{ConnConfig: ConnConfig{URL: "nats://tok123/SECRETX@h"}, Subject: "a"}, `url: "nats://xxxxx@h": not a valid URL`},
+		{"url list with an empty entry", SourceConfig{ConnConfig: ConnConfig{URL: "nats://u:SECRETX@h:4222, "}, Subject: "a"}, `url: "nats://u:xxxxx@h:4222,": an empty server URL`},
+		{"websocket url", SourceConfig{ConnConfig: ConnConfig{URL: "ws://u:p@h:80, wss://h"}, Subject: "a"}, ""},
 		{"core no subject", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}}, "subject: required"},
 		{"bad subject", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}, Subject: "a..b"}, "subject:"},
 		{"bad wildcard", SourceConfig{ConnConfig: ConnConfig{URL: "nats://h"}, Subject: "a.>.b"}, "subject:"},
@@ -92,9 +100,35 @@ func TestSourceConfigValidate(t *testing.T) {
 }
 
 func TestRedactURLHidesTokens(t *testing.T) {
-	got := redactURL("nats://TOKEN1@h:4222, nats://u:PASS2@h2:4222")
-	if strings.Contains(got, "TOKEN1") || strings.Contains(got, "PASS2") || got != "nats://xxxxx@h:4222,nats://u:xxxxx@h2:4222" {
+	got := redactURL("nats://TOKEN1@h:4222, nats://u:PASS2@h2:4222, nats://u:1234/PASS3@h3")
+	if strings.Contains(got, "TOKEN1") || strings.Contains(got, "PASS") || got != "nats://xxxxx@h:4222,nats://u:xxxxx@h2:4222,nats://xxxxx@h3" {
 		t.Errorf("redactURL = %q", got)
+	}
+}
+
+// The configuration's check and the servers' identities read a URL list
+// by one set of rules (serverURLs).
+func TestServerURLs(t *testing.T) {
+	for _, tc := range []struct{ list, hosts, users string }{
+		{"nats://h", "h:4222", ""},
+		{" H:4222 ,tls://u:p@h2, ws://tok@h3, wss://h4/nats ", "h2:4222,h3:80,h4:443,h:4222", ",tok,u"},
+		{"nats://[::1]", "[::1]:4222", ""},
+	} {
+		if _, err := serverURLs(tc.list); err != nil {
+			t.Errorf("serverURLs(%q): %v", tc.list, err)
+		}
+		id, ok := serverIdentity(connConfig{URL: tc.list})
+		if parts := strings.Split(id.key, "\x00"); !ok || len(parts) < 2 || parts[0] != tc.hosts || parts[1] != tc.users {
+			t.Errorf("serverIdentity(%q) = %q, %v", tc.list, id.key, ok)
+		}
+	}
+	for _, list := range []string{"", "nats://h,", "nats://h,,nats://h2", "nats://u:1234/SECRETX@h", "nats//h", "nats://h/x"} {
+		if _, err := serverURLs(list); err == nil {
+			t.Errorf("serverURLs(%q): no error", list)
+		}
+		if _, ok := serverIdentity(connConfig{URL: list}); ok {
+			t.Errorf("serverIdentity(%q): ok, which the configuration refuses", list)
+		}
 	}
 }
 

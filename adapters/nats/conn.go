@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/qbridge/qbridge/bridge/driver"
-	"github.com/qbridge/qbridge/internal/adaptercfg"
 )
 
 // conn is one client connection (and, when embedded, a reference to the
@@ -217,58 +215,6 @@ func (c *conn) releaseServer() {
 		c.srv.release()
 		c.srv = nil
 	}
-}
-
-// redactURL hides passwords and tokens in a (comma-separated) server URL for logs.
-func redactURL(u string) string {
-	parts := strings.Split(u, ",")
-	for i, p := range parts {
-		parts[i] = adaptercfg.RedactURL(strings.TrimSpace(p))
-	}
-	return strings.Join(parts, ",")
-}
-
-// checkURLs parses each of a (comma-separated) server URL as nats.go does
-// (nats:// where no scheme is given): one it cannot parse (a password with
-// an unencoded '#') failed at every connect, its error quoting the URL,
-// password included, into the logs and /readyz.
-func checkURLs(u string) error {
-	for _, written := range strings.Split(u, ",") {
-		written = strings.TrimSpace(written)
-		p := written
-		if !strings.Contains(p, "://") {
-			p = "nats://" + p
-		}
-		u, err := adaptercfg.ParseURL(p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case u.Host == "":
-			return fmt.Errorf("%q: no host (want nats://[user:password@]host:port)", redactWritten(written))
-		case u.Path != "" && u.Path != "/" && u.Scheme != "ws" && u.Scheme != "wss":
-			// nats.go ignores a path but a WebSocket's: "nats//h:4222" (a
-			// colon left out) dialled the host "nats" for ever.
-			return fmt.Errorf("%q: a path is not used by NATS (want nats://[user:password@]host:port; is the ':' after the scheme missing?)", redactWritten(written))
-		}
-	}
-	return nil
-}
-
-// redactWritten is a server URL as written, with whatever comes before its
-// last '@' after the "//" replaced: one that does not parse as meant (the
-// ':' after the scheme left out) has its credentials in the path, which
-// adaptercfg.RedactURL leaves alone.
-func redactWritten(w string) string {
-	at := strings.LastIndexByte(w, '@')
-	if at < 0 {
-		return w
-	}
-	start := 0
-	if i := strings.Index(w, "//"); i >= 0 && i < at {
-		start = i + 2
-	}
-	return w[:start] + "xxxxx" + w[at:]
 }
 
 // credentialsRefused reports the server's refusal of the connection's

@@ -3,7 +3,6 @@ package nats
 import (
 	"fmt"
 	"net"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -118,17 +117,14 @@ func serverIdentity(cc connConfig) (id identity, ok bool) {
 	if cc.Embedded {
 		return identity{key: "embedded\x00" + cc.StoreDir + "\x00" + auth, desc: fmt.Sprintf("the embedded server (store_dir %s)", cc.StoreDir)}, true
 	}
+	servers, err := serverURLs(cc.URL)
+	if err != nil {
+		return identity{}, false
+	}
 	var hosts, users []string
-	for _, raw := range strings.Split(cc.URL, ",") {
-		raw = strings.TrimSpace(raw)
-		if raw == "" {
-			continue
-		}
-		if !strings.Contains(raw, "://") {
-			raw = "nats://" + raw // as nats.go reads it
-		}
-		u, err := url.Parse(raw)
-		if err != nil || u.Hostname() == "" {
+	for _, s := range servers {
+		u := s.u
+		if u.Hostname() == "" {
 			return identity{}, false
 		}
 		port := u.Port()
