@@ -242,12 +242,12 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 		if strings.Contains(ns, "://") {
 			u, err := url.Parse(ns)
 			if err != nil || u.Host == "" {
-				return nil, adaptercfg.Errorf("namespace", "%q: want the fully qualified name, e.g. myns.servicebus.windows.net", ns)
+				return nil, adaptercfg.Errorf("namespace", "%q: want the fully qualified name, e.g. myns.servicebus.windows.net", adaptercfg.RedactURL(ns))
 			}
 			ns = u.Host
 		}
 		if h, _ := hostPort(ns, ""); !strings.Contains(h, ".") && h != "localhost" {
-			return nil, adaptercfg.Errorf("namespace", "%q: want the fully qualified name, e.g. %s.servicebus.windows.net", c.Namespace, h)
+			return nil, adaptercfg.Errorf("namespace", "%q: want the fully qualified name, e.g. %s.servicebus.windows.net", adaptercfg.RedactURL(c.Namespace), h)
 		}
 		s.namespace = ns
 		if c.Credential != nil {
@@ -262,7 +262,7 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	if c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return nil, adaptercfg.Errorf("endpoint", "%q: want scheme://host[:port]", c.Endpoint)
+			return nil, adaptercfg.Errorf("endpoint", "%q: want scheme://host[:port]", adaptercfg.RedactURL(c.Endpoint))
 		}
 		want := map[bool][2]string{false: {"amqps", "amqp"}, true: {"https", "http"}}[s.https]
 		switch u.Scheme {
@@ -271,7 +271,7 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 		case want[1]:
 			s.plain = true
 		default:
-			return nil, adaptercfg.Errorf("endpoint", "%q: want %s:// or %s:// with transport %q", c.Endpoint, want[0], want[1], map[bool]string{false: transportAMQP, true: transportHTTPS}[s.https])
+			return nil, adaptercfg.Errorf("endpoint", "%q: want %s:// or %s:// with transport %q", adaptercfg.RedactURL(c.Endpoint), want[0], want[1], map[bool]string{false: transportAMQP, true: transportHTTPS}[s.https])
 		}
 		s.dialHost, s.dialPort = u.Hostname(), u.Port()
 	}
@@ -290,7 +290,7 @@ func (c *ConnConfig) resolve() (*connSettings, error) {
 	case c.ManagementEndpoint != "":
 		u, err := url.Parse(c.ManagementEndpoint)
 		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || (u.Scheme != "https" && u.Scheme != "http") {
-			return nil, adaptercfg.Errorf("management_endpoint", "%q: want https://host[:port] or http://host[:port]", c.ManagementEndpoint)
+			return nil, adaptercfg.Errorf("management_endpoint", "%q: want https://host[:port] or http://host[:port]", adaptercfg.RedactURL(c.ManagementEndpoint))
 		}
 		s.mgmtURL = u.Scheme + "://" + u.Host
 	case s.https:

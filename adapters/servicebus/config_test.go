@@ -257,3 +257,19 @@ func TestRawMessageConversion(t *testing.T) {
 		}
 	}
 }
+
+// A URL field written with a user part that url.Parse misreads (a password
+// of digits, then an unencoded '/') is quoted redacted.
+func TestURLFieldErrorsRedacted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []ConnConfig{
+		{Namespace: "myns.servicebus.windows.net", Endpoint: "amqps://u:1234/SECRETX@host:5671"},
+		{Namespace: "myns.servicebus.windows.net", ManagementEndpoint: "https://u:1234/SECRETX@host"},
+		{Namespace: "sb://u:1234/SECRETX@host"},
+	} {
+		_, err := (&SourceConfig{ConnConfig: c, Queue: "q"}).resolve()
+		if err == nil || strings.Contains(err.Error(), "SECRETX") || strings.Contains(err.Error(), "1234") {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/adaptercfg"
 )
 
 // connString is a parsed Service Bus connection string:
@@ -58,7 +60,7 @@ func parseConnStringParts(s string) (*connString, error) {
 		case strings.EqualFold(k, "Endpoint"):
 			u, err := url.Parse(v)
 			if err != nil || u.Host == "" {
-				return nil, fmt.Errorf("Endpoint %q: want sb://<namespace>.servicebus.windows.net/", v)
+				return nil, fmt.Errorf("Endpoint %q: want sb://<namespace>.servicebus.windows.net/", adaptercfg.RedactURL(v))
 			}
 			cs.endpoint, cs.fqdn = v, u.Host
 		case strings.EqualFold(k, "SharedAccessKeyName"):
@@ -87,7 +89,7 @@ func parseConnStringParts(s string) (*connString, error) {
 	}
 	if cs.emulator && !strings.HasPrefix(strings.ToLower(cs.endpoint), "sb://") {
 		// the SDK's own rule
-		return nil, fmt.Errorf("UseDevelopmentEmulator=true needs Endpoint=sb://<host>[:<port>], not %q", cs.endpoint)
+		return nil, fmt.Errorf("UseDevelopmentEmulator=true needs Endpoint=sb://<host>[:<port>], not %q", adaptercfg.RedactURL(cs.endpoint))
 	}
 	if hasSAS {
 		exp, err := sasExpiry(cs.sas)

@@ -123,9 +123,22 @@ var (
 
 // checkQueueURL checks that field's value raw is an http(s) queue URL.
 func checkQueueURL(field, raw string) error {
+	if err := checkNoCredentials(field, raw); err != nil {
+		return err
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || queueNameOf(raw) == "" {
 		return adaptercfg.Errorf(field, "%q is not an http(s) queue URL such as https://sqs.REGION.amazonaws.com/ACCOUNT/NAME", raw)
+	}
+	return nil
+}
+
+// checkNoCredentials refuses a URL with a user part (an '@'), redacted:
+// SQS does not read one, and a queue URL or endpoint is quoted whole in
+// messages, identities and migrate's checkpoints.
+func checkNoCredentials(field, raw string) error {
+	if strings.Contains(raw, "@") {
+		return adaptercfg.Errorf(field, "%q: a user or password in the URL is not used by SQS (set access_key_id and secret_access_key, or use a profile or role_arn)", adaptercfg.RedactURL(raw))
 	}
 	return nil
 }
@@ -155,6 +168,9 @@ func (c *ConnConfig) validate() error {
 		return adaptercfg.Errorf("account_id", "%q must be 12 digits", c.AccountID)
 	}
 	if c.Endpoint != "" {
+		if err := checkNoCredentials("endpoint", c.Endpoint); err != nil {
+			return err
+		}
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return adaptercfg.Errorf("endpoint", "%q is not an http(s) URL", c.Endpoint)

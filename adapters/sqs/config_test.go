@@ -146,6 +146,25 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	}
 }
 
+// A user part in a queue URL or endpoint is refused, and not shown: SQS
+// does not read one, and the URLs are quoted in messages and identities.
+func TestURLCredentialsRefusedUnshown(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		cfg   SourceConfig
+	}{
+		{"queue_url", SourceConfig{ConnConfig: ConnConfig{QueueURL: "https://AKIA:SECRETX@sqs.us-east-1.amazonaws.com/123456789012/q"}}},
+		{"queue_url", SourceConfig{ConnConfig: ConnConfig{QueueURL: "http://u:1234/SECRETX@localhost:4566/000000000000/q"}}},
+		{"endpoint", SourceConfig{ConnConfig: ConnConfig{QueueName: "q", Endpoint: "http://u:SECRETX#x@localhost:4566"}}},
+		{"dead_letter_queue_url", SourceConfig{ConnConfig: ConnConfig{QueueName: "q"}, DeadLetterQueueURL: "https://u:1234?SECRETX@sqs.us-east-1.amazonaws.com/1/dlq"}},
+	} {
+		err := c.cfg.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), c.field+":") || strings.Contains(err.Error(), "SECRETX") || !strings.Contains(err.Error(), "xxxxx@") {
+			t.Errorf("%s: %v", c.field, err)
+		}
+	}
+}
+
 func TestRegionAndEndpointFromQueueURL(t *testing.T) {
 	for _, c := range []struct {
 		url, region string
