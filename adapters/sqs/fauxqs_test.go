@@ -648,8 +648,8 @@ func TestFauxqsReleaseBeforeCloseLeavesThemVisible(t *testing.T) {
 		}
 	}
 	<-held.got  // a poller's answer holds them
-	go func() { // on its way while Close begins
-		time.Sleep(200 * time.Millisecond)
+	go func() { // on its way once Close has begun
+		<-src.closed
 		close(held.goOn)
 	}()
 	if err := src.Close(ctx); err != nil {
