@@ -2,6 +2,7 @@ package sqsmap
 
 import (
 	"crypto/md5"
+	"crypto/sha256"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,8 +98,8 @@ func Decode(msg types.Message, opt DecodeOptions) (*mapping.Message, error) {
 	// A FIFO send without any id made one up (madeUpDedupID; before it,
 	// the SHA-256 of the body). That is no dedup id of the message's own:
 	// an explicit one that looks the same travels in the envelope.
-	if d := m.DedupID; (strings.HasPrefix(d, madeUpPrefix) || (len(d) == 64 && d == hashID(string(body)))) &&
-		(env == nil || env.Fields == nil || env.Fields.DedupID == "") {
+	if d := m.DedupID; (env == nil || env.Fields == nil || env.Fields.DedupID == "") &&
+		(strings.HasPrefix(d, madeUpPrefix) || isBodyHash(d, body)) {
 		m.DedupID = ""
 	}
 	if env != nil {
@@ -237,4 +238,20 @@ func parseMillis(s string) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return time.UnixMilli(ms).UTC(), nil
+}
+
+// isBodyHash reports whether d is hashID(body), without the copies of a
+// body of up to 1 MiB that hashID(string(body)) makes.
+func isBodyHash(d string, body []byte) bool {
+	const digits = "0123456789abcdef"
+	if len(d) != 2*sha256.Size {
+		return false
+	}
+	sum := sha256.Sum256(body)
+	for i, b := range sum {
+		if d[2*i] != digits[b>>4] || d[2*i+1] != digits[b&0x0f] {
+			return false
+		}
+	}
+	return true
 }

@@ -228,3 +228,24 @@ func TestDecodeEmptyBody(t *testing.T) {
 		t.Errorf("%v %q", err, m.Body)
 	}
 }
+
+func TestIsBodyHash(t *testing.T) {
+	body := []byte("a body")
+	h := hashID(string(body))
+	for _, tc := range []struct {
+		name string
+		d    string
+		want bool
+	}{
+		{"the body's hash", h, true},
+		{"upper case", strings.ToUpper(h), false},
+		{"another body's", hashID("another"), false},
+		{"one digit off", h[:63] + "x", false},
+		{"too short", h[:62], false},
+		{"empty", "", false},
+	} {
+		if got := isBodyHash(tc.d, body); got != tc.want {
+			t.Errorf("%s: isBodyHash(%q) = %v, want %v", tc.name, tc.d, got, tc.want)
+		}
+	}
+}
