@@ -2,9 +2,9 @@ package bridge
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/qbridge/qbridge/internal/parallel"
 )
 
 // extendParallel bounds concurrent Extend calls per pipeline tick.
@@ -46,20 +46,11 @@ func (p *Pipeline) extendDue(ctx context.Context, now time.Time, age time.Durati
 	}
 	// A fixed set of workers takes the due items in turn: a goroutine per
 	// item was one per unsettled message on each tick.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(extendParallel, len(due)) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= len(due) {
-					return
-				}
-				p.extend(ctx, due[i])
-			}
-		})
-	}
-	wg.Wait()
+	parallel.Each(len(due), extendParallel, func(i int) {
+		if ctx.Err() == nil {
+			p.extend(ctx, due[i])
+		}
+	})
 }
 
 func (p *Pipeline) extend(ctx context.Context, it *item) {

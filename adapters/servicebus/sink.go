@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/lru"
+	"github.com/qbridge/qbridge/internal/parallel"
 	"github.com/qbridge/qbridge/mapping"
 	"github.com/qbridge/qbridge/mapping/amqpmap"
 	"github.com/qbridge/qbridge/mapping/sbmap"
@@ -150,18 +150,10 @@ func groupBy[T any](items []T, key func(T) batchKey) ([]batchKey, map[batchKey][
 	return order, groups
 }
 
-// eachGroup runs send for every group, sendParallel at a time.
+// eachGroup runs send for every group, sendParallel at a time (groups of
+// distinct sessions are a message each).
 func eachGroup[T any](order []batchKey, groups map[batchKey][]T, send func(batchKey, []T)) {
-	sem := make(chan struct{}, sendParallel)
-	var wg sync.WaitGroup
-	for _, k := range order {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			send(k, groups[k])
-		})
-	}
-	wg.Wait()
+	parallel.Each(len(order), sendParallel, func(i int) { send(order[i], groups[order[i]]) })
 }
 
 // sessionHint explains a refusal that names sessions.

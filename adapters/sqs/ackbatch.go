@@ -3,9 +3,9 @@ package sqs
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/qbridge/qbridge/bridge/driver"
+	"github.com/qbridge/qbridge/internal/parallel"
 )
 
 // ackParallel bounds the DeleteMessageBatch calls one AckBatch runs at once.
@@ -32,22 +32,16 @@ func (s *Source) AckBatch(ctx context.Context, ds []driver.Delivery) []error {
 		idx = append(idx, i)
 		handles = append(handles, sd.handle)
 	}
-	sem := make(chan struct{}, ackParallel)
-	var wg sync.WaitGroup
-	for start := 0; start < len(handles); start += maxBatch {
+	parallel.Each((len(handles)+maxBatch-1)/maxBatch, ackParallel, func(c int) {
+		start := c * maxBatch
 		end := min(start+maxBatch, len(handles))
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			res := s.deleteBatch(ctx, handles[start:end])
-			for k, err := range res {
-				if err != nil {
-					i := idx[start+k]
-					errs[i] = fmt.Errorf("sqs: ack message %s: %w", ds[i].(*delivery).id, err)
-				}
+		res := s.deleteBatch(ctx, handles[start:end])
+		for k, err := range res {
+			if err != nil {
+				i := idx[start+k]
+				errs[i] = fmt.Errorf("sqs: ack message %s: %w", ds[i].(*delivery).id, err)
 			}
-		})
-	}
-	wg.Wait()
+		}
+	})
 	return errs
 }
