@@ -57,6 +57,16 @@ type Source struct {
 	pollers sync.WaitGroup
 	closed  chan struct{}
 	once    sync.Once
+
+	// Quiesce (the end of a dry run): no poller starts another receive, a
+	// receive in flight has quietGrace to answer before it is cut short,
+	// and drained is closed once every poll loop has handed out its last
+	// batch and stopped.
+	quiet      atomic.Bool
+	quietOnce  sync.Once
+	quietPolls context.CancelFunc
+	polling    sync.WaitGroup // the poll loops (pollers holds keepPrefetched too)
+	drained    chan struct{}
 	// releasedAt is when a message was last made visible at once (a
 	// Release, a Nack without delay), in UnixNano: Close lets a receive in
 	// flight since then return (closeGrace).
@@ -133,6 +143,7 @@ func newSource(ctx context.Context, client api, conn *ConnConfig, set *sourceSet
 		errc:           make(chan error, 1),
 		recv:           make(chan struct{}, 1),
 		closed:         make(chan struct{}),
+		drained:        make(chan struct{}),
 		tracked:        map[*delivery]struct{}{},
 	}
 	s.visTimeout = set.visibility
@@ -144,9 +155,12 @@ func newSource(ctx context.Context, client api, conn *ConnConfig, set *sourceSet
 	s.visibility = newCoalescer(set.linger, s.visibilityBatch)
 	pctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	qctx, qcancel := context.WithCancel(pctx)
+	s.quietPolls = qcancel
 	for range set.pollers {
 		s.pollers.Add(1)
-		go s.poll(pctx)
+		s.polling.Add(1)
+		go s.poll(pctx, qctx)
 	}
 	if set.heartbeat > 0 {
 		s.log.Warn("sqs: heartbeat is deprecated and ignored: the pipeline's lock block (extend_every, extend_by) extends the messages the engine holds, and the source keeps its prefetched ones invisible itself")
@@ -229,15 +243,17 @@ func (s *Source) dropExpired(now time.Time) {
 	s.pending = keep
 }
 
-// poll is one long-polling loop.
-func (s *Source) poll(ctx context.Context) {
+// poll is one long-polling loop. Its receives end with qctx (Quiesce, or
+// ctx); the hand-out of what they brought ends with ctx.
+func (s *Source) poll(ctx, qctx context.Context) {
 	defer s.pollers.Done()
+	defer s.polling.Done()
 	var attemptID string
 	var attemptAt time.Time
 	failures := 0
 	// after the n-th failure in a row: from 200 ms, at most maxPollBackoff
 	bo := backoff.Backoff{Base: 200 * time.Millisecond, Max: maxPollBackoff}
-	for ctx.Err() == nil && !s.closing() {
+	for qctx.Err() == nil && !s.closing() && !s.quiet.Load() {
 		in := s.receiveInput()
 		if s.queue.fifo {
 			// A retry after a failed call reuses the attempt id, so SQS
@@ -247,9 +263,9 @@ func (s *Source) poll(ctx context.Context) {
 			}
 			in.ReceiveRequestAttemptId = aws.String(attemptID)
 		}
-		out, err := s.api.ReceiveMessage(ctx, in)
+		out, err := s.api.ReceiveMessage(qctx, in)
 		if err != nil {
-			if ctx.Err() != nil {
+			if qctx.Err() != nil {
 				return
 			}
 			s.stats.pollErrors.Add(1)
@@ -264,7 +280,7 @@ func (s *Source) poll(ctx context.Context) {
 				default:
 				}
 			}
-			if backoff.Sleep(ctx, nil, nil, bo.Next()) != nil {
+			if backoff.Sleep(qctx, nil, nil, bo.Next()) != nil {
 				return
 			}
 			continue
@@ -274,7 +290,7 @@ func (s *Source) poll(ctx context.Context) {
 		if len(out.Messages) == 0 {
 			if s.set.waitTime == 0 {
 				// short polling: do not spin on an empty queue
-				if backoff.Sleep(ctx, nil, nil, 100*time.Millisecond) != nil {
+				if backoff.Sleep(qctx, nil, nil, 100*time.Millisecond) != nil {
 					return
 				}
 			}
@@ -391,6 +407,30 @@ func (s *Source) extendPrefetched(ctx context.Context, now time.Time, age time.D
 			}
 		}
 	}
+}
+
+// quietGrace is how long a receive in flight at Quiesce has to answer:
+// one with messages answers within a round trip, one on an empty queue
+// would wait out its long poll.
+const quietGrace = time.Second
+
+// Quiesce stops receiving before a dry run hands its sample back and
+// closes the source: a receive after the hand-back would take the sample
+// again, and what the pollers hold when the source closes would go back
+// with its receive count raised and not seen, which the move after the
+// dry run took for an interrupted run's deliveries. The channel returned
+// is closed once the pollers have stopped and handed out what they hold
+// (Receive takes it).
+func (s *Source) Quiesce() <-chan struct{} {
+	s.quietOnce.Do(func() {
+		s.quiet.Store(true)
+		time.AfterFunc(quietGrace, s.quietPolls)
+		go func() {
+			s.polling.Wait()
+			close(s.drained)
+		}()
+	})
+	return s.drained
 }
 
 // closeGrace bounds how long Close waits for a receive in flight after a

@@ -632,7 +632,7 @@ const leftoverWait = 10 * time.Second
 
 // takeLeftovers holds what a quiesced source had received and not handed
 // out (a Service Bus session's worker goes on to the next message while
-// the sample is held), until drained is closed: those were delivered too,
+// the sample is held; SQS pollers receive ahead), until drained is closed: those were delivered too,
 // and their counts rose, so the ledger records them and they are handed
 // back with the sample, not left for the source's close to return
 // unrecorded.
@@ -648,17 +648,37 @@ func (s *trackedSource) takeLeftovers(drained <-chan struct{}) {
 		case <-dctx.Done():
 		}
 	}()
-	for {
-		ds, _ := s.Source.Receive(dctx, 100)
-		if len(ds) == 0 {
-			return // drained, out of time, or the source failed
-		}
+	take := func(ctx context.Context) bool {
+		ds, _ := s.Source.Receive(ctx, 100)
 		s.t.sampled(ds)
 		for _, d := range ds {
 			s.t.holdIt(d)
 		}
+		return len(ds) > 0
+	}
+	for take(dctx) {
+	}
+	// Drained, out of time, or the source failed. Once drained, the
+	// source still has what it took in but did not hand out yet (SQS keeps
+	// a batch it received): a Receive whose context has ended may not
+	// return that, so it gets a moment of its own.
+	select {
+	case <-drained:
+		for {
+			fctx, fcancel := context.WithTimeout(context.Background(), leftoverFlush)
+			more := take(fctx)
+			fcancel()
+			if !more {
+				return
+			}
+		}
+	default:
 	}
 }
+
+// leftoverFlush bounds a Receive of what a drained source still holds,
+// which it returns at once.
+const leftoverFlush = 100 * time.Millisecond
 
 // batchTrackedSource is a trackedSource whose source settles batches
 // (driver.BatchAcker: JetStream pipelines its acks, SQS deletes ten at a
