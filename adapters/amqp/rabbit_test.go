@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -762,4 +763,34 @@ func TestSinkTemplatedAddressTheBrokerRefuses(t *testing.T) {
 			t.Errorf("want %s: %+v", id, m)
 		}
 	}
+}
+
+// Sends at once (as the engine's batch.concurrency makes them) over more target addresses than max_links: one Send's
+// attach pushes out a link that the other is still sending on or waiting
+// for outcomes on, and that link must stay attached until the other is done
+// with it (it was detached under it: a spurious transient error, so a
+// retry and a duplicate).
+func TestSinkConcurrentSendsOverMaxLinks(t *testing.T) {
+	url := brokerURL(t)
+	base := queue(t)
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: base + "-{group}", MaxLinks: 2})
+	const workers, rounds, perSend = 2, 10, 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				msgs := make([]*mapping.Message, perSend)
+				for i := range msgs {
+					msgs[i] = textMsg(fmt.Sprintf("w%d-r%d-%d", w, r, i))
+					msgs[i].GroupKey = fmt.Sprintf("w%d-%d", w%2, i%4)
+				}
+				for i, err := range snk.Send(ctxT(t, 60*time.Second), msgs) {
+					if err != nil {
+						t.Errorf("worker %d round %d message %d: %v", w, r, i, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
