@@ -23,7 +23,10 @@ import (
 type sconn struct {
 	*dialed
 	sess  *amqp.Session
-	links *lru.Cache[string, *sendLink] // at most max_links
+	links *lru.Cache[string, *sendLink] // at most max_links, beyond those in use
+	// closing: the sink closes the connection, whose close cleans up the
+	// links (RabbitMQ 3.x's need not be detached one by one).
+	closing atomic.Bool
 }
 
 type sendLink struct {
@@ -44,6 +47,9 @@ type sink struct {
 	conn   *sconn
 	closed bool
 
+	// bg: the closes of lost connections, which Close waits for.
+	bg sync.WaitGroup
+
 	connects atomic.Int64 // connections made (for logs and tests)
 	// redialing: a reconnect that Ready started runs (one at a time).
 	redialing atomic.Bool
@@ -58,10 +64,12 @@ func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, er
 	}
 	if set.isStatic {
 		// attach now: a refused address fails the start, not every message
-		if _, err := c.sender(ctx, set.static, set.targetDur, set.conn.closeTimeout); err != nil {
+		_, release, err := c.sender(ctx, set.static, set.targetDur)
+		if err != nil {
 			s.Close(ctx)
 			return nil, fmt.Errorf("amqp sink: %s: attach %q: %w", c.endpoint, set.static, err)
 		}
+		release()
 	}
 	return s, nil
 }
@@ -88,13 +96,21 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		receipt amqp.SendReceipt
 	}
 	pending := make([]inFlight, 0, len(msgs))
+	// The links in use stay attached until every outcome is in, whichever
+	// other Send's attach pushes them out of the cache meanwhile.
+	var releases []func()
+	defer func() {
+		for _, release := range releases {
+			release()
+		}
+	}()
 	for i, m := range msgs {
 		addr, err := s.address(m)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		sl, err := c.sender(ctx, addr, s.set.targetDur, s.set.conn.closeTimeout)
+		sl, release, err := c.sender(ctx, addr, s.set.targetDur)
 		if err != nil {
 			errs[i] = s.failed(c, nil, addr, fmt.Errorf("attach: %w", err))
 			if !s.set.isStatic && addressRefused(err, addr) {
@@ -108,6 +124,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			}
 			continue
 		}
+		releases = append(releases, release)
 		msg, err := s.encode(m, sl.snd)
 		if err != nil {
 			errs[i] = driver.Permanent(err)
@@ -255,7 +272,11 @@ func (s *sink) failed(c *sconn, sl *sendLink, addr string, err error) error {
 		if s.conn == c {
 			s.conn = nil
 			s.rd.failed(err)
-			go closeConn(context.Background(), c.conn, s.set.conn.closeTimeout)
+			// Close (s.closed is false while s.conn is c) waits for this.
+			s.bg.Go(func() {
+				closeConn(context.Background(), c.conn, s.set.conn.closeTimeout)
+				_ = c.links.Close(context.Background()) // dead links: closed at once, once the Sends using them are done
+			})
 			s.log.Warn("amqp sink: connection lost; reconnecting on the next send", "endpoint", c.endpoint, "error", err)
 		}
 		s.mu.Unlock()
@@ -319,12 +340,18 @@ func (s *sink) connection(ctx context.Context) (*sconn, error) {
 		return nil, fmt.Errorf("amqp sink: connect: %w", err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
-		go closeConn(context.Background(), d.conn, s.set.conn.closeTimeout)
+		s.mu.Unlock()
+		closeConn(context.Background(), d.conn, s.set.conn.closeTimeout)
 		return nil, errClosed
 	}
-	s.conn = &sconn{dialed: d, sess: sess, links: lru.New[string, *sendLink](s.set.maxLinks)}
+	defer s.mu.Unlock()
+	sc := &sconn{dialed: d, sess: sess}
+	sc.links = lru.New[string](s.set.maxLinks, func(ctx context.Context, sl *sendLink) error {
+		sc.closeLink(ctx, sl.snd, s.set.conn.closeTimeout)
+		return nil
+	})
+	s.conn = sc
 	s.log.Info("amqp sink: connected", "endpoint", d.endpoint, "broker", d.product, "connections", s.connects.Add(1))
 	if d.rabbit3 && !s.set.targetDur && strings.HasPrefix(s.set.address.String(), "/queue/") {
 		s.log.Warn("amqp sink: RabbitMQ 3.x declares a missing /queue/ queue non-durable when target_durable is false: a broker restart deletes it with every message in it; set target_durable = true, or send to a durable queue declared beforehand as /amq/queue/NAME",
@@ -342,12 +369,14 @@ func alive(c *amqp.Conn) bool {
 	}
 }
 
-// sender returns the link to addr, attaching it (and detaching the least
-// recently used one beyond max_links). The attach, a broker round trip,
-// holds up neither the sends to cached addresses nor other attaches, and
-// concurrent sends to a new address attach it once.
-func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool, closeTimeout time.Duration) (*sendLink, error) {
-	sl, evicted, err := c.links.Get(ctx, addr, func() (*sendLink, error) {
+// sender returns the link to addr, attaching it, and the func that
+// releases it once the caller has every outcome of its transfers. The
+// attach, a broker round trip, holds up neither the sends to cached
+// addresses nor other attaches, and concurrent sends to a new address
+// attach it once. Beyond max_links the cache detaches the least recently
+// used link that no Send is using (at its last release if all are in use).
+func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool) (*sendLink, func(), error) {
+	return c.links.Acquire(ctx, addr, func() (*sendLink, error) {
 		var opts *amqp.SenderOptions
 		if targetDurable {
 			opts = &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState}
@@ -358,24 +387,18 @@ func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool, clo
 		}
 		return &sendLink{addr: addr, snd: snd}, nil
 	})
-	for _, old := range evicted {
-		// detach in the background, RabbitMQ 3.x included: it does detach
-		// the link, only its reply is wrong (Close then waits out its deadline)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-			defer cancel()
-			_ = old.snd.Close(ctx)
-		}()
-	}
-	return sl, err
 }
 
 func (c *sconn) drop(sl *sendLink) { c.links.Remove(sl.addr, sl) }
 
-// closeLink detaches a sender within timeout and ctx; skipped on RabbitMQ
-// 3.x, which never answers (the connection close cleans up).
+// closeLink detaches a sender within timeout and ctx (the links cache's
+// close). A link evicted while the connection stays is detached on RabbitMQ
+// 3.x too: it does detach the link, only its reply is wrong (the close then
+// waits out its deadline, in the cache's goroutine). Once the sink closes
+// the connection (closing), RabbitMQ 3.x's are skipped: it never answers,
+// and the connection's close cleans up.
 func (c *sconn) closeLink(ctx context.Context, snd *amqp.Sender, timeout time.Duration) {
-	if c.rabbit3 {
+	if c.rabbit3 && c.closing.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -416,7 +439,8 @@ func (s *sink) Ready(context.Context) error {
 }
 
 // Close detaches the senders with a short deadline and closes the
-// connection. Every Send has returned its outcomes, so nothing is pending.
+// connection, and waits for the closes of lost connections. Every Send has
+// returned its outcomes, so nothing is pending.
 func (s *sink) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -428,14 +452,12 @@ func (s *sink) Close(ctx context.Context) error {
 	c := s.conn
 	s.conn = nil
 	s.mu.Unlock()
+	defer s.bg.Wait()
 	if c == nil {
 		return nil
 	}
-	var wg sync.WaitGroup
-	for _, sl := range c.links.Drain() {
-		wg.Go(func() { c.closeLink(ctx, sl.snd, s.set.conn.closeTimeout) })
-	}
-	wg.Wait()
+	c.closing.Store(true)
+	_ = c.links.Close(ctx) // waits for the detaches, evictions' included
 	closeConn(ctx, c.conn, s.set.conn.closeTimeout+time.Second)
 	return nil
 }

@@ -54,7 +54,7 @@ func newSink(ctx context.Context, set *sinkSettings, log *slog.Logger, cred azco
 	if err != nil {
 		return nil, fmt.Errorf("servicebus sink: %w", err)
 	}
-	snk := &amqpSink{sinkCommon: common, client: client, senders: lru.New[string, *azservicebus.Sender](set.maxSenders)}
+	snk := &amqpSink{sinkCommon: common, client: client, senders: newSenderCache(set.maxSenders)}
 	if name := set.entity.String(); !strings.Contains(name, "{") {
 		// A fixed entity: attach now, so that a wrong key or entity name
 		// fails at start rather than with the first message.
@@ -183,3 +183,18 @@ func (s *sinkCommon) Ready(context.Context) error {
 
 // senderCache keeps the most recently used senders, one per entity.
 type senderCache = lru.Cache[string, *azservicebus.Sender]
+
+// newSenderCache keeps n senders (beyond those in use). An evicted sender
+// is closed once no Send uses it, within settleTimeout (the cache gives an
+// eviction's close context.Background(), and a context that never ends is
+// bounded so); at Close, within Close's context.
+func newSenderCache(n int) *senderCache {
+	return lru.New[string](n, func(ctx context.Context, snd *azservicebus.Sender) error {
+		if ctx.Done() == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, settleTimeout)
+			defer cancel()
+		}
+		return snd.Close(ctx)
+	})
+}

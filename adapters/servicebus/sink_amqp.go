@@ -60,26 +60,18 @@ func (s *amqpSink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			single: !mm.ScheduledAt.IsZero(), msg: fromAMQP(am)})
 	}
 	order, groups := groupBy(items, func(o outgoing) batchKey { return batchKey{o.entity, o.partition} })
-	var evictMu sync.Mutex
-	var evicted []*azservicebus.Sender
 	eachGroup(order, groups, func(k batchKey, items []outgoing) {
-		snd, ev, err := s.senders.Get(ctx, k.entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(k.entity, nil) })
+		snd, release, err := s.senders.Acquire(ctx, k.entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(k.entity, nil) })
 		if err != nil {
 			for _, it := range items {
 				errs[it.idx] = s.sendErr(k.entity, err)
 			}
 			return
 		}
-		evictMu.Lock()
-		evicted = append(evicted, ev...)
-		evictMu.Unlock()
+		// The cache closes a sender pushed out meanwhile at this release.
+		defer release()
 		s.sendGroup(ctx, snd, k.entity, items, errs)
 	})
-	for _, snd := range evicted {
-		cctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		_ = snd.Close(cctx)
-		cancel()
-	}
 	for _, err := range errs {
 		if err != nil {
 			s.record(err)
@@ -171,10 +163,11 @@ func (s *amqpSink) sendOne(ctx context.Context, snd *azservicebus.Sender, entity
 // probe attaches the sender link of entity (creating a batch asks the
 // link for its size limit).
 func (s *amqpSink) probe(ctx context.Context, entity string) error {
-	snd, _, err := s.senders.Get(ctx, entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(entity, nil) })
+	snd, release, err := s.senders.Acquire(ctx, entity, func() (*azservicebus.Sender, error) { return s.client.NewSender(entity, nil) })
 	if err != nil {
 		return err
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, s.set.sendTimeout)
 	defer cancel()
 	_, err = snd.NewMessageBatch(ctx, nil)
@@ -214,12 +207,7 @@ func (s *sinkCommon) sendErr(entity string, err error) error {
 func (s *amqpSink) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
-		var errs []error
-		for _, snd := range s.senders.Drain() {
-			errs = append(errs, snd.Close(ctx))
-		}
-		errs = append(errs, s.client.Close(ctx))
-		err = errors.Join(errs...)
+		err = errors.Join(s.senders.Close(ctx), s.client.Close(ctx))
 	})
 	return err
 }
