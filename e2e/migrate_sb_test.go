@@ -705,3 +705,46 @@ pipeline "sessions-to-sqs" {
 		})
 	}
 }
+
+// A session queue with more sessions than the source holds at once, and
+// no management endpoint to count it: a worker keeps an emptied session
+// for idle_timeout before it takes the next, a quiet spell longer than
+// -idle, and the move took the first sessions' end for the queue's:
+// "complete", exit 0, with two thirds of the queue left behind. The job
+// now waits out the source's quiet spell.
+func TestMigrateSessionsWithoutCountMovesEverySession(t *testing.T) {
+	const sessions, per = 6, 5
+	e := sqsSetup(t)
+	srv := sbStartServer(t, `{"queues":[{"name":"sessions","requiresSession":true,"lockDuration":"PT30S"}]}`)
+	c := sbClient(t, srv)
+	var msgs []*azservicebus.Message
+	for i := range sessions * per {
+		msgs = append(msgs, &azservicebus.Message{
+			MessageID: ptrTo(fmt.Sprintf("m%03d", i)), SessionID: ptrTo(fmt.Sprintf("s%d", i%sessions)),
+			Body: []byte(fmt.Sprintf("body %d", i)),
+		})
+	}
+	sbSend(t, c, "sessions", msgs...)
+	out := e.createQueue(t, "out", false, nil)
+	sbSetAWSEnv(t)
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "sessions-uncounted" {
+  source "servicebus" {
+%s    queue = "sessions"
+    sessions {
+      max_concurrent = 2
+      idle_timeout   = "1500ms"
+    }
+  }
+  sink "sqs" {
+%s  }
+}
+`, sbConn(srv), e.conn(out)))
+	code, rep, _ := migRun(t, 3*time.Minute, "-idle", "500ms", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("move: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if j := rep.Jobs[0]; j.Written != sessions*per {
+		t.Errorf("written %d, want all %d: the job took a session's idle_timeout for the queue's end", j.Written, sessions*per)
+	}
+}

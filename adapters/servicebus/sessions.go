@@ -99,6 +99,16 @@ func (s *sessionSource) Quiesce() <-chan struct{} {
 	return s.drained
 }
 
+// QuietSpell is how long the source may hand out nothing while messages
+// wait in sessions it does not hold: a worker keeps an emptied session for
+// idle_timeout before it takes the next. A migration that cannot count the
+// entity waits at least this long before it takes it for drained.
+func (s *sessionSource) QuietSpell() time.Duration { return s.set.sessionIdle + sessionTakeover }
+
+// sessionTakeover covers a worker's accept of the next session and its
+// first receive after it released one.
+const sessionTakeover = 2 * time.Second
+
 // startHanding and stopHanding bracket the part of serve that receives
 // and hands out messages. A worker that starts after Quiesce checked the
 // count sees quiet set and hands out nothing.

@@ -992,6 +992,9 @@ type watch struct {
 	// saidUnanswered: the log said once that an idle source's broker does
 	// not answer its pings.
 	saidUnanswered bool
+	// saidSpell: the log said once that the source's quiet spells make
+	// the job wait longer than -idle.
+	saidSpell bool
 	// countErr is why the last count of the quiet source failed, nil once
 	// one answers: a broker that stalls keeps its connection open, and
 	// only its counts tell.
@@ -1230,6 +1233,22 @@ func (w *watch) recount(ctx context.Context, now time.Time, done int64) {
 // totalRecountEvery paces recount (a variable for tests).
 var totalRecountEvery = time.Second
 
+// quietFor reports whether a quiet spell of idle says that a source that
+// cannot be counted is drained: -idle, or the source's own quiet spell
+// where that is longer (a Service Bus session source with more sessions
+// than it holds at once, which keeps an emptied session for idle_timeout
+// before it takes the next: a -idle of 5 s took the first sessions' end
+// for the queue's and left the others behind, "complete").
+func (w *watch) quietFor(idle time.Duration, snap snapshot) bool {
+	need := max(w.j.opt.Idle, snap.spell)
+	if idle >= w.j.opt.Idle && idle < need && !w.saidSpell {
+		w.saidSpell = true
+		w.j.log.Info("the source cannot be counted and may hand out nothing for a while with messages waiting; waiting for a longer quiet spell than -idle before taking it for drained",
+			"quiet_spell", need.Round(time.Millisecond), "idle", w.j.opt.Idle)
+	}
+	return idle >= need
+}
+
 // sayUnanswered logs once that an idle source's broker does not answer
 // its pings, so a job that waits for it says why.
 func (w *watch) sayUnanswered() {
@@ -1261,6 +1280,8 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 			w.sayUnanswered()
 			return "", false
 		}
+		// A held sample keeps its sessions: no other is taken, so the
+		// source's quiet spell (quietFor) does not apply.
 		return "idle", idle >= opt.Idle
 	case w.browsing:
 		// The browser read to the end; a short quiet spell lets a last
@@ -1290,7 +1311,7 @@ func (w *watch) drained(ctx context.Context, now time.Time, st bridge.Stats, sna
 			w.sayUnanswered()
 			return "", false
 		}
-		return "idle", true
+		return "idle", w.quietFor(idle, snap)
 	}
 	if err != nil {
 		if w.countErr == nil {

@@ -62,6 +62,7 @@ type tracker struct {
 	held       []driver.Delivery
 	quiet      bool                // hold mode: the sample is being handed back, take no more
 	quiescer   quiescer            // the open source, where it can stop taking messages
+	spell      time.Duration       // the open source's QuietSpell (quietSpeller)
 	pending    map[uint64]struct{} // positions delivered, not yet done
 	maxDone    uint64
 	passedUpTo uint64           // the highest position a filter left out (checkpointLocked)
@@ -132,6 +133,9 @@ func (t *tracker) wrap(src driver.Source) driver.Source {
 	t.mu.Lock()
 	t.browser, _ = src.(driver.Browser)
 	t.quiescer, _ = src.(quiescer)
+	if qs, ok := src.(quietSpeller); ok {
+		t.spell = qs.QuietSpell()
+	}
 	t.mu.Unlock()
 	ts := &trackedSource{PassSource: driver.PassSource{Source: src}, t: t}
 	if ba, ok := src.(driver.BatchAcker); ok {
@@ -139,6 +143,12 @@ func (t *tracker) wrap(src driver.Source) driver.Source {
 	}
 	return ts
 }
+
+// quietSpeller is a source that may hand out nothing for a while with
+// messages still waiting: a Service Bus session source keeps an emptied
+// session for its idle_timeout before it takes the next, so a quiet spell
+// shorter than QuietSpell is no sign of an empty source.
+type quietSpeller interface{ QuietSpell() time.Duration }
 
 // quiescer is a source that can stop taking messages before it closes, so
 // that what a held dry run hands back is not received again meanwhile (a
@@ -149,6 +159,7 @@ type quiescer interface{ Quiesce() <-chan struct{} }
 // snapshot is the tracker's state for the job's drain decision and report.
 type snapshot struct {
 	lastRecv   time.Time
+	spell      time.Duration // quietSpeller's: no quiet spell shorter says drained
 	taken      int64
 	skipped    int64 // passed over: by the filters, or scheduled (leaveScheduled)
 	scheduled  int64 // of those, scheduled and not due (a dry run's)
@@ -168,7 +179,7 @@ type snapshot struct {
 func (t *tracker) snapshot() snapshot {
 	t.mu.Lock()
 	s := snapshot{
-		lastRecv: t.lastRecv, taken: t.taken, skipped: t.skipped, scheduled: t.scheduled, groups: len(t.groups),
+		lastRecv: t.lastRecv, spell: t.spell, taken: t.taken, skipped: t.skipped, scheduled: t.scheduled, groups: len(t.groups),
 		sampleDone: t.sample > 0 && t.taken >= t.sample,
 		canBrowse:  t.browser != nil,
 		checkpoint: t.checkpointLocked(),
