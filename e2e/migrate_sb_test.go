@@ -748,3 +748,44 @@ pipeline "sessions-uncounted" {
 		t.Errorf("written %d, want all %d: the job took a session's idle_timeout for the queue's end", j.Written, sessions*per)
 	}
 }
+
+// A key with Send and Listen but not Manage cannot count the entity (401
+// "'Manage' claim required"): the count was retried as a lost connection,
+// and a move that had moved everything failed after -connect-timeout. The
+// entity is now moved as one that cannot be counted.
+func TestMigrateServiceBusWithoutManageRightMoves(t *testing.T) {
+	const n = 20
+	e := sqsSetup(t)
+	srv := sbStartServer(t, `{"queues":[{"name":"src"}],
+	  "sharedAccessPolicies":[{"name":"sendlisten","key":"c2VuZGxpc3RlbmtleQ==","rights":["Send","Listen"]}]}`)
+	c := sbClient(t, srv)
+	var msgs []*azservicebus.Message
+	for i := range n {
+		msgs = append(msgs, &azservicebus.Message{MessageID: ptrTo(fmt.Sprintf("m%03d", i)), Body: []byte(fmt.Sprintf("body %d", i))})
+	}
+	sbSend(t, c, "src", msgs...)
+	out := e.createQueue(t, "out", false, nil)
+	sbSetAWSEnv(t)
+	conn := strings.NewReplacer("SharedAccessKeyName="+sbKeyName, "SharedAccessKeyName=sendlisten", "SharedAccessKey="+sbKey, "SharedAccessKey=c2VuZGxpc3RlbmtleQ==").Replace(srv.Conn)
+	if conn == srv.Conn {
+		t.Fatalf("the connection string %q names no key to replace", srv.Conn)
+	}
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "no-manage" {
+  source "servicebus" {
+    connection_string   = %q
+    management_endpoint = %q
+    queue               = "src"
+  }
+  sink "sqs" {
+%s  }
+}
+`, conn, srv.HTTP, e.conn(out)))
+	code, rep, _ := migRun(t, 2*time.Minute, "-idle", "1s", "-connect-timeout", "20s", "-progress", "off", cfg)
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("move: exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	if j := rep.Jobs[0]; j.Written != n {
+		t.Errorf("written %d, want %d", j.Written, n)
+	}
+}

@@ -69,7 +69,10 @@ func sbStartServer(t testing.TB, entitiesJSON string) *sbServer {
 		t.Fatalf("entities JSON: %v", err)
 	}
 	cfg["namespace"] = "qbridgee2e"
-	cfg["sharedAccessPolicies"] = []any{map[string]any{"name": sbKeyName, "key": sbKey, "rights": []string{"Manage", "Send", "Listen"}}}
+	// The test's own policies (a key with fewer rights) go beside the
+	// full one every test uses.
+	policies, _ := cfg["sharedAccessPolicies"].([]any)
+	cfg["sharedAccessPolicies"] = append(policies, map[string]any{"name": sbKeyName, "key": sbKey, "rights": []string{"Manage", "Send", "Listen"}})
 	logf, err := os.Create(filepath.Join(t.TempDir(), "sbserver.log"))
 	if err != nil {
 		t.Fatal(err)

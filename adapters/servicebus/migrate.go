@@ -159,10 +159,23 @@ type counts struct {
 	transferDeadLetter int64
 }
 
+// countErr makes a refused count (a key with Send and Listen but not
+// Manage: 401 "'Manage' claim required"; 403) errors.ErrUnsupported: the
+// entity stays usable and is moved without counts, as for a broker that
+// cannot count, rather than retried as a lost connection until
+// -connect-timeout failed a move that had moved everything.
+func countErr(err error) error {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && (re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden) {
+		return fmt.Errorf("%w (counting needs the Manage right): %w", err, errors.ErrUnsupported)
+	}
+	return err
+}
+
 func queueCounts(ctx context.Context, ac *admin.Client, queue string) (counts, error) {
 	resp, err := ac.GetQueueRuntimeProperties(ctx, queue, nil)
 	if err != nil {
-		return counts{}, fmt.Errorf("servicebus: runtime properties of queue %q: %w", queue, err)
+		return counts{}, countErr(fmt.Errorf("servicebus: runtime properties of queue %q: %w", queue, err))
 	}
 	if resp == nil { // the SDK's answer for an entity that does not exist
 		// Retrying cannot help: a migration fails at once on it.
@@ -183,7 +196,7 @@ func queueCounts(ctx context.Context, ac *admin.Client, queue string) (counts, e
 func subscriptionCounts(ctx context.Context, ac *admin.Client, topic, sub string) (counts, error) {
 	resp, err := ac.GetSubscriptionRuntimeProperties(ctx, topic, sub, nil)
 	if err != nil {
-		return counts{}, fmt.Errorf("servicebus: runtime properties of subscription %s/%s: %w", topic, sub, err)
+		return counts{}, countErr(fmt.Errorf("servicebus: runtime properties of subscription %s/%s: %w", topic, sub, err))
 	}
 	if resp == nil {
 		return counts{}, driver.Permanent(fmt.Errorf("servicebus: subscription %s/%s does not exist", topic, sub))
