@@ -248,14 +248,14 @@ func verification(j *JobReport, mode Mode) *Verification {
 // dead-lettered there, what its broker dead-lettered, and what is left.
 // Arrivals during the move only lower the figure (a lower bound). SQS
 // counts are approximate: a difference within 1 % (at least 2) is not
-// taken for one.
-func leftTheSource(j *JobReport, nativeDL, brokerDL int64, approximate bool) int64 {
+// taken for one, and is returned as slack, for a note.
+func leftTheSource(j *JobReport, nativeDL, brokerDL int64, approximate bool) (left, slack int64) {
 	if j.SourceBefore == nil || j.SourceAfter == nil {
-		return 0
+		return 0, 0
 	}
-	left := j.SourceBefore.Pending() - j.Acknowledged - nativeDL - brokerDL - j.SourceAfter.Pending()
+	left = j.SourceBefore.Pending() - j.Acknowledged - nativeDL - brokerDL - j.SourceAfter.Pending()
 	if approximate && left <= max(2, j.SourceBefore.Pending()/100) {
-		return 0
+		return 0, max(0, left)
 	}
-	return max(0, left)
+	return max(0, left), 0
 }
