@@ -35,6 +35,15 @@ func (p *Pacer) Do(log func(leftOut int64)) {
 		log(0)
 		return
 	}
-	p.left.Add(1)
-	p.s.Do(func() { log(p.left.Swap(0) - 1) })
+	// A call counts itself only when it is left out: one that counted
+	// itself first could have its count taken by another's line, and then
+	// say -1 (two lines at once within First).
+	logged := false
+	p.s.Do(func() {
+		logged = true
+		log(p.left.Swap(0))
+	})
+	if !logged {
+		p.left.Add(1)
+	}
 }
