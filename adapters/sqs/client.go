@@ -201,6 +201,7 @@ type queueInfo struct {
 	name              string
 	fifo              bool
 	contentBasedDedup bool
+	dedupPerGroup     bool          // DeduplicationScope messageGroup (high-throughput FIFO)
 	visibility        time.Duration // the queue's VisibilityTimeout
 	maxMessageSize    int           // the queue's MaximumMessageSize; 0: not read
 }
@@ -240,7 +241,7 @@ func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, e
 		QueueUrl: aws.String(q.url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue,
 			types.QueueAttributeNameContentBasedDeduplication, types.QueueAttributeNameVisibilityTimeout,
-			types.QueueAttributeNameMaximumMessageSize},
+			types.QueueAttributeNameMaximumMessageSize, types.QueueAttributeNameDeduplicationScope},
 	})
 	if err != nil {
 		if !attributesRefused(err) {
@@ -252,6 +253,7 @@ func resolveQueue(ctx context.Context, client api, c *ConnConfig) (*queueInfo, e
 		q.fifo = v == "true"
 	}
 	q.contentBasedDedup = out.Attributes[string(types.QueueAttributeNameContentBasedDeduplication)] == "true"
+	q.dedupPerGroup = out.Attributes[string(types.QueueAttributeNameDeduplicationScope)] == "messageGroup"
 	if v, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil && v >= 0 {
 		q.visibility = time.Duration(v) * time.Second
 	}

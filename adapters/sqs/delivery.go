@@ -46,7 +46,8 @@ func (s *Source) newDelivery(raw types.Message, received time.Time) *delivery {
 		d.deadline.Store(math.MaxInt64) // a visibility of 0 s: no deadline to watch
 	}
 	m, err := sqsmap.Decode(raw, sqsmap.DecodeOptions{
-		Address: s.queue.url,
+		Address:       s.queue.url,
+		DedupPerGroup: s.queue.dedupPerGroup,
 		OnWarn: func(field, reason string) {
 			s.log.Warn("sqs: left out of a received message", "message_id", d.id, "field", field, "reason", reason)
 		},

@@ -21,6 +21,14 @@ type DecodeOptions struct {
 	// OnWarn is told about something left out that does not warrant
 	// rejecting the message: a malformed AWSTraceHeader.
 	OnWarn func(field, reason string)
+	// DedupPerGroup: the queue deduplicates within each message group
+	// (DeduplicationScope messageGroup, a high-throughput FIFO queue), so
+	// one MessageDeduplicationId may name distinct messages of two
+	// groups. The model's DedupID is then made unique across the queue
+	// (scopedDedupID): Service Bus duplicate detection, a JetStream
+	// stream and an SQS FIFO queue of queue scope deduplicate across
+	// groups, and would merge them.
+	DedupPerGroup bool
 }
 
 func (o *DecodeOptions) warn(field, reason string) {
@@ -101,6 +109,9 @@ func Decode(msg types.Message, opt DecodeOptions) (*mapping.Message, error) {
 	if d := m.DedupID; (env == nil || env.Fields == nil || env.Fields.DedupID == "") &&
 		(strings.HasPrefix(d, madeUpPrefix) || isBodyHash(d, body)) {
 		m.DedupID = ""
+	}
+	if opt.DedupPerGroup && m.DedupID != "" && m.GroupKey != "" && (env == nil || env.Fields == nil || env.Fields.DedupID == "") {
+		m.DedupID = scopedDedupID(m.GroupKey, m.DedupID)
 	}
 	if env != nil {
 		if err := env.Apply(m); err != nil {
@@ -254,4 +265,15 @@ func isBodyHash(d string, body []byte) bool {
 		}
 	}
 	return true
+}
+
+// scopedDedupID is a dedup id unique across a queue for id, unique within
+// group: "group/id", valid wherever both are (SQS allows the same
+// characters in both), or its hash where that is longer than the 128
+// characters SQS and Service Bus take.
+func scopedDedupID(group, id string) string {
+	if s := group + "/" + id; len(s) <= 128 {
+		return s
+	}
+	return "group-" + hashID(group+"\x00"+id) // not MadeUpIDPrefix: it is the message's own
 }

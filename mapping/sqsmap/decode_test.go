@@ -249,3 +249,32 @@ func TestIsBodyHash(t *testing.T) {
 		}
 	}
 }
+
+// A queue that deduplicates within each message group (DeduplicationScope
+// messageGroup) may hold distinct messages of two groups under one
+// MessageDeduplicationId; the model's DedupID is made unique across the
+// queue, since the sinks that deduplicate do so across groups and would
+// merge them.
+func TestDecodeDedupPerGroup(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	for _, tc := range []struct {
+		name, group, dedup string
+		perGroup           bool
+		want               string
+	}{
+		{"queue scope: as sent", "g1", "order-1", false, "order-1"},
+		{"group scope: the group's", "g1", "order-1", true, "g1/order-1"},
+		{"group scope, another group: another id", "g2", "order-1", true, "g2/order-1"},
+		{"group scope, over 128 characters: hashed", long, long, true, "group-" + hashID(long+"\x00"+long)},
+	} {
+		msg := types.Message{Body: new("b"), MessageId: new("mid"),
+			Attributes: map[string]string{"MessageGroupId": tc.group, "MessageDeduplicationId": tc.dedup}}
+		m, err := Decode(msg, DecodeOptions{DedupPerGroup: tc.perGroup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.DedupID != tc.want || len(m.DedupID) > 128 {
+			t.Errorf("%s: DedupID %q, want %q", tc.name, m.DedupID, tc.want)
+		}
+	}
+}
