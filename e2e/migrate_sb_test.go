@@ -664,14 +664,7 @@ func TestMigrateSessionsDryRunIsNoEarlierWrite(t *testing.T) {
 			e := sqsSetup(t)
 			srv := sbStartServer(t, `{"queues":[{"name":"sessions","requiresSession":true,"lockDuration":"PT30S"}]}`)
 			c := sbClient(t, srv)
-			var msgs []*azservicebus.Message
-			for i := range groups * per {
-				msgs = append(msgs, &azservicebus.Message{
-					MessageID: ptrTo(fmt.Sprintf("m%03d", i)), SessionID: ptrTo(fmt.Sprintf("s%d", i%groups)),
-					Body: []byte(fmt.Sprintf("body %d", i)),
-				})
-			}
-			sbSend(t, c, "sessions", msgs...)
+			sbSend(t, c, "sessions", sbSessionMessages(groups, per)...)
 			out := e.createQueue(t, "out", false, nil)
 			sbSetAWSEnv(t)
 			t.Setenv("XDG_STATE_HOME", t.TempDir()) // the dry run's record, this test's own
@@ -706,6 +699,19 @@ pipeline "sessions-to-sqs" {
 	}
 }
 
+// sbSessionMessages is per messages in each of sessions sessions (s0,
+// s1, ...), interleaved, with ids m000, m001, ...
+func sbSessionMessages(sessions, per int) []*azservicebus.Message {
+	var msgs []*azservicebus.Message
+	for i := range sessions * per {
+		msgs = append(msgs, &azservicebus.Message{
+			MessageID: ptrTo(fmt.Sprintf("m%03d", i)), SessionID: ptrTo(fmt.Sprintf("s%d", i%sessions)),
+			Body: []byte(fmt.Sprintf("body %d", i)),
+		})
+	}
+	return msgs
+}
+
 // A session queue with more sessions than the source holds at once, and
 // no management endpoint to count it: a worker keeps an emptied session
 // for idle_timeout before it takes the next, a quiet spell longer than
@@ -717,14 +723,7 @@ func TestMigrateSessionsWithoutCountMovesEverySession(t *testing.T) {
 	e := sqsSetup(t)
 	srv := sbStartServer(t, `{"queues":[{"name":"sessions","requiresSession":true,"lockDuration":"PT30S"}]}`)
 	c := sbClient(t, srv)
-	var msgs []*azservicebus.Message
-	for i := range sessions * per {
-		msgs = append(msgs, &azservicebus.Message{
-			MessageID: ptrTo(fmt.Sprintf("m%03d", i)), SessionID: ptrTo(fmt.Sprintf("s%d", i%sessions)),
-			Body: []byte(fmt.Sprintf("body %d", i)),
-		})
-	}
-	sbSend(t, c, "sessions", msgs...)
+	sbSend(t, c, "sessions", sbSessionMessages(sessions, per)...)
 	out := e.createQueue(t, "out", false, nil)
 	sbSetAWSEnv(t)
 	cfg := migWriteConfig(t, fmt.Sprintf(`
