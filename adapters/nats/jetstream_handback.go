@@ -26,7 +26,8 @@ var (
 	nakPlain  = []byte(`-NAK`)
 )
 
-// nakConfirmTimeout bounds Close's wait for the server to confirm the NAKs.
+// nakConfirmTimeout bounds the wait for the server to confirm the NAKs
+// (confirmNaks: at Close, and before a pull that follows a NAK).
 // The server sends an advisory for each NAK: a CI run under -race took
 // more than 2 s for 10,000 of them.
 const nakConfirmTimeout = 10 * time.Second
@@ -34,16 +35,16 @@ const nakConfirmTimeout = 10 * time.Second
 // nak hands m back: after delay, or at once (delay 0).
 func (s *jsSource) nak(m jetstream.Msg, delay time.Duration) error {
 	if delay > 0 {
-		if err := m.NakWithDelay(delay); err != nil {
-			return err
-		}
-	} else {
-		if err := s.conn.nc.Publish(m.Reply(), nakDueNow); err != nil {
-			return err
-		}
-		if err := m.Nak(); err != nil {
-			return err
-		}
+		// Not one for confirmNaks: its plain NAK, sent to this message,
+		// would make it due at once, and a message held for a delay comes
+		// back behind later ones anyway.
+		return m.NakWithDelay(delay)
+	}
+	if err := s.conn.nc.Publish(m.Reply(), nakDueNow); err != nil {
+		return err
+	}
+	if err := m.Nak(); err != nil {
+		return err
 	}
 	reply := m.Reply()
 	s.lastNak.Store(&reply)

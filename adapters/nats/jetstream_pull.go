@@ -60,6 +60,11 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 				return out, nil
 			}
 		}
+		// A NAK is applied by the server after the pull that follows it
+		// may be (it queues a consumer's acks): that pull then takes a
+		// message after the NAKed one, which comes back behind it (a
+		// group's order broken). Only after a NAK: a round trip.
+		s.confirmNaks(ctx)
 		if s.hasAbandoned() {
 			// The pull a cancelled Receive left comes first: its
 			// messages are the next ones.
