@@ -31,8 +31,9 @@ func (s *jsSource) AckBatch(ctx context.Context, ds []driver.Delivery) []error {
 		if !ok || jd.src != s || i == last {
 			continue
 		}
-		jd.settle()
+		jd.settle(true)
 		if err := jd.m.Ack(); err != nil {
+			jd.unsettled()
 			errs[i] = fmt.Errorf("nats: ack: %w", err)
 		}
 	}
@@ -44,6 +45,7 @@ func (s *jsSource) AckBatch(ctx context.Context, ds []driver.Delivery) []error {
 		// server got them is unknown: each may be delivered again.
 		for i, d := range ds {
 			if jd, ok := d.(*jsDelivery); ok && jd.src == s && errs[i] == nil {
+				jd.unsettled()
 				errs[i] = err
 			}
 		}

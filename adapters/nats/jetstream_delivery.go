@@ -44,9 +44,19 @@ func (d *jsDelivery) touch() {
 // It runs before the ack, nak or term goes out: until the server has it,
 // the message then counts as not ours, which makes a recovery wait (for the
 // settlement, or for a redelivery if it failed) instead of ending early.
-func (d *jsDelivery) settle() {
+// gone: an ack or a term, after which the server forgets the message
+// whichever of its deliveries the settlement names (see jsSource.settled).
+func (d *jsDelivery) settle(gone bool) {
 	if d.settled.CompareAndSwap(false, true) && d.handed.Load() {
-		d.src.settled(d.seq)
+		d.src.settled(d.seq, gone)
+	}
+}
+
+// unsettled undoes what settle(true) recorded when the ack or term failed:
+// the server may still have the message, and a copy it redelivers is ours.
+func (d *jsDelivery) unsettled() {
+	if d.handed.Load() {
+		d.src.notGone(d.seq)
 	}
 }
 
@@ -58,8 +68,9 @@ func (d *jsDelivery) DecodeError() error { return d.decodeErr }
 // Ack is a double ack: it returns once the server confirmed it, so an acked
 // message is not redelivered.
 func (d *jsDelivery) Ack(ctx context.Context) error {
-	d.settle()
+	d.settle(true)
 	if err := d.m.DoubleAck(ctx); err != nil {
+		d.unsettled()
 		return fmt.Errorf("nats: ack: %w", err)
 	}
 	d.src.acked(d.m)
@@ -71,7 +82,7 @@ func (d *jsDelivery) Ack(ctx context.Context) error {
 // message is terminated instead: a dead-letter with a reason, never a
 // silent loss.
 func (d *jsDelivery) Nack(ctx context.Context, delay time.Duration) error {
-	d.settle()
+	d.settle(d.last)
 	if d.last {
 		d.log.Warn("nats: message failed on its last delivery (max_deliver); terminating it",
 			"subject", d.msg.Source.Address, "stream_seq", d.msg.Source.SequenceNumber, "deliveries", d.msg.Source.DeliveryCount)
@@ -98,12 +109,13 @@ func (d *jsDelivery) Extend(ctx context.Context, _ time.Duration) error {
 // DeadLetter terminates the message (no further redelivery); the reason is
 // in the server's MSG_TERMINATED advisory.
 func (d *jsDelivery) DeadLetter(ctx context.Context, reason, description string) error {
-	d.settle()
+	d.settle(true)
 	return d.term(termReason(reason, description))
 }
 
 func (d *jsDelivery) term(reason string) error {
 	if err := d.m.TermWithReason(reason); err != nil {
+		d.unsettled()
 		return fmt.Errorf("nats: term: %w", err)
 	}
 	return nil

@@ -110,8 +110,10 @@ func (s *jsSource) trackPin(out []*jsDelivery, pin string, err error) ([]*jsDeli
 	}
 	s.pinID = pin
 	s.recover = true
-	s.held = append(s.held, out...)
+	kept, copies := s.dropGoneLocked(out)
+	s.held = append(s.held, kept...)
 	s.mu.Unlock()
+	s.ackCopies(copies)
 	s.log.Info("nats jetstream: the server pinned this client: it receives now, once the messages of the previous pinned client are settled or back",
 		"durable", s.set.js.durable, "priority_group", s.group)
 	return nil, err
@@ -199,8 +201,8 @@ func (s *jsSource) recoverPinned(ctx context.Context, cons jetstream.Consumer, m
 		}
 		s.mu.Unlock()
 		ds, err := s.fetch(cons, n, poll, maxDeliver)
+		s.hold(ds)
 		s.mu.Lock()
-		s.held = append(s.held, ds...)
 		lost := s.pinID != pin
 		held := len(s.held)
 		s.mu.Unlock()

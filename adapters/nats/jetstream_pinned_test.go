@@ -344,3 +344,113 @@ func (l *logBuf) waitFor2(t testing.TB, s string, within time.Duration) {
 		time.Sleep(10 * time.Millisecond) // a poll, as waitFor's
 	}
 }
+
+// TestJetStreamPinnedRecoveryRedeliveryOfAckedMessage: a source the server
+// pins again holds a redelivery of a message whose first delivery its
+// engine still has (A: the server forgot an InProgress over a restart, or
+// the engine was slow). The engine then acks that first delivery: the
+// server forgets A whichever delivery the ack names, so the held copy is
+// no longer part of the consumer's pending messages. Counting it as ours
+// made the recovery end while a previous pinned client still had B (g:0)
+// out, and C (g:1) went to the engine before it (the chaos run's g10:37
+// after g10:42). Nothing of group g may come before B.
+func TestJetStreamPinnedRecoveryRedeliveryOfAckedMessage(t *testing.T) {
+	f := newJSFixture(t)
+	f.publish(t, "orders.a", "a:0", DefaultGroupHeader, "a")
+	src, logs := f.pinnedSource(t, "2s")
+	first := receiveN(t, src, 1, 5*time.Second)[0] // A/1: the engine holds it, unextended
+	f.publish(t, "orders.g", "g:0", DefaultGroupHeader, "g")
+	f.publish(t, "orders.g", "g:1", DefaultGroupHeader, "g")
+
+	// A previous pinned client (another replica) takes B and keeps it
+	// locked, as a stalled one does.
+	st, err := f.js.Stream(ctxT(t, 5*time.Second), "ORDERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UnpinConsumer(ctxT(t, 5*time.Second), "bridge", DefaultPriorityGroup); err != nil {
+		t.Fatal(err)
+	}
+	other := connect(t, f.srv.ClientURL())
+	ojs, err := jetstream.New(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ocons, err := ojs.Consumer(ctxT(t, 5*time.Second), "ORDERS", "bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := ocons.Fetch(1, jetstream.FetchPriorityGroup(DefaultPriorityGroup), jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b jetstream.Msg
+	for m := range mb.Messages() {
+		b = m
+	}
+	if b == nil || string(b.Data()) != "g:0" {
+		t.Fatalf("the other client got %v (%v), want g:0", b, mb.Error())
+	}
+	stopB := make(chan struct{})
+	bDone := make(chan struct{})
+	go func() {
+		defer close(bDone)
+		tk := time.NewTicker(200 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stopB:
+				return
+			case <-tk.C:
+				_ = b.InProgress()
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopB:
+		default:
+			close(stopB)
+		}
+		<-bDone
+	}()
+	if err := st.UnpinConsumer(ctxT(t, 5*time.Second), "bridge", DefaultPriorityGroup); err != nil {
+		t.Fatal(err)
+	}
+
+	// A's ack_wait (1s) lapses: the server redelivers it to the source,
+	// which it pins again, ahead of everything else.
+	time.Sleep(1500 * time.Millisecond)
+	c := collect(t, src, true)
+	logs.waitFor2(t, "unacknowledged messages of a previous pinned client", 10*time.Second)
+	if err := first.Ack(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a recovery that ends early hands out g:1 at once
+	for _, body := range c.bodies() {
+		if strings.HasPrefix(body, "g:") {
+			t.Fatalf("%s handed out while g:0 is still with the previous pinned client (got %v)", body, c.bodies())
+		}
+	}
+	// The previous pinned client dies: B comes back after ack_wait, then C.
+	close(stopB)
+	<-bDone
+	other.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var gs []string
+	for {
+		gs = gs[:0]
+		for _, body := range c.bodies() {
+			if strings.HasPrefix(body, "g:") {
+				gs = append(gs, body)
+			}
+		}
+		if len(gs) >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // a poll of the collector
+	}
+	if len(gs) < 2 || gs[0] != "g:0" || gs[1] != "g:1" {
+		t.Fatalf("group g arrived as %v, want [g:0 g:1] (all: %v)", gs, c.bodies())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,8 +70,8 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 			// The pull a cancelled Receive left comes first: its
 			// messages are the next ones.
 			out, err := s.waitPull(ctx, cons, maxDeliver)
-			if len(out) > 0 {
-				return s.handOut(out), nil
+			if h := s.handOut(out); len(h) > 0 {
+				return h, nil
 			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -110,8 +111,8 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 				failing = false
 				bo.Reset()
 			}
-			if len(out) > 0 {
-				return s.handOut(out), nil
+			if h := s.handOut(out); len(h) > 0 {
+				return h, nil
 			}
 			if err == nil {
 				// A pull the server ends at once without messages (a status
@@ -208,36 +209,149 @@ func (s *jsSource) waitAbandoned(ctx context.Context) {
 	}
 }
 
-// handOut counts deliveries as the engine's until they are settled.
+// handOut counts deliveries as the engine's until they are settled. A copy
+// of a message the engine acked or terminated is left out (see settled).
 func (s *jsSource) handOut(ds []*jsDelivery) []driver.Delivery {
-	out := make([]driver.Delivery, len(ds))
+	out := make([]driver.Delivery, 0, len(ds))
 	s.mu.Lock()
 	if s.outstanding == nil {
 		s.outstanding = make(map[uint64]int)
 	}
-	for i, d := range ds {
+	ds, dropped := s.dropGoneLocked(ds)
+	for _, d := range ds {
 		d.handed.Store(true)
 		s.outstanding[d.seq]++
-		out[i] = d
+		out = append(out, d)
 	}
 	n := len(s.outstanding)
 	s.mu.Unlock()
+	s.ackCopies(dropped)
 	if len(ds) > 0 && s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("nats jetstream: handed to the engine", "seqs", deliverySeqs(ds), "outstanding", n)
 	}
 	return out
 }
 
-// settled removes one delivery of seq from what the engine holds.
-func (s *jsSource) settled(seq uint64) {
+// hold adds fetched deliveries to what Receive holds, but for copies of a
+// message the engine acked or terminated (see settled).
+func (s *jsSource) hold(ds []*jsDelivery) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.outstanding[seq] <= 1 {
-		delete(s.outstanding, seq)
+	kept, dropped := s.dropGoneLocked(ds)
+	s.held = append(s.held, kept...)
+	s.mu.Unlock()
+	s.ackCopies(dropped)
+}
+
+// dropGoneLocked splits off the deliveries of messages the engine acked
+// or terminated: the server no longer has them pending, so they are
+// neither the engine's work nor part of the consumer's NumAckPending. s.mu
+// is held.
+func (s *jsSource) dropGoneLocked(ds []*jsDelivery) (kept, dropped []*jsDelivery) {
+	if !s.gone.any() {
+		return ds, nil
+	}
+	kept = ds[:0:0]
+	for _, d := range ds {
+		if s.gone.has(d.seq) {
+			dropped = append(dropped, d)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	if dropped == nil {
+		return ds, nil
+	}
+	return kept, dropped
+}
+
+// ackCopies acks the copies dropGoneLocked or settled left out: the
+// engine settled the message, after the sink took it or as a dead letter,
+// so this ack changes nothing on a server that has the engine's; on one
+// that lost it (its consumer state was not written before it died), it
+// does what the engine's did instead of letting the copy come back again.
+func (s *jsSource) ackCopies(ds []*jsDelivery) {
+	for _, d := range ds {
+		d.settled.Store(true)
+		s.log.Debug("nats jetstream: a copy of a message already settled; acked, not handed out", "seq", d.seq)
+		if err := d.m.Ack(); err != nil {
+			s.log.Debug("nats jetstream: ack of a copy failed", "seq", d.seq, "error", err)
+		}
+	}
+}
+
+// settled removes one delivery of seq from what the engine holds. gone: it
+// was acked or terminated. The server then forgets the message whichever
+// of its deliveries the settlement names (server/consumer.go processAckMsg
+// goes by stream sequence), so no other copy of it counts as ours any
+// more: not one the engine holds too (the server redelivered it while the
+// engine had it), nor one held for a recovery, which is dropped. Counted as
+// ours, such a copy made missing come out one short, and a pinned recovery
+// end while a previous pinned client's message was still out: the later
+// messages of its group went first. A copy that arrives afterwards (the
+// server sent it before it had the ack) is dropped too (gone).
+func (s *jsSource) settled(seq uint64, gone bool) {
+	s.mu.Lock()
+	if !gone {
+		if s.outstanding[seq] <= 1 {
+			delete(s.outstanding, seq)
+		} else {
+			s.outstanding[seq]--
+		}
+		s.mu.Unlock()
 		return
 	}
-	s.outstanding[seq]--
+	delete(s.outstanding, seq)
+	s.gone.add(seq)
+	var copies []*jsDelivery
+	s.held = slices.DeleteFunc(s.held, func(d *jsDelivery) bool {
+		if d.seq == seq {
+			copies = append(copies, d)
+			return true
+		}
+		return false
+	})
+	s.mu.Unlock()
+	s.ackCopies(copies)
 }
+
+// notGone forgets that seq was acked or terminated: the settlement failed,
+// so the server may still have the message, and redeliver it.
+func (s *jsSource) notGone(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone.remove(seq)
+}
+
+// goneKeep is how many settled sequences seqSet remembers at least: a
+// copy the server sent before it had the ack arrives within moments.
+const goneKeep = 4096
+
+// seqSet holds the most recent stream sequences added to it: between
+// goneKeep and twice as many, in two generations.
+type seqSet struct{ cur, prev map[uint64]struct{} }
+
+func (g *seqSet) add(seq uint64) {
+	if g.cur == nil {
+		g.cur = make(map[uint64]struct{})
+	}
+	g.cur[seq] = struct{}{}
+	if len(g.cur) >= goneKeep {
+		g.prev, g.cur = g.cur, make(map[uint64]struct{})
+	}
+}
+
+func (g *seqSet) has(seq uint64) bool {
+	_, a := g.cur[seq]
+	_, b := g.prev[seq]
+	return a || b
+}
+
+func (g *seqSet) remove(seq uint64) {
+	delete(g.cur, seq)
+	delete(g.prev, seq)
+}
+
+func (g *seqSet) any() bool { return len(g.cur) > 0 || len(g.prev) > 0 }
 
 // outstandingCount is how many messages the engine holds (for logs).
 func (s *jsSource) outstandingCount() int {

@@ -242,9 +242,7 @@ func (s *jsSource) takeRedeliveries(cons jetstream.Consumer, floor uint64, missi
 	for missing > 0 {
 		n := min(missing, s.set.js.fetchBatch)
 		ds, err := s.fetch(cons, n, 0, maxDeliver)
-		s.mu.Lock()
-		s.held = append(s.held, ds...)
-		s.mu.Unlock()
+		s.hold(ds)
 		if err != nil {
 			return err
 		}

@@ -118,7 +118,7 @@ func TestMissingCountsMessagesNotDeliveries(t *testing.T) {
 				t.Errorf("missing = %d, want %d", got, tc.want)
 			}
 			for _, d := range ds {
-				d.settle()
+				d.settle(false)
 			}
 			if n := s.outstandingCount(); n != 0 {
 				t.Errorf("after settling every delivery the engine holds %d", n)
@@ -126,3 +126,65 @@ func TestMissingCountsMessagesNotDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingAfterAckOfAMessageHeldAgain: the server forgets a message that
+// is acked whichever delivery the ack names, so a copy of it that is held
+// (the server redelivered it while the engine had it) or arrives later is
+// not ours any more; counting it hid a message of another client.
+func TestMissingAfterAckOfAMessageHeldAgain(t *testing.T) {
+	s := &jsSource{log: slog.New(slog.DiscardHandler)}
+	acks := 0
+	m := &countingMsg{acks: &acks}
+	engine := &jsDelivery{seq: 5, src: s, m: m}
+	s.handOut([]*jsDelivery{engine})
+	s.hold([]*jsDelivery{{seq: 5, src: s, m: m}, {seq: 7, src: s, m: m}})
+	// Pending on the server: 5, 7 and 9, which another client has.
+	if got := s.missing(&jetstream.ConsumerInfo{NumAckPending: 3}); got != 1 {
+		t.Fatalf("before the ack: missing = %d, want 1", got)
+	}
+	engine.settle(true) // the engine acks 5: pending 7 and 9
+	if got := s.missing(&jetstream.ConsumerInfo{NumAckPending: 2}); got != 1 {
+		t.Errorf("after the ack: missing = %d, want 1 (9 is still out)", got)
+	}
+	s.hold([]*jsDelivery{{seq: 5, src: s, m: m}}) // a copy sent before the server had the ack
+	if got := s.missing(&jetstream.ConsumerInfo{NumAckPending: 2}); got != 1 {
+		t.Errorf("after a late copy: missing = %d, want 1", got)
+	}
+	if len(s.held) != 1 || s.held[0].seq != 7 {
+		t.Errorf("held %v, want only 7", deliverySeqs(s.held))
+	}
+	if out := s.handOut([]*jsDelivery{{seq: 5, src: s, m: m}}); len(out) != 0 {
+		t.Errorf("a copy of an acked message was handed to the engine")
+	}
+	if acks != 3 {
+		t.Errorf("%d copies of the acked message acked, want 3", acks)
+	}
+	// An ack that failed: the server may still have the message, and the
+	// copy it redelivers is ours.
+	engine.unsettled()
+	s.hold([]*jsDelivery{{seq: 5, src: s, m: m}})
+	if got := s.missing(&jetstream.ConsumerInfo{NumAckPending: 3}); got != 1 {
+		t.Errorf("after a failed ack and a redelivery: missing = %d, want 1", got)
+	}
+}
+
+func TestSeqSetKeepsTheRecentOnes(t *testing.T) {
+	var g seqSet
+	for seq := range uint64(3 * goneKeep) {
+		g.add(seq)
+	}
+	if !g.has(3*goneKeep-1) || !g.has(2*goneKeep) || g.has(goneKeep-1) {
+		t.Error("the set does not keep the most recent sequences")
+	}
+	if n := len(g.cur) + len(g.prev); n > 2*goneKeep {
+		t.Errorf("%d sequences kept", n)
+	}
+}
+
+// countingMsg is a delivery's message that counts its acks.
+type countingMsg struct {
+	jetstream.Msg
+	acks *int
+}
+
+func (m *countingMsg) Ack() error { *m.acks++; return nil }

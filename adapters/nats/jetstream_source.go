@@ -50,6 +50,10 @@ type jsSource struct {
 	// delivered it, and counting deliveries would end a recovery while a
 	// message that is not ours is still out.
 	outstanding map[uint64]int
+	// gone are the stream sequences the engine lately acked or
+	// terminated: a copy of one that arrives is no longer pending on the
+	// server, and is dropped (see settled).
+	gone seqSet
 	// abandoned is a waiting pull that Receive left when its context
 	// ended; it runs on to its end on the server (see waitPull). Its
 	// messages go to the next Receive, or are nacked by Close.
