@@ -34,20 +34,26 @@ const nakConfirmTimeout = 10 * time.Second
 
 // nak hands m back: after delay, or at once (delay 0).
 func (s *jsSource) nak(m jetstream.Msg, delay time.Duration) error {
+	reply := m.Reply()
 	if delay > 0 {
-		// Not one for confirmNaks: its plain NAK, sent to this message,
-		// would make it due at once, and a message held for a delay comes
-		// back behind later ones anyway.
-		return m.NakWithDelay(delay)
+		if err := m.NakWithDelay(delay); err != nil {
+			return err
+		}
+		s.lastNak.Store(&reply)
+		return nil
 	}
-	if err := s.conn.nc.Publish(m.Reply(), nakDueNow); err != nil {
+	if err := s.conn.nc.Publish(reply, nakDueNow); err != nil {
 		return err
 	}
 	if err := m.Nak(); err != nil {
 		return err
 	}
-	reply := m.Reply()
 	s.lastNak.Store(&reply)
+	// Not a delayed one: the pull's confirmation (confirmNaksNow) may go
+	// to the NAKed message itself, where a plain NAK would make a delayed
+	// message due at once; one held for a delay comes back behind later
+	// ones anyway.
+	s.nakNow.Store(&reply)
 	return nil
 }
 
@@ -74,7 +80,20 @@ func (s *jsSource) acked(m jetstream.Msg) {
 // on the redelivery queue; on a consumer shared with another client that
 // already took the message back, it would be one redelivery more.
 func (s *jsSource) confirmNaks(ctx context.Context) {
-	last := s.lastNak.Swap(nil)
+	s.confirm(ctx, s.lastNak.Swap(nil))
+}
+
+// confirmNaksNow confirms, before a pull, the NAKs at once sent since the
+// last pull: the server applies acks apart from pulls, so the pull could
+// otherwise take the message after a handed-back one, which then came
+// back behind it.
+func (s *jsSource) confirmNaksNow(ctx context.Context) {
+	s.confirm(ctx, s.nakNow.Swap(nil))
+}
+
+// confirm sends the confirming NAK to last, the reply subject of a NAK
+// sent, or to an acknowledged message's (see confirmNaks).
+func (s *jsSource) confirm(ctx context.Context, last *string) {
 	if last == nil {
 		return
 	}
@@ -82,9 +101,9 @@ func (s *jsSource) confirmNaks(ctx context.Context) {
 	if r := s.ackedReply.Load(); r != nil {
 		reply = *r
 	}
-	ctx, cancel := context.WithTimeout(ctx, nakConfirmTimeout)
+	cctx, cancel := context.WithTimeout(ctx, nakConfirmTimeout)
 	defer cancel()
-	if _, err := s.conn.nc.RequestWithContext(ctx, reply, nakPlain); err != nil {
+	if _, err := s.conn.nc.RequestWithContext(cctx, reply, nakPlain); err != nil && ctx.Err() == nil {
 		s.log.Warn("nats: the server did not confirm the messages handed back; if it stops now, they come back after ack_wait", "error", err)
 	}
 }

@@ -65,7 +65,7 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		// may be (it queues a consumer's acks): that pull then takes a
 		// message after the NAKed one, which comes back behind it (a
 		// group's order broken). Only after a NAK: a round trip.
-		s.confirmNaks(ctx)
+		s.confirmNaksNow(ctx)
 		if s.hasAbandoned() {
 			// The pull a cancelled Receive left comes first: its
 			// messages are the next ones.
@@ -247,19 +247,19 @@ func (s *jsSource) hold(ds []*jsDelivery) {
 // neither the engine's work nor part of the consumer's NumAckPending. s.mu
 // is held.
 func (s *jsSource) dropGoneLocked(ds []*jsDelivery) (kept, dropped []*jsDelivery) {
-	if !s.gone.any() {
+	// Copies are rare: the common batch is returned as it is, with no
+	// allocation (this runs for every batch handed out).
+	first := slices.IndexFunc(ds, func(d *jsDelivery) bool { return s.gone.has(d.seq) })
+	if first < 0 {
 		return ds, nil
 	}
-	kept = ds[:0:0]
-	for _, d := range ds {
+	kept = append(make([]*jsDelivery, 0, len(ds)), ds[:first]...)
+	for _, d := range ds[first:] {
 		if s.gone.has(d.seq) {
 			dropped = append(dropped, d)
 		} else {
 			kept = append(kept, d)
 		}
-	}
-	if dropped == nil {
-		return ds, nil
 	}
 	return kept, dropped
 }
@@ -350,8 +350,6 @@ func (g *seqSet) remove(seq uint64) {
 	delete(g.cur, seq)
 	delete(g.prev, seq)
 }
-
-func (g *seqSet) any() bool { return len(g.cur) > 0 || len(g.prev) > 0 }
 
 // outstandingCount is how many messages the engine holds (for logs).
 func (s *jsSource) outstandingCount() int {

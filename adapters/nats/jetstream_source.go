@@ -79,9 +79,11 @@ type jsSource struct {
 	pullStarts atomic.Uint64
 	shared     atomic.Pointer[sharedErr]
 
-	// lastNak is the last NAK sent and not yet confirmed, ackedReply the
-	// reply subject of a message whose ack was confirmed: confirmNaks.
+	// lastNak is the last NAK sent and not yet confirmed, nakNow the last
+	// NAK at once not confirmed before a pull, ackedReply the reply
+	// subject of a message whose ack was confirmed: confirmNaks.
 	lastNak    atomic.Pointer[string]
+	nakNow     atomic.Pointer[string]
 	ackedReply atomic.Pointer[string]
 
 	ctx    context.Context // cancelled by Close
@@ -194,6 +196,7 @@ func (s *jsSource) setup(ctx context.Context) error {
 	// subject could name one of its pending messages (confirmNaks).
 	s.ackedReply.Store(nil)
 	s.lastNak.Store(nil)
+	s.nakNow.Store(nil)
 	return nil
 }
 
