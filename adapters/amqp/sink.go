@@ -97,8 +97,11 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 	}
 	pending := make([]inFlight, 0, len(msgs))
 	// The links in use stay attached until every outcome is in, whichever
-	// other Send's attach pushes them out of the cache meanwhile.
+	// other Send's attach pushes them out of the cache meanwhile. Each
+	// address is acquired once a call (a fixed one: once), not once a
+	// message.
 	var releases []func()
+	var inUse map[string]*sendLink
 	defer func() {
 		for _, release := range releases {
 			release()
@@ -110,7 +113,18 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			errs[i] = err
 			continue
 		}
-		sl, release, err := c.sender(ctx, addr, s.set.targetDur)
+		sl, ok := inUse[addr]
+		if !ok {
+			var release func()
+			sl, release, err = c.sender(ctx, addr, s.set.targetDur)
+			if err == nil {
+				releases = append(releases, release)
+				if inUse == nil {
+					inUse = make(map[string]*sendLink, 1)
+				}
+				inUse[addr] = sl
+			}
+		}
 		if err != nil {
 			errs[i] = s.failed(c, nil, addr, fmt.Errorf("attach: %w", err))
 			if !s.set.isStatic && addressRefused(err, addr) {
@@ -124,7 +138,6 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 			}
 			continue
 		}
-		releases = append(releases, release)
 		msg, err := s.encode(m, sl.snd)
 		if err != nil {
 			errs[i] = driver.Permanent(err)
@@ -133,6 +146,9 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		r, err := sl.snd.SendWithReceipt(ctx, msg, nil)
 		if err != nil {
 			errs[i] = s.sendErr(ctx, c, sl, err)
+			if le := (*amqp.LinkError)(nil); errors.As(err, &le) {
+				delete(inUse, addr) // dropped: the next message attaches anew, as before
+			}
 			continue
 		}
 		pending = append(pending, inFlight{i: i, link: sl, receipt: r})
