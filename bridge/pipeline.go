@@ -131,7 +131,7 @@ func New(cfg Config) (*Pipeline, error) {
 		ackWake: make(chan struct{}, 1),
 		groups:  map[string]*group{},
 		nackLog: logpace.New(1, time.Second),
-		dlLog:   logpace.New(10, time.Second),
+		dlLog:   logpace.PerMessage(),
 	}, nil
 }
 

@@ -65,12 +65,10 @@ type source struct {
 
 func newSource(ctx context.Context, set sourceSettings, log *slog.Logger) (*source, error) {
 	s := &source{
-		set:    set,
-		log:    log,
-		poison: amqpguard.NewLog(),
-		// Paced as the engine's dead-letter line: a producer writing bad
-		// messages must not flood the log.
-		undecodableLog: logpace.New(10, time.Second),
+		set:            set,
+		log:            log,
+		poison:         amqpguard.NewLog(),
+		undecodableLog: logpace.PerMessage(),
 		pol:            &settlePolicy{mode: set.nack, rejectCond: set.rejectCond, log: log},
 		hold:           lockhold.New(0, log, "amqp source"),
 		stop:           make(chan struct{}),

@@ -54,7 +54,7 @@ func newCoreSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (
 	}
 	s := &coreSource{
 		conn: c, out: make(chan driver.Delivery, min(coreHandoff, set.bufferSize)), codec: newCodec(set.groupHeader, mapping.Options{}),
-		set: set, log: log, closed: make(chan struct{}), undecodableLog: newUndecodablePacer(),
+		set: set, log: log, closed: make(chan struct{}), undecodableLog: logpace.PerMessage(),
 	}
 	if set.queue != "" {
 		s.sub, err = c.nc.QueueSubscribe(set.subject, set.queue, s.deliver)
@@ -131,11 +131,6 @@ func (s *coreSource) Lost() uint64 {
 	}
 	return s.lost.Load()
 }
-
-// newUndecodablePacer paces the log line of an undecodable message as the
-// engine paces its dead-letter line: a producer writing bad messages must
-// not flood the log.
-func newUndecodablePacer() *logpace.Pacer { return logpace.New(10, time.Second) }
 
 // wrap decodes m. A message natsmap refuses still becomes a delivery, with
 // what could be read and its DecodeError, so the engine dead-letters it.

@@ -105,7 +105,7 @@ func newJSSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (*j
 		c.close()
 		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
-	s := &jsSource{conn: c, js: js, set: set, codec: newCodec(set.groupHeader, mapping.Options{}), log: log, undecodableLog: newUndecodablePacer()}
+	s := &jsSource{conn: c, js: js, set: set, codec: newCodec(set.groupHeader, mapping.Options{}), log: log, undecodableLog: logpace.PerMessage()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.reconnects = c.reconnects.Load()
 	if err := s.setup(ctx); err != nil {

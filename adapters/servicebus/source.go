@@ -47,9 +47,7 @@ func newSource(ctx context.Context, set *sourceSettings, log *slog.Logger, cred 
 	if set.conn.https {
 		return newHTTPSSource(set, log, cred), nil
 	}
-	// undecodableLog is paced as the engine's dead-letter line: a producer
-	// writing bad messages must not flood the log.
-	c := &amqpCommon{set: set, log: log, poison: amqpguard.NewLog(), closed: make(chan struct{}), undecodableLog: logpace.New(10, time.Second)}
+	c := &amqpCommon{set: set, log: log, poison: amqpguard.NewLog(), closed: make(chan struct{}), undecodableLog: logpace.PerMessage()}
 	c.hold = lockhold.New(set.lockRenewal, log, "servicebus source")
 	client, err := newSDKClient(set.conn, guardSettings{mode: c.guardMode, log: c.poison, onPoison: c.onPoison,
 		onTLSError: func(err error) { c.tlsErr.Store(&errBox{err}) }, dialLog: log}, cred)

@@ -135,10 +135,7 @@ func newSource(ctx context.Context, client api, conn *ConnConfig, set *sourceSet
 	}
 	s := &Source{
 		api: client, queue: q, set: set, log: log.With("queue", q.url),
-		// An undecodable message is logged here with its id, as the
-		// engine's dead-letter line is, paced alike: a producer writing
-		// bad messages must not flood the log.
-		undecodableLog: logpace.New(10, time.Second),
+		undecodableLog: logpace.PerMessage(),
 		batches:        make(chan []*delivery),
 		errc:           make(chan error, 1),
 		recv:           make(chan struct{}, 1),

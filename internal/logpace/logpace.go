@@ -22,6 +22,12 @@ type Pacer struct {
 	left atomic.Int64
 }
 
+// PerMessage returns the Pacer of a line that can come once per message
+// (a dead letter, an undecodable message): the first 10, then one a
+// second. The engine and every source pace such lines alike, so a
+// producer writing bad messages cannot flood the log.
+func PerMessage() *Pacer { return New(10, time.Second) }
+
 // New returns a Pacer that lets first calls through, then one per every.
 func New(first int, every time.Duration) *Pacer {
 	return &Pacer{s: rate.Sometimes{First: first, Interval: every}}

@@ -643,10 +643,10 @@ const leftoverWait = 10 * time.Second
 
 // takeLeftovers holds what a quiesced source had received and not handed
 // out (a Service Bus session's worker goes on to the next message while
-// the sample is held; SQS pollers receive ahead), until drained is closed: those were delivered too,
-// and their counts rose, so the ledger records them and they are handed
-// back with the sample, not left for the source's close to return
-// unrecorded.
+// the sample is held; SQS pollers receive ahead), until drained is closed:
+// those were delivered too, and their counts rose, so the ledger records
+// them and they are handed back with the sample, not left for the
+// source's close to return unrecorded.
 func (s *trackedSource) takeLeftovers(drained <-chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), leftoverWait)
 	defer cancel()
