@@ -2,6 +2,7 @@ package nats
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/pbnjay/memory"
 
 	"github.com/qbridge/qbridge/internal/adaptercfg"
 	"github.com/qbridge/qbridge/mapping"
@@ -23,12 +25,14 @@ const (
 	// Core subscriptions hold what the pipeline has not taken yet in the
 	// client: core NATS has no flow control, so this buffer is all that
 	// stands between a burst and a loss (the slow-consumer limit). Messages:
-	// nats.go's default. Bytes: see AutoBufferBytes.
+	// at least nats.go's default (AutoBufferSize). Bytes: see AutoBufferBytes.
 	DefaultBufferSize = nats.DefaultSubPendingMsgsLimit
 	// MinAutoBufferBytes and MaxAutoBufferBytes bound the automatic
-	// buffer_bytes: nats.go's default (64 MiB) and 256 MiB.
+	// buffer_bytes: nats.go's default (64 MiB) and 1 GiB; without a memory
+	// limit it is at least MinHostBufferBytes.
 	MinAutoBufferBytes    = nats.DefaultSubPendingBytesLimit
-	MaxAutoBufferBytes    = 256 << 20
+	MaxAutoBufferBytes    = 1 << 30
+	MinHostBufferBytes    = 256 << 20
 	DefaultConnectTimeout = 5 * time.Second
 	DefaultReconnectWait  = 2 * time.Second
 	// DefaultPingInterval: nats.go pings every 2 minutes and gives up after
@@ -49,14 +53,28 @@ const (
 	MinPinTimeout = 2 * time.Second
 )
 
-// AutoBufferBytes is a core source's buffer_bytes when none is set: a
-// quarter of the process's memory limit (GOMEMLIMIT, which qbridge derives
-// from the container's limit), between MinAutoBufferBytes and
-// MaxAutoBufferBytes. The buffer fills only during a burst the pipeline
-// cannot keep up with; with nats.go's 64 MiB the benchmark lost 39 – 48 %
-// of a 200 MiB burst that 256 MiB held whole (docs/benchmarks.md).
-func AutoBufferBytes(memoryLimit int64) int {
+// AutoBufferBytes is a core source's buffer_bytes when none is set. Under a
+// memory limit (GOMEMLIMIT, which qbridge derives from the container's
+// limit) it is a quarter of it, between MinAutoBufferBytes and
+// MaxAutoBufferBytes: the process owns that memory, and a full buffer peaks
+// at 1.2 – 2.4 times its size in resident memory. Without one it is an eighth
+// of the host's memory (hostMemory; 0 when unknown), between
+// MinHostBufferBytes and MaxAutoBufferBytes: the host is shared. The buffer
+// fills only during a burst the pipeline cannot keep up with; at 256 MiB the
+// benchmark lost 4 – 19 % of a 1,000,000-message burst of 1 KiB that 1 GiB
+// held whole (docs/benchmarks.md).
+func AutoBufferBytes(memoryLimit int64, hostMemory uint64) int {
+	if memoryLimit <= 0 || memoryLimit == math.MaxInt64 {
+		return int(min(max(int64(min(hostMemory/8, math.MaxInt64)), MinHostBufferBytes), MaxAutoBufferBytes))
+	}
 	return int(min(max(memoryLimit/4, MinAutoBufferBytes), MaxAutoBufferBytes))
+}
+
+// AutoBufferSize is a core source's buffer_size when none is set: as many
+// 1 KiB messages as bufferBytes holds, and at least nats.go's default, so
+// that for messages of 1 KiB or more the byte budget is the limit.
+func AutoBufferSize(bufferBytes int) int {
+	return max(DefaultBufferSize, bufferBytes>>10)
 }
 
 // TLSConfig is the `tls { ... }` block.
@@ -327,14 +345,14 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 	if s.bufferSize < 0 {
 		return nil, adaptercfg.Errorf("buffer_size", "%d must be positive", s.bufferSize)
 	}
-	if s.bufferSize == 0 {
-		s.bufferSize = DefaultBufferSize
-	}
 	if s.bufferBytes < 0 {
 		return nil, adaptercfg.Errorf("buffer_bytes", "%d must be positive", s.bufferBytes)
 	}
 	if s.bufferBytes == 0 {
-		s.bufferBytes = AutoBufferBytes(debug.SetMemoryLimit(-1))
+		s.bufferBytes = AutoBufferBytes(debug.SetMemoryLimit(-1), memory.TotalMemory())
+	}
+	if s.bufferSize == 0 {
+		s.bufferSize = AutoBufferSize(s.bufferBytes)
 	}
 	if s.subject != "" {
 		if err := checkSubject("subject", s.subject, true); err != nil {

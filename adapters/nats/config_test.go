@@ -229,22 +229,46 @@ sink {
 }
 
 func TestAutoBufferBytes(t *testing.T) {
-	const mib = 1 << 20
+	const mib, gib = 1 << 20, 1 << 30
 	for _, tc := range []struct {
 		limit int64
+		host  uint64
 		want  int
 	}{
-		{math.MaxInt64, MaxAutoBufferBytes}, // no limit
-		{16 << 30, MaxAutoBufferBytes},
-		{1 << 30, 256 * mib},
-		{512 * mib, 128 * mib},
-		{400 * mib, 100 * mib},
-		{256 * mib, MinAutoBufferBytes}, // a quarter is nats.go's default
-		{128 * mib, MinAutoBufferBytes}, // never below it
-		{0, MinAutoBufferBytes},
+		// Under a memory limit: a quarter of it, 64 MiB – 1 GiB; the host's memory does not count.
+		{16 * gib, 64 * gib, MaxAutoBufferBytes},
+		{4 * gib, 64 * gib, gib},
+		{1 * gib, 64 * gib, 256 * mib},
+		{512 * mib, 64 * gib, 128 * mib},
+		{400 * mib, 0, 100 * mib},
+		{256 * mib, 64 * gib, MinAutoBufferBytes}, // a quarter is nats.go's default
+		{128 * mib, 64 * gib, MinAutoBufferBytes}, // never below it
+		// No limit: an eighth of the host's memory, 256 MiB – 1 GiB.
+		{math.MaxInt64, 24 * gib, MaxAutoBufferBytes},
+		{math.MaxInt64, 8 * gib, gib},
+		{math.MaxInt64, 4 * gib, 512 * mib},
+		{math.MaxInt64, 2 * gib, MinHostBufferBytes},
+		{math.MaxInt64, 0, MinHostBufferBytes}, // host memory unknown
+		{0, 4 * gib, 512 * mib},
+		{math.MaxInt64, math.MaxUint64, MaxAutoBufferBytes},
 	} {
-		if got := AutoBufferBytes(tc.limit); got != tc.want {
-			t.Errorf("AutoBufferBytes(%d MiB) = %d MiB, want %d MiB", tc.limit/mib, got/mib, tc.want/mib)
+		if got := AutoBufferBytes(tc.limit, tc.host); got != tc.want {
+			t.Errorf("AutoBufferBytes(limit %d MiB, host %d MiB) = %d MiB, want %d MiB", tc.limit/mib, tc.host/mib, got/mib, tc.want/mib)
+		}
+	}
+}
+
+func TestAutoBufferSize(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct{ bytes, want int }{
+		{MinAutoBufferBytes, DefaultBufferSize}, // nats.go's defaults, as a pair
+		{256 * mib, DefaultBufferSize},
+		{400 * mib, DefaultBufferSize}, // fewer 1 KiB messages than nats.go's limit
+		{512 * mib, 512 << 10},
+		{1 << 30, 1 << 20},
+	} {
+		if got := AutoBufferSize(tc.bytes); got != tc.want {
+			t.Errorf("AutoBufferSize(%d MiB) = %d, want %d", tc.bytes/mib, got, tc.want)
 		}
 	}
 }
@@ -259,9 +283,17 @@ func TestSourceBufferFollowsMemoryLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.bufferBytes != 100<<20 {
-		t.Errorf("buffer_bytes unset under a 400 MiB limit: %d, want 100 MiB", s.bufferBytes)
+	if s.bufferBytes != 100<<20 || s.bufferSize != DefaultBufferSize {
+		t.Errorf("buffer_bytes and buffer_size unset under a 400 MiB limit: %d, %d; want 100 MiB, %d", s.bufferBytes, s.bufferSize, DefaultBufferSize)
 	}
+	debug.SetMemoryLimit(8 << 30)
+	if s, err = c.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if s.bufferBytes != 1<<30 || s.bufferSize != 1<<20 {
+		t.Errorf("buffer_bytes and buffer_size unset under an 8 GiB limit: %d, %d; want 1 GiB, %d", s.bufferBytes, s.bufferSize, 1<<20)
+	}
+	debug.SetMemoryLimit(400 << 20)
 	c.BufferBytes = 1 << 20
 	if s, err = c.resolve(); err != nil {
 		t.Fatal(err)
