@@ -91,7 +91,7 @@ func (d *jsDelivery) Nack(ctx context.Context, delay time.Duration) error {
 	// A pull that Receive left may still be open on the server: it would
 	// take the message.
 	d.src.waitAbandoned(ctx)
-	if err := d.src.nak(d.m, delay); err != nil {
+	if err := d.src.nak(d.m, d.seq, delay); err != nil {
 		return fmt.Errorf("nats: nak: %w", err)
 	}
 	return nil

@@ -2,6 +2,8 @@ package nats
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,14 +34,15 @@ var (
 // more than 2 s for 10,000 of them.
 const nakConfirmTimeout = 10 * time.Second
 
-// nak hands m back: after delay, or at once (delay 0).
-func (s *jsSource) nak(m jetstream.Msg, delay time.Duration) error {
+// nak hands m (stream sequence seq) back: after delay, or at once (delay 0).
+func (s *jsSource) nak(m jetstream.Msg, seq uint64, delay time.Duration) error {
 	reply := m.Reply()
 	if delay > 0 {
 		if err := m.NakWithDelay(delay); err != nil {
 			return err
 		}
 		s.lastNak.Store(&reply)
+		s.noteDelayed(seq, reply, time.Now().Add(delay))
 		return nil
 	}
 	if err := s.conn.nc.Publish(reply, nakDueNow); err != nil {
@@ -55,6 +58,86 @@ func (s *jsSource) nak(m jetstream.Msg, delay time.Duration) error {
 	// ones anyway.
 	s.nakNow.Store(&reply)
 	return nil
+}
+
+// nakDueNow makes a message handed back with a delay due at once, by the
+// reply subject of the delivery it was handed back with: the two NAKs of a
+// hand-back at once. The server goes by stream sequence, whichever
+// delivery a NAK names, and takes it while the message is pending.
+func (s *jsSource) nakDueNow(reply string) error {
+	if err := s.conn.nc.Publish(reply, nakDueNow); err != nil {
+		return err
+	}
+	if err := s.conn.nc.Publish(reply, nakPlain); err != nil {
+		return err
+	}
+	s.lastNak.Store(&reply)
+	return nil
+}
+
+// A delayed hand-back outlived the source that made it: after a restart,
+// or the next run of an interrupted migration, the message waited out the
+// delay of a retry that was no longer running (up to retry.max), and a
+// recovery with it. So Close makes the ones still waiting due at once.
+// One whose delay is about to run out is left to the server: it may be
+// giving it out right then. A delivery of a message removes it (see
+// forgetDelayedLocked), so one the engine holds again is not handed back
+// under it.
+type delayedNak struct {
+	seq   uint64
+	reply string
+	due   time.Time
+}
+
+// dueMargin: a delayed hand-back due sooner than this at Close is left to
+// the server.
+const dueMargin = time.Second
+
+// noteDelayed records a hand-back with a delay. Entries are few (failures
+// only) and bounded by max_ack_pending: past it, the ones that have run
+// out are dropped.
+func (s *jsSource) noteDelayed(seq uint64, reply string, due time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.delayed == nil {
+		s.delayed = make(map[uint64]delayedNak)
+	}
+	if len(s.delayed) >= max(s.set.js.maxAckPending, 1) {
+		now := time.Now()
+		maps.DeleteFunc(s.delayed, func(_ uint64, n delayedNak) bool { return !n.due.After(now) })
+	}
+	s.delayed[seq] = delayedNak{seq: seq, reply: reply, due: due}
+}
+
+// forgetDelayedLocked removes the messages of ds from the delayed
+// hand-backs: the server gave them out again. s.mu is held.
+func (s *jsSource) forgetDelayedLocked(ds []*jsDelivery) {
+	if len(s.delayed) == 0 {
+		return
+	}
+	for _, d := range ds {
+		delete(s.delayed, d.seq)
+	}
+}
+
+// dueNowAtCloseLocked returns the delayed hand-backs to make due at once,
+// in stream order, and forgets them all; left (handed back at close
+// anyway) are not among them. s.mu is held.
+func (s *jsSource) dueNowAtCloseLocked(left []*jsDelivery) []delayedNak {
+	s.forgetDelayedLocked(left)
+	if len(s.delayed) == 0 {
+		return nil
+	}
+	seqs := slices.Sorted(maps.Keys(s.delayed))
+	cut := time.Now().Add(dueMargin)
+	due := make([]delayedNak, 0, len(seqs))
+	for _, seq := range seqs {
+		if n := s.delayed[seq]; n.due.After(cut) {
+			due = append(due, n)
+		}
+	}
+	s.delayed = nil
+	return due
 }
 
 // acked records the reply subject of a message whose ack the server

@@ -16,6 +16,7 @@ import (
 // an embedded server does with qbridge, and a resumed migration's), not
 // after ack_wait. A plain NAK lived only in the server's memory, and the
 // server dropped the NAKs still queued for its consumer when it stopped.
+// One handed back with a delay that has not run out is due at once too.
 func TestJetStreamHandBackSurvivesServerRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -25,6 +26,9 @@ func TestJetStreamHandBackSurvivesServerRestart(t *testing.T) {
 		{"at once", 0, 10},
 		{"at once, nothing acknowledged", 0, 0},
 		{"after a backoff", 300 * time.Millisecond, 10},
+		// A retry's delay dies with the source that waited for it: the
+		// messages came back only after it (here an hour).
+		{"after a long backoff", time.Hour, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 2000 // enough NAKs that some can still be queued when the server stops
@@ -69,5 +73,49 @@ func TestJetStreamHandBackSurvivesServerRestart(t *testing.T) {
 			}
 			ackAll(t, back)
 		})
+	}
+}
+
+// TestDueNowAtClose: Close makes due at once, in stream order, only the
+// delayed hand-backs still waiting on the server: not one about to run out
+// (the server may be giving it out), not one delivered again since, not
+// one Close hands back anyway.
+func TestDueNowAtClose(t *testing.T) {
+	now := time.Now()
+	s := &jsSource{set: &sourceSettings{js: &jsSourceSettings{maxAckPending: 100}}}
+	for _, n := range []struct {
+		seq uint64
+		in  time.Duration
+	}{{10, time.Hour}, {5, time.Hour}, {3, dueMargin / 2}, {7, time.Hour}, {9, time.Hour}, {4, 2 * dueMargin}} {
+		s.noteDelayed(n.seq, "reply."+strconv.FormatUint(n.seq, 10), now.Add(n.in))
+	}
+	s.mu.Lock()
+	s.forgetDelayedLocked([]*jsDelivery{{seq: 9}}) // delivered again
+	due := s.dueNowAtCloseLocked([]*jsDelivery{{seq: 7}})
+	left := len(s.delayed)
+	s.mu.Unlock()
+	var got []string
+	for _, n := range due {
+		got = append(got, n.reply)
+	}
+	if want := []string{"reply.4", "reply.5", "reply.10"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("due at close: %v, want %v", got, want)
+	}
+	if left != 0 {
+		t.Errorf("%d delayed hand-backs still recorded after close", left)
+	}
+}
+
+// TestDelayedHandBacksBounded: past max_ack_pending entries, the ones that
+// ran out are dropped.
+func TestDelayedHandBacksBounded(t *testing.T) {
+	s := &jsSource{set: &sourceSettings{js: &jsSourceSettings{maxAckPending: 3}}}
+	past, later := time.Now().Add(-time.Second), time.Now().Add(time.Hour)
+	s.noteDelayed(1, "r1", past)
+	s.noteDelayed(2, "r2", later)
+	s.noteDelayed(3, "r3", past)
+	s.noteDelayed(4, "r4", later)
+	if _, ok := s.delayed[2]; len(s.delayed) != 2 || !ok {
+		t.Errorf("delayed hand-backs after the bound: %v, want 2 and 4", s.delayed)
 	}
 }

@@ -140,7 +140,7 @@ func (s *jsSource) losePin(reason string) {
 		"reason", reason, "handed_back", len(left))
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	s.nackInOrder(ctx, left)
+	s.nackInOrder(ctx, left, nil)
 }
 
 // holdCap bounds what a pinned recovery holds on a consumer whose

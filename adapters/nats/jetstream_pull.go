@@ -218,6 +218,7 @@ func (s *jsSource) handOut(ds []*jsDelivery) []driver.Delivery {
 		s.outstanding = make(map[uint64]int)
 	}
 	ds, dropped := s.dropGoneLocked(ds)
+	s.forgetDelayedLocked(ds)
 	for _, d := range ds {
 		d.handed.Store(true)
 		s.outstanding[d.seq]++
@@ -237,6 +238,7 @@ func (s *jsSource) handOut(ds []*jsDelivery) []driver.Delivery {
 func (s *jsSource) hold(ds []*jsDelivery) {
 	s.mu.Lock()
 	kept, dropped := s.dropGoneLocked(ds)
+	s.forgetDelayedLocked(kept)
 	s.held = append(s.held, kept...)
 	s.mu.Unlock()
 	s.ackCopies(dropped)

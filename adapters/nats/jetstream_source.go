@@ -54,6 +54,10 @@ type jsSource struct {
 	// terminated: a copy of one that arrives is no longer pending on the
 	// server, and is dropped (see settled).
 	gone seqSet
+	// delayed are the messages handed back with a delay that has not run
+	// out, by stream sequence: Close makes them due at once (see
+	// dueNowAtClose). A delivery of one removes it.
+	delayed map[uint64]delayedNak
 	// abandoned is a waiting pull that Receive left when its context
 	// ended; it runs on to its end on the server (see waitPull). Its
 	// messages go to the next Receive, or are nacked by Close.
@@ -319,8 +323,9 @@ func (s *jsSource) Close(ctx context.Context) error {
 	}
 	left = append(left, s.held...)
 	s.held = nil
+	due := s.dueNowAtCloseLocked(left)
 	s.mu.Unlock()
-	s.nackInOrder(ctx, left)
+	s.nackInOrder(ctx, left, due)
 	s.confirmNaks(ctx) // the engine's before them too
 	s.releasePin(ctx)
 	s.cancel()
@@ -328,12 +333,21 @@ func (s *jsSource) Close(ctx context.Context) error {
 	return nil
 }
 
-// nackInOrder hands back deliveries the engine never had, in stream order.
-func (s *jsSource) nackInOrder(ctx context.Context, left []*jsDelivery) {
+// nackInOrder hands back, in stream order, deliveries the engine never had
+// and the messages due (see dueNowAtCloseLocked), all due at once.
+func (s *jsSource) nackInOrder(ctx context.Context, left []*jsDelivery, due []delayedNak) {
 	slices.SortStableFunc(left, func(a, b *jsDelivery) int { return cmp.Compare(a.seq, b.seq) })
-	for _, d := range left {
-		if err := s.nak(d.m, 0); err != nil {
-			s.log.Warn("nats: nack of an unreceived message failed; it comes back after ack_wait", "error", err)
+	for len(left) > 0 || len(due) > 0 {
+		var err error
+		if len(due) == 0 || len(left) > 0 && left[0].seq < due[0].seq {
+			err = s.nak(left[0].m, left[0].seq, 0)
+			left = left[1:]
+		} else {
+			err = s.nakDueNow(due[0].reply)
+			due = due[1:]
+		}
+		if err != nil {
+			s.log.Warn("nats: handing back a message at close failed; the rest come back after ack_wait or their delay", "error", err)
 			break
 		}
 	}
