@@ -62,7 +62,8 @@ const (
 // MinHostBufferBytes and MaxAutoBufferBytes: the host is shared. The buffer
 // fills only during a burst the pipeline cannot keep up with; at 256 MiB the
 // benchmark lost 4 – 19 % of a 1,000,000-message burst of 1 KiB that 1 GiB
-// held whole (docs/benchmarks.md).
+// held whole (docs/benchmarks.md). It is one budget for the process: the
+// core sources that leave buffer_bytes out share it (autoBuffers).
 func AutoBufferBytes(memoryLimit int64, hostMemory uint64) int {
 	if memoryLimit <= 0 || memoryLimit == math.MaxInt64 {
 		return int(min(max(int64(min(hostMemory/8, math.MaxInt64)), MinHostBufferBytes), MaxAutoBufferBytes))
@@ -289,6 +290,9 @@ type sourceSettings struct {
 	groupHeader string
 	groupToken  int
 	js          *jsSourceSettings
+	// autoBufferBytes, autoBufferSize: left out; the automatic buffer is
+	// shared by the process's core sources (autoBuffers).
+	autoBufferBytes, autoBufferSize bool
 }
 
 type jsSourceSettings struct {
@@ -349,9 +353,11 @@ func (c *SourceConfig) resolve() (*sourceSettings, error) {
 		return nil, adaptercfg.Errorf("buffer_bytes", "%d must be positive", s.bufferBytes)
 	}
 	if s.bufferBytes == 0 {
+		s.autoBufferBytes = true
 		s.bufferBytes = AutoBufferBytes(debug.SetMemoryLimit(-1), memory.TotalMemory())
 	}
 	if s.bufferSize == 0 {
+		s.autoBufferSize = true
 		s.bufferSize = AutoBufferSize(s.bufferBytes)
 	}
 	if s.subject != "" {

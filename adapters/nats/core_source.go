@@ -37,6 +37,7 @@ type coreSource struct {
 	log            *slog.Logger
 	undecodableLog *logpace.Pacer // the log line of an undecodable message
 
+	joined    bool // shares the automatic buffer (autoBuffers)
 	closeOnce sync.Once
 	closed    chan struct{}
 	lost      atomic.Uint64 // dropped by the client, read at close
@@ -72,8 +73,16 @@ func newCoreSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (
 		s.close()
 		return nil, fmt.Errorf("nats: subscribe %q: %w", set.subject, err)
 	}
+	size, bytes := set.bufferSize, set.bufferBytes
+	if set.autoBufferBytes {
+		s.joined = true
+		bytes = autoBuffers.join(s)
+		if set.autoBufferSize {
+			size = AutoBufferSize(bytes)
+		}
+	}
 	log.Info("nats core source subscribed", "subject", set.subject, "queue_group", set.queue,
-		"buffer_size", set.bufferSize, "buffer_bytes", set.bufferBytes)
+		"buffer_size", size, "buffer_bytes", bytes, "buffer_shared", set.autoBufferBytes)
 	return s, nil
 }
 
@@ -178,6 +187,9 @@ func (s *coreSource) close() {
 			}
 		}
 		close(s.closed)
+		if s.joined {
+			autoBuffers.leave(s)
+		}
 		if s.sub != nil {
 			_ = s.sub.Unsubscribe()
 		}

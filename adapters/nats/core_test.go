@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -581,5 +582,60 @@ func TestJetStreamSinkBoundsHeaders(t *testing.T) {
 	err := publishErr(&jetstream.APIError{Code: 400, ErrorCode: 10097, Description: "header size exceeds maximum allowed of 64k"})
 	if rej := (*mapping.RejectError)(nil); !errors.As(err, &rej) || !rej.TooLarge || !driver.IsPermanent(err) {
 		t.Errorf("publishErr(10097) = %v, want a permanent too-large refusal", err)
+	}
+}
+
+// TestCoreSourcesShareTheAutomaticBuffer: core sources that leave
+// buffer_bytes out share one budget, each a part of it and never less than
+// nats.go's default; one that closes gives its part back; one with its own
+// buffer_bytes keeps it and takes no part.
+func TestCoreSourcesShareTheAutomaticBuffer(t *testing.T) {
+	prev := debug.SetMemoryLimit(4 << 30) // a 1 GiB budget
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	srv := startServer(t)
+	limits := func(src driver.Source) (int, int) {
+		t.Helper()
+		msgs, bytes, err := src.(*coreSource).sub.PendingLimits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs, bytes
+	}
+	open := func(subject string, bufferBytes int) driver.Source {
+		src, err := NewSource(ctxT(t, 10*time.Second), SourceConfig{ConnConfig: ConnConfig{URL: srv.ClientURL()}, Subject: subject, BufferBytes: bufferBytes}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = src.Close(context.Background()) })
+		return src
+	}
+	a := open("a", 0)
+	if msgs, bytes := limits(a); bytes != 1<<30 || msgs != 1<<20 {
+		t.Fatalf("one source: %d messages, %d bytes; want %d, 1 GiB", msgs, bytes, 1<<20)
+	}
+	own := open("own", 8<<20)
+	b := open("b", 0)
+	for _, src := range []driver.Source{a, b} {
+		if msgs, bytes := limits(src); bytes != 512<<20 || msgs != 512<<10 {
+			t.Errorf("two sharing: %d messages, %d bytes; want %d, 512 MiB", msgs, bytes, 512<<10)
+		}
+	}
+	if msgs, bytes := limits(own); bytes != 8<<20 || msgs != DefaultBufferSize {
+		t.Errorf("its own buffer_bytes: %d messages, %d bytes; want %d, 8 MiB", msgs, bytes, DefaultBufferSize)
+	}
+	var many []driver.Source
+	for i := range 30 {
+		many = append(many, open(fmt.Sprint("m", i), 0))
+	}
+	if _, bytes := limits(a); bytes != MinAutoBufferBytes {
+		t.Errorf("32 sharing: %d bytes each, want nats.go's default %d", bytes, MinAutoBufferBytes)
+	}
+	for _, src := range append(many, b) {
+		if err := src.Close(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if msgs, bytes := limits(a); bytes != 1<<30 || msgs != 1<<20 {
+		t.Errorf("the others closed: %d messages, %d bytes; want %d, 1 GiB", msgs, bytes, 1<<20)
 	}
 }
