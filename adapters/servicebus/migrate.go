@@ -234,7 +234,7 @@ func deferred(total, active, scheduled, deadLetter, transferDeadLetter, transfer
 // mod, if given, changes the client's options.
 func newAdminClient(c *connSettings, cred azcore.TokenCredential, mod ...func(*admin.ClientOptions)) (*admin.Client, error) {
 	if c.mgmtURL == "" {
-		return nil, fmt.Errorf("servicebus: where %s serves its management API is not known (plain AMQP, an emulator): set management_endpoint to count: %w", c.namespace, errors.ErrUnsupported)
+		return nil, fmt.Errorf("servicebus: where %s serves its management API is not known (plain AMQP, an emulator): set management_endpoint (the management API's http(s)://host[:port]) in the servicebus block to count it: %w", c.namespace, errors.ErrUnsupported)
 	}
 	opts := &admin.ClientOptions{}
 	for _, m := range mod {

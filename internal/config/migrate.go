@@ -16,11 +16,18 @@ import (
 // subject, which keeps no messages to count, for instance.
 var ErrUnsupported = errors.ErrUnsupported
 
+// ErrNoCount is wrapped where the adapter kind has no counting hook at
+// all: its broker offers no count (AMQP). It is ErrUnsupported too, and
+// says no more than it; an adapter that can count but is not set up to
+// (a Service Bus block without management_endpoint on an emulator) wraps
+// ErrUnsupported alone, with its words for why.
+var ErrNoCount = fmt.Errorf("%w", ErrUnsupported)
+
 // CountSource asks the source's broker how many messages its entity holds.
 func (p *Pipeline) CountSource(ctx context.Context, log *slog.Logger) (driver.Backlog, error) {
 	k := lookupKind(p.Spec.Source.Kind)
 	if k == nil || k.countSource == nil {
-		return driver.Backlog{}, fmt.Errorf("counting the %s source: %w", p.Spec.Source.Kind, ErrUnsupported)
+		return driver.Backlog{}, fmt.Errorf("counting the %s source: %w", p.Spec.Source.Kind, ErrNoCount)
 	}
 	return k.countSource(ctx, p.Spec.Source.Config, orDefault(log))
 }
@@ -29,7 +36,7 @@ func (p *Pipeline) CountSource(ctx context.Context, log *slog.Logger) (driver.Ba
 func (p *Pipeline) CountSink(ctx context.Context, log *slog.Logger) (driver.Backlog, error) {
 	k := lookupKind(p.Spec.Sink.Kind)
 	if k == nil || k.countSink == nil {
-		return driver.Backlog{}, fmt.Errorf("counting the %s sink: %w", p.Spec.Sink.Kind, ErrUnsupported)
+		return driver.Backlog{}, fmt.Errorf("counting the %s sink: %w", p.Spec.Sink.Kind, ErrNoCount)
 	}
 	return k.countSink(ctx, p.Spec.Sink.Config, orDefault(log))
 }

@@ -779,6 +779,11 @@ func (j *job) countBoth(ctx context.Context, rep *JobReport, futile bool) (src, 
 	}
 	if !errors.Is(snkErr, errors.ErrUnsupported) {
 		rep.sinkCountable = true
+	} else if !errors.Is(snkErr, config.ErrNoCount) {
+		// Its broker counts, but not as the block is set up (a Service
+		// Bus block without management_endpoint on an emulator): the
+		// adapter's words say why, less the Go error's.
+		rep.sinkUncountable = strings.TrimSuffix(oneLine(snkErr.Error()), ": "+errors.ErrUnsupported.Error())
 	}
 	if !errors.Is(srcErr, errors.ErrUnsupported) {
 		rep.sourceCountable = true

@@ -1781,3 +1781,45 @@ func TestStateRefusesARecreatedSource(t *testing.T) {
 		})
 	}
 }
+
+// A sink not counted says why: its kind has no count at all (AMQP), or
+// its adapter could count but is not set up to, in its words (a Service
+// Bus block without management_endpoint). The second said "its broker
+// offers no message count for this sink", which sent a user looking at
+// the broker instead of the block.
+func TestUncountableSinkSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name, sink string
+		countErr   error
+		want       string
+		wantNot    []string
+	}{
+		{"no count at all", "memqplain", nil,
+			"not checked: the sink cannot be counted: its broker offers no message count for this sink, so the verification could not be done",
+			[]string{"unsupported operation"}},
+		{"not set up to count", "memq", fmt.Errorf("memq: where it serves its counts is not known: set count_endpoint to count it: %w", errors.ErrUnsupported),
+			"not checked: the sink cannot be counted: memq: where it serves its counts is not known: set count_endpoint to count it, so the verification could not be done",
+			[]string{"unsupported operation", "offers no message count"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, pipes := setup(t, strings.ReplaceAll(moveHCL, `sink "memq"`, fmt.Sprintf("sink %q", tc.sink)))
+			b.put("in", msgs(5, 0)...)
+			b.mu.Lock()
+			b.sinkCountErr = tc.countErr
+			b.mu.Unlock()
+			rep := Run(context.Background(), pipes, fastOptions(ModeMove), nil)
+			if rep.Outcome != OutcomeComplete || rep.Reason != "" {
+				t.Fatalf("outcome %s, reason %q", rep.Outcome, rep.Reason)
+			}
+			s := summary(rep)
+			if !strings.Contains(s, tc.want) {
+				t.Errorf("summary lacks %q:\n%s", tc.want, s)
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(s, w) {
+					t.Errorf("summary has %q:\n%s", w, s)
+				}
+			}
+		})
+	}
+}

@@ -261,6 +261,11 @@ type JobReport struct {
 	// answer (not errors.ErrUnsupported): a verification missing it is
 	// news for the first line, not the sink's kind.
 	sinkCountable bool
+	// sinkUncountable says why a sink that was not countable is not,
+	// where its adapter can count but is not set up to (the adapter's
+	// words: "set management_endpoint to count"); "" where its kind has
+	// no count at all (AMQP).
+	sinkUncountable string
 	// sourceCountable: likewise for the source, whose count before the
 	// move may still have failed (warnEmptyUncounted's wording).
 	sourceCountable bool

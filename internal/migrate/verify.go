@@ -126,7 +126,13 @@ func verification(j *JobReport, mode Mode) *Verification {
 		if !j.sinkCountable {
 			// Its broker has no count to give (an AMQP queue): the Go
 			// error ("unsupported operation") tells a user nothing more.
-			v.Note = "the sink cannot be counted: its broker offers no message count for this sink, so the verification could not be done"
+			// An adapter that could count, set up otherwise, says why
+			// (no management_endpoint), and so does the note.
+			why := "its broker offers no message count for this sink"
+			if j.sinkUncountable != "" {
+				why = j.sinkUncountable
+			}
+			v.Note = "the sink cannot be counted: " + why + ", so the verification could not be done"
 			return v
 		}
 		v.Note = "the sink cannot be counted: nothing to compare with"
