@@ -498,9 +498,14 @@ func TestMigrateProgressBarOnTerminal(t *testing.T) {
 	for _, tc := range []struct {
 		name, stty string
 		bar        bool
+		// zeros: the counters that are 0 fit beside a full bar all along
+		zeros bool
 	}{
-		{"sized", "stty cols 160 rows 40", true},
-		{"no rows", "stty cols 160 rows 0", false},
+		{"sized", "stty cols 160 rows 40", true, true},
+		// The counters that are 0 took 40 of 100 columns and left the
+		// bar 18 to draw in: they give way first.
+		{"100 columns", "stty cols 100 rows 40", true, false},
+		{"no rows", "stty cols 160 rows 0", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := e2etest.StartNATS(t)
@@ -540,8 +545,15 @@ func TestMigrateProgressBarOnTerminal(t *testing.T) {
 			if !strings.Contains(screen, "500 / 500") || !strings.Contains(screen, "100 %") {
 				t.Errorf("the bar did not end at 500 / 500, 100 %%:\n%q", e2etest.Tail(screen, 5))
 			}
-			if !strings.Contains(screen, "msg/s") || !strings.Contains(screen, "dead-lettered 0") {
+			if !strings.Contains(screen, "msg/s") || tc.zeros && !strings.Contains(screen, "dead-lettered 0  retried 0") {
 				t.Errorf("the bar lacks its figures:\n%q", e2etest.Tail(screen, 5))
+			}
+			// Every frame's bar has its full width (barMaxWidth, 32 with
+			// the brackets): the terminal has room for it.
+			for _, bar := range regexp.MustCompile(`\[[=>-]*\]`).FindAllString(screen, -1) {
+				if len(bar) != 32 {
+					t.Errorf("a bar of %d columns: %s", len(bar), bar)
+				}
 			}
 		})
 	}

@@ -222,8 +222,10 @@ func fits(s decor.Statistics, pad, reserve int, text string) bool {
 	return pad+runewidth.StringWidth(text)+reserve+barMinWidth+2 <= s.AvailableWidth
 }
 
-// What the line gives up first, as it narrows: the counters that are 0,
-// then retried, throttled, the rate, dead-lettered, stuck, the ETA.
+// What the line gives up first, as it narrows: the counters that are 0
+// (before the bar narrows below barMaxWidth), then retried, throttled,
+// the rate, dead-lettered, stuck, the ETA (before it narrows below
+// barMinWidth).
 
 // rateForms is the rate and ETA decorator's text: the fullest of its forms
 // that leaves the counters that tell most (dead-lettered, stuck) their
@@ -298,10 +300,17 @@ func counterForms(f Figures) []string {
 }
 
 // counterText is the fullest of counterForms that fits, with two spaces
-// before it, or "".
+// before it, or "". Counters that are 0 say least: they are shown only
+// where the bar keeps its full barMaxWidth beside them. Shown wherever
+// they left the bar barMinWidth, they took 40 columns of a 100-column
+// terminal and left it 18 to draw in.
 func counterText(s decor.Statistics, f Figures) string {
-	for _, c := range counterForms(f) {
-		if fits(s, 2, 0, c) {
+	for i, c := range counterForms(f) {
+		reserve := 0
+		if i == 0 && (f.DeadLettered == 0 || f.Retried == 0 || f.Throttled == 0) {
+			reserve = barMaxWidth - barMinWidth // the form with the 0s
+		}
+		if fits(s, 2, reserve, c) {
 			return "  " + c
 		}
 	}

@@ -99,7 +99,9 @@ func TestBarLastFrame(t *testing.T) {
 // long one (sqs-fifo-to-servicebus-sessions) and the counters left it
 // "[-]", then "[]", then nothing. The name stays whole (on a line of its
 // own where it must), no line is wider than the terminal, and what the
-// counters give up first is what says least.
+// counters give up first is what says least. Counters that are 0 go
+// before the bar narrows at all: on 100 columns they took 40 and left the
+// bar its 20 (18 to draw in).
 func TestBarKeepsItsWidth(t *testing.T) {
 	const long = "sqs-fifo-to-servicebus-sessions"
 	quiet := Figures{Done: 450, Total: 1500, Written: 450, Rate: 298, ETA: 4 * time.Second}
@@ -112,16 +114,21 @@ func TestBarKeepsItsWidth(t *testing.T) {
 		inline  bool     // the name on the bar's line
 		want    []string // on the bar's line
 		wantNot []string
+		full    bool // the bar barMaxWidth wide
 	}{
-		{110, "orders", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s", "dead-lettered 0  retried 0  throttled 0"}, nil},
-		{110, long, quiet, true, []string{"450 / 1500", "298 msg/s ETA 4s"}, []string{"dead-lettered"}},
-		{110, long, busy, true, []string{"450 / 1500", "ETA 4s", "dead-lettered 2  stuck 1"}, []string{"msg/s", "retried"}},
-		{80, "orders", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, []string{"dead-lettered"}},
-		{80, "orders", busy, true, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil},
-		{80, long, quiet, false, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, nil},
-		{80, long, busy, false, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil},
+		{100, "mig", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, []string{"dead-lettered", "retried"}, true},
+		{100, "orders", Figures{Done: 4100, Total: 12000, Written: 4098, DeadLettered: 2, Rate: 812, ETA: 10 * time.Second}, true,
+			[]string{"4100 / 12000", "812 msg/s ETA 10s", "dead-lettered 2"}, []string{"retried"}, true},
+		{110, "orders", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, []string{"dead-lettered 0"}, true},
+		{120, "orders", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s", "dead-lettered 0  retried 0  throttled 0"}, nil, true},
+		{110, long, quiet, true, []string{"450 / 1500", "298 msg/s ETA 4s"}, []string{"dead-lettered"}, false},
+		{110, long, busy, true, []string{"450 / 1500", "ETA 4s", "dead-lettered 2  stuck 1"}, []string{"msg/s", "retried"}, false},
+		{80, "orders", quiet, true, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, []string{"dead-lettered"}, false},
+		{80, "orders", busy, true, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil, false},
+		{80, long, quiet, false, []string{"450 / 1500", "30 %", "298 msg/s ETA 4s"}, nil, false},
+		{80, long, busy, false, []string{"450 / 1500", "ETA 4s", "stuck 1"}, nil, false},
 		// under a second left: "ETA 0s" read as done
-		{110, "orders", Figures{Done: 1480, Total: 1500, Written: 1480, Rate: 298, ETA: 70 * time.Millisecond}, true, []string{"298 msg/s ETA <1s"}, []string{"ETA 0s"}},
+		{110, "orders", Figures{Done: 1480, Total: 1500, Written: 1480, Rate: 298, ETA: 70 * time.Millisecond}, true, []string{"298 msg/s ETA <1s"}, []string{"ETA 0s"}, false},
 	} {
 		t.Run(fmt.Sprintf("%d %s %d", tc.cols, tc.name, tc.f.Stuck), func(t *testing.T) {
 			bar, tm := newTermBar(tc.cols)
@@ -147,6 +154,9 @@ func TestBarKeepsItsWidth(t *testing.T) {
 			open, shut := strings.Index(line, "["), strings.Index(line, "]")
 			if open < 0 || shut < open || shut-open+1 < barMinWidth {
 				t.Errorf("the bar is narrower than %d columns: %q", barMinWidth, line)
+			}
+			if tc.full && shut-open+1 != barMaxWidth {
+				t.Errorf("the bar is %d columns, want its full %d: %q", shut-open+1, barMaxWidth, line)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(line, w) {
