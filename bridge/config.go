@@ -72,6 +72,13 @@ type DeadLetter struct {
 	// migration's dry run), so the engine logs each such message at debug
 	// level as one that would be dead-lettered, not as a dead letter.
 	DryRun bool
+	// DryRunTo names, for that log line, where the pipeline would
+	// dead-letter: its dead-letter sink's kind, or "native" (the source's
+	// own dead-letter queue); "" where it has no dead-letter destination,
+	// so that the message would stay at the source. A dry run records
+	// natively whatever the pipeline says ("to=native" was logged for
+	// each).
+	DryRunTo string
 }
 
 // Options are the engine's knobs; all plain values, so two Options compare

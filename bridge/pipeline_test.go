@@ -948,20 +948,37 @@ func cpuTime() time.Duration {
 }
 
 // TestDryRunDeadLetterLogsWhatItDoes: a destination that only records (a
-// migration's dry run) is not logged as a dead letter.
+// migration's dry run) is not logged as a dead letter, and the line names
+// where the pipeline would put it (it said "to=native", the recording
+// stand-in, whatever the pipeline had), or that it has nowhere.
 func TestDryRunDeadLetterLogsWhatItDoes(t *testing.T) {
-	q := newQueue(t)
-	q.push(msg("g", 0))
-	sink := newSink(t)
-	sink.fail = func(*mapping.Message, int) error { return driver.Permanent(errors.New("no")) }
-	var logs testlog.Buffer
-	start(t, Config{Options: fastOptions(), DeadLetter: DeadLetter{Native: true, DryRun: true},
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, q, sink)
-	d := q.deliveries()[0]
-	eventually(t, 5*time.Second, "recorded", func() bool { return d.deadLetters.Load() == 1 })
-	eventually(t, 5*time.Second, "logged", func() bool { return strings.Contains(logs.String(), "would be dead-lettered") })
-	if l := logs.String(); strings.Contains(l, `msg="message dead-lettered"`) || !strings.Contains(l, "level=DEBUG") {
-		t.Errorf("log:\n%s", l)
+	for _, tc := range []struct {
+		to            string
+		want, wantNot string
+	}{
+		{"sqs", `msg="message would be dead-lettered (dry run: nothing is written or settled)"`, "to=native"},
+		{"native", "to=native", "would stay"},
+		{"", "would not be dead-lettered: the pipeline has no dead_letter destination, so it would stay at the source", "to="},
+	} {
+		t.Run(tc.to, func(t *testing.T) {
+			q := newQueue(t)
+			q.push(msg("g", 0))
+			sink := newSink(t)
+			sink.fail = func(*mapping.Message, int) error { return driver.Permanent(errors.New("no")) }
+			var logs testlog.Buffer
+			start(t, Config{Options: fastOptions(), DeadLetter: DeadLetter{Native: true, DryRun: true, DryRunTo: tc.to},
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, q, sink)
+			d := q.deliveries()[0]
+			eventually(t, 5*time.Second, "recorded", func() bool { return d.deadLetters.Load() == 1 })
+			eventually(t, 5*time.Second, "logged", func() bool { return strings.Contains(logs.String(), "dry run: nothing is written") })
+			l := logs.String()
+			if strings.Contains(l, `msg="message dead-lettered"`) || !strings.Contains(l, "level=DEBUG") || !strings.Contains(l, tc.want) || strings.Contains(l, tc.wantNot) {
+				t.Errorf("want %q, not %q; log:\n%s", tc.want, tc.wantNot, l)
+			}
+			if tc.to != "" && !strings.Contains(l, "to="+tc.to) {
+				t.Errorf("want to=%s; log:\n%s", tc.to, l)
+			}
+		})
 	}
 }
 

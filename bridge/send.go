@@ -647,10 +647,15 @@ func (p *Pipeline) undeliverable(it *item, reason string, err error) {
 }
 
 // logDeadLettered logs a dead letter; a dry run's destination only records
-// it, so the log must not claim one.
+// it, so the log must not claim one, and names where the pipeline would
+// put it (DeadLetter.DryRunTo), not the recording stand-in.
 func (p *Pipeline) logDeadLettered(log *slog.Logger, to string) {
-	if p.cfg.DeadLetter.DryRun {
-		log.Debug("message would be dead-lettered (dry run: nothing is written or settled)", "to", to)
+	if dl := p.cfg.DeadLetter; dl.DryRun {
+		if dl.DryRunTo == "" {
+			log.Debug("message would not be dead-lettered: the pipeline has no dead_letter destination, so it would stay at the source (dry run: nothing is written or settled)")
+			return
+		}
+		log.Debug("message would be dead-lettered (dry run: nothing is written or settled)", "to", dl.DryRunTo)
 		return
 	}
 	p.dlLog.Do(func(leftOut int64) {

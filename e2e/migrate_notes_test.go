@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go"
 
+	"github.com/qbridge/qbridge/internal/e2etest"
 	"github.com/qbridge/qbridge/internal/migrate"
 )
 
@@ -47,5 +50,69 @@ func TestMigrateServiceBusSinkWithoutManagementEndpointSaysWhy(t *testing.T) {
 	}
 	if out := m.out.String(); !strings.Contains(out, "not checked: the sink cannot be counted: servicebus: where") {
 		t.Errorf("summary:\n%s", out)
+	}
+}
+
+// A dry run's debug line for a message the sink refuses names where the
+// pipeline would put it: its dead-letter sink's kind, the source's own
+// dead-letter queue, or nowhere (it would stay at the source). It said
+// "to=native" in each case: the dry run records natively, whatever the
+// pipeline has.
+func TestMigrateDryRunDeadLetterLogNamesTheDestination(t *testing.T) {
+	env := sqsSetup(t)
+	ns := e2etest.StartNATS(t)
+	_, js := e2etest.ConnectNATS(t, ns.URL())
+	natsCreateStream(t, js, "MIG_SRC", "in.>")
+	natsCreateStream(t, js, "MIG_DLQ", "dlq")
+	queue := env.createQueue(t, "dst", false, nil)
+	for i := range 6 {
+		m := nats.NewMsg("in.x")
+		m.Data = []byte(fmt.Sprintf("body %d", i))
+		m.Header.Set("tenant", natsGroup(i%2))
+		if i%3 == 2 {
+			m.Header.Set("AWS.internal", "reserved by SQS") // the SQS sink refuses it
+		}
+		if _, err := js.PublishMsg(natsCtx(t, 5*time.Second), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, deadLetter string
+		exit             int
+		want             string
+	}{
+		{"sink", fmt.Sprintf("  dead_letter {\n    sink \"nats\" {\n      url     = %q\n      subject = \"dlq\"\n      jetstream {}\n    }\n  }\n", ns.URL()),
+			migrate.ExitDeadLettered, `msg="message would be dead-lettered (dry run: nothing is written or settled)" pipeline=mig`},
+		{"native", "  dead_letter {\n    native = true\n  }\n",
+			migrate.ExitDeadLettered, `msg="message would be dead-lettered (dry run: nothing is written or settled)" pipeline=mig`},
+		{"none", "",
+			migrate.ExitNotDrained, `msg="message would not be dead-lettered: the pipeline has no dead_letter destination, so it would stay at the source (dry run: nothing is written or settled)" pipeline=mig`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_SRC", fmt.Sprintf("  sink \"sqs\" {\n%s  }\n%s", env.conn(queue), tc.deadLetter)))
+			code, rep, m := migRun(t, time.Minute, "-dry-run", "-idle", "1s", "-progress", "off", "-log-level", "debug", cfg)
+			if code != tc.exit || rep.Jobs[0].DryRun == nil || rep.Jobs[0].DryRun.WouldReject["rejected"] != 2 {
+				t.Fatalf("exit %d, want %d; %s", code, tc.exit, rep.Reason)
+			}
+			var lines []string
+			for _, l := range strings.Split(m.errb.String(), "\n") {
+				if strings.Contains(l, "dead-lettered (dry run") || strings.Contains(l, "not be dead-lettered") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 2 {
+				t.Fatalf("%d debug lines for 2 refused messages:\n%s", len(lines), strings.Join(lines, "\n"))
+			}
+			for _, l := range lines {
+				switch {
+				case !strings.Contains(l, tc.want):
+					t.Errorf("line %q lacks %q", l, tc.want)
+				case tc.name == "sink" && !strings.HasSuffix(l, " to=nats"),
+					tc.name == "native" && !strings.HasSuffix(l, " to=native"),
+					tc.name == "none" && strings.Contains(l, " to="):
+					t.Errorf("line %q names the wrong destination", l)
+				}
+			}
+		})
 	}
 }

@@ -141,8 +141,14 @@ func (p *Pipeline) DryRunDefinition(log *slog.Logger) (bridge.Definition, error)
 		return k.openDrySink(ctx, cfg, opt, adapterLog(log, kind, "dry-run"))
 	}
 	// The dry run records dead letters at the delivery (the source is not
-	// touched); DryRun keeps the engine from logging them as real ones.
-	d.Config.DeadLetter = bridge.DeadLetter{Native: true, DryRun: true}
+	// touched); DryRun keeps the engine from logging them as real ones,
+	// and DryRunTo has it name where they would go: the move's
+	// destination, as Definition set it.
+	to := d.Config.DeadLetter.SinkKind
+	if d.Config.DeadLetter.Native {
+		to = "native"
+	}
+	d.Config.DeadLetter = bridge.DeadLetter{Native: true, DryRun: true, DryRunTo: to}
 	return d, nil
 }
 
