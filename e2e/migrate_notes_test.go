@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
 
@@ -114,5 +115,47 @@ func TestMigrateDryRunDeadLetterLogNamesTheDestination(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An SQS FIFO queue hands out a group's next message only once the one
+// before it is deleted, and a dry run deletes nothing: its sample has at
+// most what one receive gave of each group, however large -sample is. The
+// summary says so, with the figures, where the sample came out smaller
+// than asked and than the queue; it said "read 3; would write 3 (a
+// sample)" of 60 messages with -sample 40.
+func TestMigrateSQSFIFODryRunSaysTheSampleIsPerGroup(t *testing.T) {
+	env := sqsSetup(t)
+	src := env.createQueue(t, "src", true, nil)
+	dst := env.createQueue(t, "dst", true, nil)
+	const groups, per = 3, 20
+	var entries []types.SendMessageBatchRequestEntry
+	for i := range groups * per {
+		entries = append(entries, types.SendMessageBatchRequestEntry{
+			Id: aws.String(fmt.Sprint(i % 10)), MessageBody: aws.String(fmt.Sprintf("body %d", i)),
+			MessageGroupId: aws.String(fmt.Sprintf("g%d", i%groups)), MessageDeduplicationId: aws.String(fmt.Sprintf("d%d", i)),
+		})
+	}
+	env.sendBatch(t, src, entries)
+	cfg := migWriteConfig(t, fmt.Sprintf(`
+pipeline "fifo" {
+  source "sqs" {
+%s  }
+  sink "sqs" {
+%s  }
+}
+`, env.conn(src, `wait_time = "1s"`), env.conn(dst)))
+	code, rep, m := migRun(t, time.Minute, "-dry-run", "-sample", "40", "-idle", "2s", "-progress", "off", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if d := j.DryRun; d == nil || !d.Sampled || j.Read >= 40 || j.Read < groups {
+		t.Fatalf("read %d, dry run %+v: want a sample of at least one a group, under 40", j.Read, j.DryRun)
+	}
+	want := fmt.Sprintf("read %d; would write %d (a sample); an SQS FIFO queue hands out a group's next message only once the one before it is deleted, and a dry run deletes nothing: "+
+		"%d groups gave %d messages, not the -sample 40 asked for, of the %d at the source\n", j.Read, j.Read, groups, j.Read, groups*per)
+	if out := m.out.String(); !strings.Contains(out, want) {
+		t.Errorf("summary lacks %q:\n%s", want, out)
 	}
 }

@@ -388,6 +388,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	}
 	if opt.Mode == ModeDryRun {
 		rep.DryRun = dry.report(rep.Written, rejects, examples, tr.hold && opt.Sample > 0)
+		rep.sampleAsked = opt.Sample
 		rep.DryRun.WouldStick = stuck
 		for k, ex := range stuckExamples {
 			rep.DryRun.Examples["stuck:"+k] = ex

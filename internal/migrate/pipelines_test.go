@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qbridge/qbridge/bridge/driver"
 	"github.com/qbridge/qbridge/internal/config"
 )
 
@@ -272,5 +273,45 @@ func TestIncludeDeadLettersWithoutADeadLetterQueue(t *testing.T) {
 	}
 	if dlq.Queue != "dead-letter" || dlq.Outcome != OutcomeSkipped || !strings.Contains(dlq.Reason, "no dead-letter queue: a memqplain source keeps none") || strings.Count(dlq.Reason, "no dead-letter queue") != 1 {
 		t.Errorf("dead-letter: %s %s (%s)", dlq.Queue, dlq.Outcome, dlq.Reason)
+	}
+}
+
+// A dry run's sample of an SQS FIFO queue is what one receive gave of each
+// group (a group's next message waits until the one before is deleted):
+// the summary says so where the sample came out smaller than -sample and
+// than the queue. It said "read 3; would write 3 (a sample)" alone.
+func TestDryRunSummarySaysAFIFOSampleIsPerGroup(t *testing.T) {
+	const note = "an SQS FIFO queue hands out a group's next message only once the one before it is deleted, and a dry run deletes nothing"
+	fifo := &driver.Backlog{Ready: 60, Ordered: true, Deduplicates: true}
+	standard := &driver.Backlog{Ready: 60}
+	for _, tc := range []struct {
+		name   string
+		kind   string
+		src    *driver.Backlog
+		read   int64
+		groups int
+		want   string // "": no note
+	}{
+		{"fifo, few groups", "sqs", fifo, 3, 3, "read 3; would write 3 (a sample); " + note + ": 3 groups gave 3 messages, not the -sample 40 asked for, of the 60 at the source\n"},
+		{"fifo, one group", "sqs", fifo, 1, 1, "1 group gave 1 message, not the -sample 40 asked for"},
+		{"fifo, a full sample", "sqs", fifo, 40, 40, ""},
+		{"fifo, the whole queue", "sqs", &driver.Backlog{Ready: 3, Ordered: true}, 3, 3, ""},
+		{"standard", "sqs", standard, 3, 0, ""},
+		{"not counted", "sqs", nil, 3, 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := JobReport{Pipeline: "p", SourceKind: tc.kind, SinkKind: "sqs", Outcome: OutcomeComplete, SourceBefore: tc.src, SourceAfter: tc.src,
+				Counts: Counts{Read: tc.read}, Groups: tc.groups, DryRun: &DryRunReport{WouldWrite: tc.read, Sampled: true}, sampleAsked: 40}
+			s := summary(&Report{Mode: ModeDryRun, Outcome: OutcomeComplete, Jobs: []*JobReport{&j}})
+			if tc.want == "" {
+				if strings.Contains(s, note) {
+					t.Errorf("summary has the FIFO note:\n%s", s)
+				}
+				return
+			}
+			if !strings.Contains(s, tc.want) {
+				t.Errorf("summary lacks %q:\n%s", tc.want, s)
+			}
+		})
 	}
 }

@@ -261,6 +261,9 @@ type JobReport struct {
 	// answer (not errors.ErrUnsupported): a verification missing it is
 	// news for the first line, not the sink's kind.
 	sinkCountable bool
+	// sampleAsked is a dry run's -sample, for the summary of a sample
+	// that came out smaller (an SQS FIFO queue's: one receive a group).
+	sampleAsked int64
 	// sinkUncountable says why a sink that was not countable is not,
 	// where its adapter can count but is not set up to (the adapter's
 	// words: "set management_endpoint to count"); "" where its kind has
@@ -620,6 +623,13 @@ func (r *Report) Summary(w io.Writer) {
 					// audit took read 4 for a verdict on 10 sessions).
 					fmt.Fprintf(w, "; %d of the %d sessions sampled (at most sessions.max_concurrent; a message in the others is not looked at)", j.Groups, src.Sessions)
 				}
+				if src := j.SourceBefore; fifoShortSample(j) {
+					// A group's next message waits until the one before
+					// is deleted: "read 3 (a sample)" of 60 asked for 40
+					// looked like what was asked.
+					fmt.Fprintf(w, "; an SQS FIFO queue hands out a group's next message only once the one before it is deleted, and a dry run deletes nothing: "+
+						"%s gave %s, not the -sample %d asked for, of the %d at the source", groups(j.Groups), messages(j.Read), j.sampleAsked, src.Pending())
+				}
 			}
 			if j.Skipped > 0 {
 				// A filter that matches nothing shows here, not as a
@@ -799,4 +809,22 @@ func rateText(r float64) string {
 		return fmt.Sprintf("%.1f msg/s", r)
 	}
 	return fmt.Sprintf("%.0f msg/s", r)
+}
+
+// fifoShortSample reports a dry run's sample of an SQS FIFO queue that
+// came out smaller than -sample and than the queue: the queue hands out
+// a group's next message only once the one before it is deleted, so the
+// sample is what one receive gave of each group.
+func fifoShortSample(j *JobReport) bool {
+	src := j.SourceBefore
+	return j.DryRun != nil && j.DryRun.Sampled && j.SourceKind == "sqs" && src != nil && src.Ordered &&
+		j.Read < j.sampleAsked && j.Read < src.Pending()
+}
+
+// groups is "1 group" or "n groups".
+func groups(n int) string {
+	if n == 1 {
+		return "1 group"
+	}
+	return fmt.Sprintf("%d groups", n)
 }
