@@ -171,6 +171,11 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// Read by the broker's name for the queue, as the entity lock:
 		// one queue spelled two ways is one ledger.
 		tr.ledger = openLedger(src.Entity)
+		if opt.Mode == ModeMove {
+			// A move that stops early hands back what its source
+			// received ahead, as a dry run its sample (unsentLeftovers).
+			tr.releaseHeld = func() { j.release(tr) }
+		}
 	}
 	if into, ok := j.deadLettersIntoSink(ctx, rep.SinkBefore); ok {
 		rep.deadLettersIntoSink = into
@@ -317,6 +322,10 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	w = &watch{name: cfg.Name, j: j, p: p, tr: tr, live: live, reg: reg, browsing: browsing, start: start, total: total, lastRunning: start,
 		exactCount: rep.SourceBefore != nil && rep.SourceBefore.Exact}
 	outcome, by, reason := w.loop(ctx, done, prog)
+	stoppedEarly := outcome == OutcomeInterrupted || outcome == OutcomeNotDrained
+	if opt.Mode == ModeMove && tr.ledger != nil && stoppedEarly {
+		tr.unsentLeftovers.Store(true)
+	}
 	rep.blockedBehind = w.blockedBehind
 	rep.browseRefused = errors.Is(tr.refused(), driver.ErrCannotBrowse)
 	if tr.hold {
@@ -341,14 +350,17 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	stop()
 	runErr := w.drain(done, prog)
 	w.stoppedAt = time.Now()
-	if tr.hold && tr.ledger != nil {
+	if tr.ledger != nil && (tr.hold || opt.Mode == ModeMove && stoppedEarly) {
 		// Once the source is closed: what the engine settled while it
-		// stopped was held, and handed back, too.
+		// stopped was held, and handed back, too; a move's messages it
+		// never sent were released, and what its source received ahead.
 		tr.mu.Lock()
 		err := tr.ledger.save(rep.SourceBefore.Entity)
 		tr.mu.Unlock()
-		if err != nil {
+		if err != nil && tr.hold {
 			j.log.Warn("a move after this dry run will take the sample's deliveries for an earlier run's (\"may be there twice\")", "error", err)
+		} else if err != nil {
+			j.log.Warn("the next run will take the deliveries this one handed back unsent for an earlier run's (\"may be there twice\")", "error", err)
 		}
 	}
 	snap := tr.snapshot()

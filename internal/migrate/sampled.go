@@ -19,10 +19,15 @@ import (
 // that for an interrupted run's delivery and said "up to N of the
 // messages may be there twice" after the dry run a user is advised to do
 // first (an audit). The ledger keeps, per message, the count up to which
-// every receive was a dry run's; a move's delivery whose earlier receives
-// are all so explained is no sign of an earlier write. Anything else (a
-// consumer, an interrupted move, a dry run killed before it saved) leaves
-// the count higher than the ledger explains, and the note stands.
+// every receive was a dry run's, or a move's that never sent it: what a
+// move stopped early (an interrupt, -timeout) released unsent, and what
+// its source had received ahead and not handed out, go back recorded too
+// (a clean interrupt's resume said "up to 40 of the messages may be there
+// twice" of messages written once). A move's delivery whose earlier
+// receives are all so explained is no sign of an earlier write. Anything
+// else (a consumer, a retry cut short by a stop, a killed move, a dry run
+// killed before it saved) leaves the count higher than the ledger
+// explains, and the note stands.
 //
 // The file is in $XDG_STATE_HOME/qbridge/migrate (else
 // ~/.local/state/qbridge/migrate), named by a hash of the broker's name

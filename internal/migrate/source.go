@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -36,8 +37,14 @@ type tracker struct {
 	// releaseHeld hands the held deliveries back (hold mode); the tracked
 	// source calls it before it closes the source they came from.
 	releaseHeld func()
-	limiter     *rate.Limiter
-	keep        func(*mapping.Message) bool // filters; nil keeps all
+	// unsentLeftovers: a move stops with its source not drained (an
+	// interrupt, -timeout), and keeps a ledger: what the source received
+	// and did not hand out goes back as a dry run's sample does, recorded
+	// (trackedSource.Close), so the next run does not take those receives
+	// for an earlier write.
+	unsentLeftovers atomic.Bool
+	limiter         *rate.Limiter
+	keep            func(*mapping.Message) bool // filters; nil keeps all
 	// leaveScheduled: a dry run of a move that leaves scheduled messages
 	// (-scheduled leave) passes over those the broker holds as scheduled,
 	// as the move will (a browse reads them; a receive does not get them).
@@ -393,9 +400,10 @@ func (t *tracker) holdIt(d driver.Delivery) {
 	}
 }
 
-// sampled records a held dry run's receives in the ledger: all of them,
-// settled or not (what the engine has not settled when it stops is
-// handed back on close, its count raised all the same).
+// sampled records in the ledger receives that wrote nothing: a held dry
+// run's, all of them, settled or not (what the engine has not settled
+// when it stops is handed back on close, its count raised all the same),
+// and a move's hand-backs of messages it never sent.
 func (t *tracker) sampled(ds []driver.Delivery) {
 	if t.ledger == nil {
 		return
@@ -628,7 +636,7 @@ func position(m *mapping.Message) (uint64, bool) {
 // (SQS answers "closed"), and what the engine settled while stopping, or a
 // receive that returned as it stopped, is held until here.
 func (s *trackedSource) Close(ctx context.Context) error {
-	if s.t.hold && s.t.releaseHeld != nil {
+	if (s.t.hold || s.t.unsentLeftovers.Load()) && s.t.releaseHeld != nil {
 		if q, ok := s.Source.(quiescer); ok {
 			s.takeLeftovers(q.Quiesce())
 		}
@@ -853,6 +861,11 @@ func (d *trackedDelivery) Release(ctx context.Context) error {
 	d.settling()
 	if r, ok := d.Delivery.(driver.Releaser); ok && !d.t.hold {
 		d.t.handBack(d.Message())
+		// Never sent: its receive is no write, which the next run must
+		// not take it for (sampleLedger). A clean interrupt's hand-back
+		// made the resume say "up to 40 of the messages may be there
+		// twice" of messages written once.
+		d.t.sampled([]driver.Delivery{d.Delivery})
 		return r.Release(ctx)
 	}
 	return d.Nack(ctx, 0)
