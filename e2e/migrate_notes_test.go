@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/nats-io/nats.go"
 
@@ -237,5 +239,43 @@ func TestMigrateSQSResumeAfterCleanInterruptFindsNoEarlierWrite(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("the sink holds %d distinct messages, want %d", len(seen), n)
+	}
+}
+
+// An SQS FIFO sink drops a message whose deduplication id it took within
+// 5 minutes: messages the source had delivered before (here to another
+// consumer, which let them go), moved within that window, are not there
+// twice, whoever had them; the move said "up to 20 of the messages may be
+// there twice".
+func TestMigrateIntoSQSFIFOWithinItsWindowFindsNoDuplicates(t *testing.T) {
+	env := sqsSetup(t)
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	src := env.createQueue(t, "src", true, nil)
+	dst := env.createQueue(t, "dst", true, nil)
+	const n = 300
+	env.sendBatch(t, src, migSQSEntries(n, true))
+	// Another consumer receives some and hands them back at once.
+	var before int
+	for _, msg := range env.receive(t, src, 1, false) {
+		if _, err := env.c.ChangeMessageVisibility(context.Background(), &awssqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(src), ReceiptHandle: msg.ReceiptHandle, VisibilityTimeout: 0,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		before++
+	}
+	if before == 0 {
+		t.Fatal("the other consumer received nothing")
+	}
+	code, rep, m := migRun(t, 2*time.Minute, "-idle", "2s", "-progress", "off", migWriteConfig(t, migSQSPipeline(env, src, dst)))
+	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
+		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
+	}
+	j := rep.Jobs[0]
+	if j.Written != n || j.Redelivered != int64(before) {
+		t.Fatalf("written %d, redelivered %d (the other consumer had %d)", j.Written, j.Redelivered, before)
+	}
+	if v := j.Verification; v == nil || !v.Verified || strings.Contains(m.out.String(), "there twice") {
+		t.Errorf("verification %+v; summary:\n%s", v, m.out.String())
 	}
 }

@@ -102,6 +102,9 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 	// A FIFO queue drops a MessageDeduplicationId it saw within 5 minutes;
 	// qbridge sends one with every message there.
 	b.Deduplicates = strings.HasSuffix(url, ".fifo")
+	if b.Deduplicates {
+		b.DedupWindow = fifoDedupWindow
+	}
 	b.Ordered = b.Deduplicates // a FIFO queue: in order per message group
 	b.Entity = out.Attributes[string(types.QueueAttributeNameQueueArn)]
 	// Every ReceiveMessage raises ApproximateReceiveCount, and SQS has no
@@ -109,6 +112,11 @@ func countQueue(ctx context.Context, client api, c *ConnConfig) (driver.Backlog,
 	b.ReceivesCounted = true
 	return b, nil
 }
+
+// fifoDedupWindow is how long a FIFO queue drops a message whose
+// MessageDeduplicationId it has accepted
+// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/using-messagededuplicationid-property.html).
+const fifoDedupWindow = 5 * time.Minute
 
 // countError marks a queue that does not exist, or credentials the
 // service refuses, as permanent: the engine retries them (a daemon may

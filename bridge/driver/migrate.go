@@ -37,6 +37,9 @@ type Backlog struct {
 	// Service Bus duplicate detection, a JetStream stream's duplicate
 	// window), so that a resume's rewrites need not grow it.
 	Deduplicates bool `json:"-"`
+	// DedupWindow is how long such a sink drops an id it has seen, where
+	// that is fixed and known (SQS FIFO: 5 minutes); 0 where it is not.
+	DedupWindow time.Duration `json:"-"`
 	// Ordered says that the counted entity keeps each group's messages
 	// in order for its consumers (an SQS FIFO queue, a Service Bus entity
 	// with sessions, a JetStream stream): a migration from such a source

@@ -177,6 +177,9 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 			tr.releaseHeld = func() { j.release(tr) }
 		}
 	}
+	if snk := rep.SinkBefore; snk != nil && snk.Deduplicates {
+		tr.dedupWindow = snk.DedupWindow
+	}
 	if into, ok := j.deadLettersIntoSink(ctx, rep.SinkBefore); ok {
 		rep.deadLettersIntoSink = into
 	}
@@ -368,6 +371,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 	rep.Counts = readCounts(reg, cfg.Name)
 	rep.Read = snap.taken
 	rep.Redelivered = snap.ackedAgain
+	rep.redeliveredInWindow = snap.ackedAgainInWindow
 	rep.Skipped = snap.skipped - snap.scheduled
 	rep.Groups = snap.groups
 	tr.mu.Lock()

@@ -261,6 +261,10 @@ type JobReport struct {
 	// answer (not errors.ErrUnsupported): a verification missing it is
 	// news for the first line, not the sink's kind.
 	sinkCountable bool
+	// redeliveredInWindow: of Redelivered, the messages first delivered
+	// within the sink's duplicate window of their write here (an SQS FIFO
+	// sink's 5 minutes): none of them is there twice.
+	redeliveredInWindow int64
 	// sampleAsked is a dry run's -sample, for the summary of a sample
 	// that came out smaller (an SQS FIFO queue's: one receive a group).
 	sampleAsked int64

@@ -91,6 +91,14 @@ type tracker struct {
 	// delivered before (an interrupted earlier run may have written them:
 	// a deduplicating sink drops the copy), for the verification.
 	ackedAgain int64
+	// dedupWindow is the sink's fixed duplicate window (driver.Backlog.
+	// DedupWindow; 0: none, or not known), set before the source opens;
+	// ackedAgainInWindow counts, of ackedAgain, the messages the source
+	// first delivered within it, margin included, of their write here: an
+	// earlier run wrote such a message within the window too, if it did,
+	// and the sink dropped this copy. Neither kind is there twice.
+	dedupWindow        time.Duration
+	ackedAgainInWindow int64
 	// handedBack holds, by stuckKey, the messages this run handed back
 	// unsent (a nack, a release), with whether the source had delivered
 	// them before this run first took them: their redelivery is this
@@ -179,8 +187,9 @@ type snapshot struct {
 	notCopied  int64  // copy mode: nacked without a position, or still pending
 	stuck      int64  // messages nothing takes (distinct)
 	// stuckInFlight: redeliveries of those the engine holds now.
-	stuckInFlight int64
-	ackedAgain    int64
+	stuckInFlight      int64
+	ackedAgain         int64
+	ackedAgainInWindow int64
 }
 
 func (t *tracker) snapshot() snapshot {
@@ -194,7 +203,7 @@ func (t *tracker) snapshot() snapshot {
 		notCopied:  t.notCopied,
 
 		stuck: int64(len(t.stuck)), stuckInFlight: t.stuckInFlight,
-		ackedAgain: t.ackedAgain,
+		ackedAgain: t.ackedAgain, ackedAgainInWindow: t.ackedAgainInWindow,
 	}
 	if t.browser != nil && !t.dryRun && !t.hold {
 		s.notCopied += int64(len(t.pending))
@@ -793,6 +802,9 @@ func (d *trackedDelivery) acked() {
 			delete(d.t.handedBack, key)
 			if again || !handed && d.t.deliveredBefore(m, key) {
 				d.t.ackedAgain++
+				if d.t.withinDedupWindow(m) {
+					d.t.ackedAgainInWindow++
+				}
 			}
 		}
 		if d.t.scheduledCopied != nil {
@@ -801,6 +813,20 @@ func (d *trackedDelivery) acked() {
 		d.t.mu.Unlock()
 	}
 	d.t.done(d.pos, d.hasPos)
+}
+
+// dedupMargin is what withinDedupWindow leaves of the sink's window for
+// the clocks: the source's broker stamps the first delivery, this
+// process reads the time.
+const dedupMargin = 30 * time.Second
+
+// withinDedupWindow says that m, acknowledged now (after its write), was
+// first delivered within the sink's duplicate window of it (SQS
+// ApproximateFirstReceiveTimestamp): whatever wrote it before did so
+// within the window too, and the sink dropped this copy.
+func (t *tracker) withinDedupWindow(m *mapping.Message) bool {
+	first := m.Source.FirstReceiveTime
+	return t.dedupWindow > dedupMargin && !first.IsZero() && time.Since(first) < t.dedupWindow-dedupMargin
 }
 
 // copiedScheduled notes a message a copy wrote: one the broker holds as

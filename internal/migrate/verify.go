@@ -184,10 +184,18 @@ func verification(j *JobReport, mode Mode) *Verification {
 		// twice under a plain "verified". The sink grew by all it was
 		// given here, so what it did not drop may be there twice, whatever
 		// its duplicate detection.
-		if n := min(j.Redelivered, j.Written) - byDelivery; n > 0 && mode == ModeMove {
+		// A sink whose window is known (SQS FIFO) dropped the copy of any
+		// such message first delivered within it: those are not there
+		// twice either (an audit saw the note after a resume into a FIFO
+		// queue a minute later).
+		if n := min(j.Redelivered, j.Written) - max(byDelivery, j.redeliveredInWindow); n > 0 && mode == ModeMove {
 			// A dry run's sample raises the same counts: said, and never
 			// more than this run wrote.
-			v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink did not drop them as duplicates", n))
+			why := "and the sink did not drop them as duplicates"
+			if w := j.SinkAfter.DedupWindow; j.SinkAfter.Deduplicates && w > 0 {
+				why = fmt.Sprintf("and the sink drops a copy only within its duplicate window (%s) of the first, which the source does not show them to be in", w)
+			}
+			v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), %s", n, why))
 		}
 		if src := j.SourceBefore; mode == ModeMove && src != nil && src.ForgetsRecentAcks && (src.InFlight > 0 || j.Redelivered > 0) && !(j.SinkAfter.Deduplicates && j.DuplicatesDropped > 0) {
 			// An audit found 256 there twice after a kill -9, with "up to

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/qbridge/qbridge/bridge/driver"
@@ -18,6 +19,9 @@ import (
 func TestVerification(t *testing.T) {
 	bl := func(ready, inFlight int64) *driver.Backlog { return &driver.Backlog{Ready: ready, InFlight: inFlight} }
 	dedup := func(ready int64) *driver.Backlog { return &driver.Backlog{Ready: ready, Deduplicates: true} }
+	fifo := func(ready int64) *driver.Backlog {
+		return &driver.Backlog{Ready: ready, Deduplicates: true, DedupWindow: 5 * time.Minute}
+	}
 	capped := func(ready int64) *driver.Backlog {
 		return &driver.Backlog{Ready: ready, Limits: "max_msgs 100, discard old", KeepsAtMost: 100}
 	}
@@ -132,6 +136,13 @@ func TestVerification(t *testing.T) {
 			mode: ModeCopy, verified: true, checked: true, note: "up to 50 of the messages may be there twice: the interrupted copy"},
 		{name: "resumed move, deduplicating sink that dropped nothing", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20}, SinkBefore: dedup(0), SinkAfter: dedup(100)},
 			mode: ModeMove, verified: true, checked: true, note: "up to 20 of the messages may be there twice"},
+		// An SQS FIFO sink drops a copy within 5 minutes of the first:
+		// a message the source first delivered within that of its write
+		// here is not there twice, whoever had it before.
+		{name: "resumed move, SQS FIFO sink, every redelivery within its window", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20}, redeliveredInWindow: 20, SinkBefore: fifo(0), SinkAfter: fifo(100)},
+			mode: ModeMove, verified: true, checked: true},
+		{name: "resumed move, SQS FIFO sink, some redeliveries beyond its window", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20}, redeliveredInWindow: 12, SinkBefore: fifo(0), SinkAfter: fifo(100)},
+			mode: ModeMove, verified: true, checked: true, note: "up to 8 of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink drops a copy only within its duplicate window (5m0s) of the first, which the source does not show them to be in"},
 		{name: "resumed move, deduplicating sink that dropped some", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20, DuplicatesDropped: 5}, SinkBefore: dedup(0), SinkAfter: dedup(95)},
 			mode: ModeMove, verified: true, checked: true, note: "up to 15 of the messages may be there twice"},
 		{name: "resumed move, deduplicating sink that dropped every copy", j: JobReport{Counts: Counts{Written: 100, Redelivered: 20, DuplicatesDropped: 20}, SinkBefore: dedup(0), SinkAfter: dedup(80)},
@@ -673,4 +684,35 @@ func TestLeftTheSourceWithinSQSSlack(t *testing.T) {
 			t.Errorf("%s: left %d, slack %d; want %d, %d", tc.name, left, slack, tc.left, tc.slack)
 		}
 	}
+}
+
+// A redelivery counts as within the sink's duplicate window where the
+// source first delivered it within the window of now, less the margin
+// for the clocks; a source that does not say when (no first receive
+// time) or a sink without a known window never does. The bubble's clock
+// stands still, so the ages are exact.
+func TestWithinDedupWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			window time.Duration
+			age    time.Duration // since the first delivery; -1: not known
+			want   bool
+		}{
+			{5 * time.Minute, time.Minute, true},
+			{5 * time.Minute, 5*time.Minute - dedupMargin - time.Second, true},
+			{5 * time.Minute, 5*time.Minute - dedupMargin, false},
+			{5 * time.Minute, 6 * time.Minute, false},
+			{5 * time.Minute, -1, false},
+			{0, time.Second, false},
+		} {
+			m := &mapping.Message{}
+			if tc.age >= 0 {
+				m.Source.FirstReceiveTime = time.Now().Add(-tc.age)
+			}
+			tr := &tracker{dedupWindow: tc.window}
+			if got := tr.withinDedupWindow(m); got != tc.want {
+				t.Errorf("window %s, first delivered %s ago: %v, want %v", tc.window, tc.age, got, tc.want)
+			}
+		}
+	})
 }
