@@ -885,13 +885,16 @@ func (d *trackedDelivery) Nack(ctx context.Context, delay time.Duration) error {
 // where it cannot.
 func (d *trackedDelivery) Release(ctx context.Context) error {
 	d.settling()
-	if r, ok := d.Delivery.(driver.Releaser); ok && !d.t.hold {
+	if d.t.hold {
+		return d.Nack(ctx, 0)
+	}
+	// Never sent: its receive is no write, which the next run must not
+	// take it for (sampleLedger), released or nacked (Service Bus
+	// abandons it). A clean interrupt's hand-back made the resume say "up
+	// to 40 of the messages may be there twice" of messages written once.
+	d.t.sampled([]driver.Delivery{d.Delivery})
+	if r, ok := d.Delivery.(driver.Releaser); ok {
 		d.t.handBack(d.Message())
-		// Never sent: its receive is no write, which the next run must
-		// not take it for (sampleLedger). A clean interrupt's hand-back
-		// made the resume say "up to 40 of the messages may be there
-		// twice" of messages written once.
-		d.t.sampled([]driver.Delivery{d.Delivery})
 		return r.Release(ctx)
 	}
 	return d.Nack(ctx, 0)
