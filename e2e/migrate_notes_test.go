@@ -317,7 +317,9 @@ pipeline "sb" {
 				t.Fatalf("exit %d, want %d", code, migrate.ExitInterrupted)
 			}
 			first := migReadReport(t, report).Jobs[0]
-			if first.HandedBack == 0 {
+			if first.HandedBack == 0 && tc.name == "queue" {
+				// A session's receiver may hold them instead: they go
+				// back with the session, which the engine does not count.
 				t.Fatalf("written %d, handed back nothing", first.Written)
 			}
 			code, rep, m2 := migRun(t, 2*time.Minute, "-idle", "2s", "-progress", "off", cfg)
