@@ -28,6 +28,7 @@ type jsDelivery struct {
 	touchedAt atomic.Int64 // when it was delivered or last InProgress (unix ns), while held
 	handed    atomic.Bool  // given to the engine: in src.outstanding
 	settled   atomic.Bool  // Ack, Nack or DeadLetter was called
+	leftover  bool         // handed out by a quiesced source (Quiesce)
 }
 
 func (d *jsDelivery) touched() time.Time { return time.Unix(0, d.touchedAt.Load()) }
@@ -87,6 +88,10 @@ func (d *jsDelivery) Nack(ctx context.Context, delay time.Duration) error {
 		d.log.Warn("nats: message failed on its last delivery (max_deliver); terminating it",
 			"subject", d.msg.Source.Address, "stream_seq", d.msg.Source.SequenceNumber, "deliveries", d.msg.Source.DeliveryCount)
 		return d.term(fmt.Sprintf("qbridge: max_deliver (%d) reached", d.maxDeliver))
+	}
+	if d.leftover && delay == 0 {
+		d.src.giveBack(d) // Close NAKs it, in stream order
+		return nil
 	}
 	// A pull that Receive left may still be open on the server: it would
 	// take the message.

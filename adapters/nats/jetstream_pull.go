@@ -47,6 +47,9 @@ func (s *jsSource) Receive(ctx context.Context, limit int) ([]driver.Delivery, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if s.quiet.Load() {
+			return s.quietReceive(batch), nil
+		}
 		// What recoverPending holds waits for its end (in pinned mode it
 		// also holds what came with a new pin).
 		recovering := s.needRecover()

@@ -90,6 +90,13 @@ type jsSource struct {
 	nakNow     atomic.Pointer[string]
 	ackedReply atomic.Pointer[string]
 
+	// quiet is set by Quiesce: Receive pulls no more and hands out what is
+	// left; drained is closed once the pull a cancelled Receive left is
+	// over.
+	quiet     atomic.Bool
+	quietOnce sync.Once
+	drained   chan struct{}
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 }

@@ -59,7 +59,11 @@ func CountSource(ctx context.Context, cfg SourceConfig, log *slog.Logger) (drive
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: stream %s: %w", j.stream, err)
 	}
-	b := driver.Backlog{Ordered: true, Exact: true, Entity: entity, Created: st.CachedInfo().Created, ForgetsRecentAcks: set.conn.Embedded}
+	// The durable consumer counts each message's deliveries, a hand-back's
+	// included; a move's receives that wrote nothing are recorded under its
+	// name (a dry run browses, and raises nothing).
+	b := driver.Backlog{Ordered: true, Exact: true, Entity: entity, Created: st.CachedInfo().Created, ForgetsRecentAcks: set.conn.Embedded,
+		ReceivesCounted: true, DeliveriesOf: entity + " consumer " + j.durable}
 	cons, err := st.Consumer(ctx, j.durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		b.Ready, err = streamMsgs(ctx, st, j.filterSubjects)

@@ -44,7 +44,8 @@ func TestMigrateCountSource(t *testing.T) {
 	// The stream's creation time, which a copy's checkpoint keeps (a
 	// stream made again numbers from 1 again).
 	created := st.CachedInfo().Created
-	if got, err := CountSource(ctx, cfg, nil); err != nil || got != (driver.Backlog{Ready: 3, Ordered: true, Exact: true, Entity: entity, Created: created}) {
+	if got, err := CountSource(ctx, cfg, nil); err != nil || got != (driver.Backlog{Ready: 3, Ordered: true, Exact: true, Entity: entity, Created: created,
+		ReceivesCounted: true, DeliveriesOf: entity + " consumer " + cfg.JetStream.Durable}) {
 		t.Fatalf("without the consumer: %+v, %v; want Ready 3, created %v", got, err, created)
 	}
 	src, _ := mustSource(t, cfg)

@@ -80,12 +80,27 @@ type Backlog struct {
 	Created time.Time `json:"-"`
 	// ReceivesCounted says that every receive of a message raises its
 	// delivery count, a hand-back's included (SQS ApproximateReceiveCount,
-	// Service Bus DeliveryCount, which every receive not completed raises),
+	// Service Bus DeliveryCount, which every receive not completed raises,
+	// a JetStream durable consumer's NumDelivered),
 	// and that no read leaves it as it was: a dry run that reads a sample
 	// raises the counts a later move takes for an interrupted run's
 	// deliveries, so the dry run records what it raised (Entity names the
 	// record).
 	ReceivesCounted bool `json:"-"`
+	// DeliveriesOf names what keeps those delivery counts where it is not
+	// the entity itself: a JetStream durable consumer (its NumDelivered,
+	// which a hand-back raises too); "" where it is the entity's own (SQS,
+	// Service Bus). ReceiveLedger is the name of the record either way.
+	DeliveriesOf string `json:"-"`
+}
+
+// ReceiveLedger names the record of receives that wrote nothing (a dry
+// run's sample, a stopped move's hand-backs): DeliveriesOf, else Entity.
+func (b Backlog) ReceiveLedger() string {
+	if b.DeliveriesOf != "" {
+		return b.DeliveriesOf
+	}
+	return b.Entity
 }
 
 // Pending is everything still to be moved: ready, in flight and scheduled.

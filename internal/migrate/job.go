@@ -168,9 +168,10 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		}
 	}
 	if src := rep.SourceBefore; src != nil && src.ReceivesCounted && !browsing && (tr.hold || opt.Mode == ModeMove) {
-		// Read by the broker's name for the queue, as the entity lock:
-		// one queue spelled two ways is one ledger.
-		tr.ledger = openLedger(src.Entity)
+		// Read by the broker's name for the queue, as the entity lock
+		// (one queue spelled two ways is one ledger), or for what keeps
+		// its delivery counts (a JetStream durable consumer).
+		tr.ledger = openLedger(src.ReceiveLedger())
 		if opt.Mode == ModeMove {
 			// A move that stops early hands back what its source
 			// received ahead, as a dry run its sample (unsentLeftovers).
@@ -358,7 +359,7 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// stopped was held, and handed back, too; a move's messages it
 		// never sent were released, and what its source received ahead.
 		tr.mu.Lock()
-		err := tr.ledger.save(rep.SourceBefore.Entity)
+		err := tr.ledger.save(rep.SourceBefore.ReceiveLedger())
 		tr.mu.Unlock()
 		if err != nil && tr.hold {
 			j.log.Warn("a move after this dry run will take the sample's deliveries for an earlier run's (\"may be there twice\")", "error", err)
