@@ -75,6 +75,11 @@ func TestDrySink(t *testing.T) {
 	if _, err := Browse(SourceConfig{}, 5); !errors.Is(err, driver.ErrCannotBrowse) {
 		t.Errorf("Browse after 5: %v", err)
 	}
+	// The engine asks every sink whether it is ready: a dry sink has no
+	// connection, and is (it panicked on the redialer it never had).
+	if err := snk.(driver.ReadyChecker).Ready(context.Background()); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
 }
 
 // A migration's source does not create its queue: RabbitMQ 3.x declares
@@ -185,5 +190,47 @@ func TestAllRefused(t *testing.T) {
 		if got := driver.IsPermanent(atOpen(tc.err)); got != tc.want {
 			t.Errorf("%s: permanent %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// RabbitMQ 3.x attaches a sender to a missing /amq/queue/NAME and accepts
+// every transfer to it, which it drops: the sink checks that the queue
+// exists. A fixed address fails the start for good; a templated one
+// refuses the messages it renders there, which go to the dead-letter
+// destination; an existing queue takes them.
+func TestSinkRefusesAMissingAmqQueue(t *testing.T) {
+	url := brokerURL(t)
+	missing := "/amq/queue/qb-missing-" + strings.TrimPrefix(queue(t), "/queue/")
+	log, _ := testLog(t)
+	_, err := NewSink(ctxT(t, 30*time.Second), SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: missing}, nil, log)
+	if err == nil || !driver.IsPermanent(err) || !errors.Is(err, errNoQueue) {
+		t.Fatalf("a fixed missing /amq/queue/ address: %v; want a permanent errNoQueue", err)
+	}
+	// The queue exists once a /queue/ sender declared it.
+	existing := queue(t)
+	decl, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: existing, TargetDurable: true})
+	sendAll(t, decl, []*mapping.Message{textMsg("declared")})
+	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: "/amq/queue/{attr.q}"})
+	there, lost := textMsg("there"), textMsg("lost")
+	there.SetAttr("q", mapping.String(strings.TrimPrefix(existing, "/queue/")))
+	lost.SetAttr("q", mapping.String(strings.TrimPrefix(missing, "/amq/queue/")))
+	errs := snk.Send(ctxT(t, 30*time.Second), []*mapping.Message{there, lost, there})
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("to the existing queue: %v, %v", errs[0], errs[2])
+	}
+	if !driver.IsPermanent(errs[1]) || !errors.Is(errs[1], errNoQueue) {
+		t.Errorf("to the missing queue: %v; want a permanent errNoQueue", errs[1])
+	}
+	src, _ := newTestSource(t, SourceConfig{ConnConfig: ConnConfig{URL: url}, Address: "/amq" + existing})
+	var got []string
+	for range 3 { // credit 1 on RabbitMQ 3.x: one at a time
+		d := receiveN(t, src, 1, 30*time.Second)[0]
+		got = append(got, string(d.Message().Body))
+		if err := d.Ack(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(got) != "[body of declared body of there body of there]" {
+		t.Errorf("the existing queue holds %v", got)
 	}
 }

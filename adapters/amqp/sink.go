@@ -67,7 +67,13 @@ func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, er
 		_, release, err := c.sender(ctx, set.static, set.targetDur)
 		if err != nil {
 			s.Close(ctx)
-			return nil, fmt.Errorf("amqp sink: %s: attach %q: %w", c.endpoint, set.static, err)
+			err = fmt.Errorf("amqp sink: %s: attach %q: %w", c.endpoint, set.static, err)
+			if errors.Is(err, errNoQueue) {
+				// Retrying cannot help until someone declares it: a
+				// migration fails at once (the daemon's open retries).
+				err = driver.Permanent(err)
+			}
+			return nil, err
 		}
 		release()
 	}
@@ -127,7 +133,7 @@ func (s *sink) Send(ctx context.Context, msgs []*mapping.Message) []error {
 		}
 		if err != nil {
 			errs[i] = s.failed(c, nil, addr, fmt.Errorf("attach: %w", err))
-			if !s.set.isStatic && addressRefused(err, addr) {
+			if !s.set.isStatic && (addressRefused(err, addr) || errors.Is(err, errNoQueue)) {
 				// The address this message's template rendered is one the
 				// broker will not take (a "/" in the value makes
 				// /queue/x/../../exchange/amq.topic): retried, it held the
@@ -397,6 +403,11 @@ func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool) (*s
 		if targetDurable {
 			opts = &amqp.SenderOptions{TargetDurability: amqp.DurabilityUnsettledState}
 		}
+		if c.rabbit3 && strings.HasPrefix(addr, "/amq/queue/") {
+			if err := c.queueExists(ctx, addr); err != nil {
+				return nil, err
+			}
+		}
 		snd, err := c.sess.NewSender(ctx, addr, opts)
 		if err != nil {
 			return nil, err
@@ -404,6 +415,44 @@ func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool) (*s
 		return &sendLink{addr: addr, snd: snd}, nil
 	})
 }
+
+// errNoQueue: a RabbitMQ 3.x queue addressed as /amq/queue/NAME does not
+// exist.
+var errNoQueue = errors.New("the queue does not exist")
+
+// queueExists checks that the queue behind a RabbitMQ 3.x /amq/queue/NAME
+// address exists. RabbitMQ 3.x attaches a sender to a missing one and
+// accepts every transfer, which it then drops, unroutable: each message
+// counted as sent was lost (an audit's migration said complete). A
+// receiver's attach is refused (amqp:not-found), and that refusal ends its
+// session, so the probe has its own: a receiver without credit, which
+// takes nothing, and a session end, which RabbitMQ 3.x answers at once
+// (a link detach it does not).
+func (c *sconn) queueExists(ctx context.Context, addr string) error {
+	sess, err := c.conn.NewSession(ctx, nil)
+	if err != nil {
+		return err
+	}
+	_, err = sess.NewReceiver(ctx, addr, &amqp.ReceiverOptions{Credit: -1})
+	cctx, cancel := context.WithTimeout(ctx, probeCloseTimeout)
+	defer cancel()
+	_ = sess.Close(cctx)
+	// Not the probe's session error itself: the sink would take it for
+	// its own session's end, and drop the connection (a connection that
+	// did end shows on the sink's own links anyway).
+	var ae *amqp.Error
+	switch {
+	case err == nil:
+		return nil
+	case isNotFound(err) && errors.As(err, &ae):
+		return fmt.Errorf("%w: RabbitMQ 3.x would accept and drop every message sent to %s; declare the queue, or send to /queue/NAME, which it declares (%s)", errNoQueue, addr, ae.Description)
+	default:
+		return fmt.Errorf("checking that the queue of %s exists: %v", addr, err)
+	}
+}
+
+// probeCloseTimeout bounds the end of queueExists's session.
+const probeCloseTimeout = 5 * time.Second
 
 func (c *sconn) drop(sl *sendLink) { c.links.Remove(sl.addr, sl) }
 
