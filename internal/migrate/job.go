@@ -451,7 +451,10 @@ func (j *job) run(ctx context.Context, prog Progress) *JobReport {
 		// The sink's growth says nothing of messages that never reached
 		// the job: an old consumer still running at a cut-over took
 		// them, or they expired.
-		n, slack := leftTheSource(rep, nativeDeadLettered(tr), brokerDLQ, j.pipe.Spec.Source.Kind == "sqs")
+		n, slack, ackedAnyway := leftTheSource(rep, nativeDeadLettered(tr), brokerDLQ, j.pipe.Spec.Source.Kind == "sqs")
+		if ackedAnyway > 0 {
+			v.addNote(fmt.Sprintf("%d acknowledgements failed and the source's count fell by them all the same: taken for acknowledgements the broker applied after all (one that times out while the broker is away may be), of messages the sink had already confirmed", ackedAnyway))
+		}
 		if slack > 0 {
 			// Not taken for a loss at 1 % of a large queue, but said: at
 			// scale that is thousands, and another consumer is one cause.
