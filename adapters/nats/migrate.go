@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -125,11 +126,31 @@ func CountSink(ctx context.Context, cfg SinkConfig, log *slog.Logger) (driver.Ba
 	if err != nil {
 		return driver.Backlog{}, fmt.Errorf("nats: stream %s info: %w", stream, err)
 	}
+	if err := storesSubject(stream, info.Config.Subjects, cfg.Subject); err != nil {
+		return driver.Backlog{}, err
+	}
 	// The stream drops a Nats-Msg-Id it stored within its duplicate
 	// window; the sink sends the message's dedup key as one.
 	b := driver.Backlog{Ready: int64(info.State.Msgs), Deduplicates: info.Config.Duplicates > 0, Ordered: true, Exact: true, Entity: entity}
 	b.Limits, b.KeepsAtMost, b.KeepsNone = streamLimits(info.Config, info.State.Consumers)
 	return b, nil
+}
+
+// storesSubject refuses a sink whose named stream does not store its
+// subject: every publish would go unanswered, and a migration stalled for
+// a minute and a half before it failed (its dry run said complete). A
+// template is not checked: what it renders is known per message.
+func storesSubject(stream string, subjects []string, subject string) error {
+	if strings.ContainsAny(subject, "{}") {
+		return nil
+	}
+	for _, f := range subjects {
+		if server.SubjectMatchesFilter(subject, f) {
+			return nil
+		}
+	}
+	return driver.Permanent(fmt.Errorf("nats: stream %s does not store the sink subject %q (its subjects: %s): no stream would answer a publish there; name the stream that stores it, or add the subject to %s",
+		stream, subject, strings.Join(subjects, ", "), stream))
 }
 
 // streamLimits describes what makes a stream drop stored messages while

@@ -446,3 +446,26 @@ func TestCountSinkOfAStreamToBeMadeHasItsLimits(t *testing.T) {
 		}
 	}
 }
+
+// A sink whose named stream does not store its subject cannot be counted,
+// for good (a migration into it stalled for a minute and a half, and its
+// dry run said complete): one that does, or a template, is counted.
+func TestMigrateCountSinkRefusesAStreamWithoutItsSubject(t *testing.T) {
+	t.Parallel()
+	f := newJSFixture(t) // stream ORDERS stores orders.>
+	for _, tc := range []struct {
+		subject string
+		refused bool
+	}{
+		{"orders.in", false},
+		{"orders.eu.{attr.x}", false},
+		{"nostream.orders", true},
+		{"orders", true},
+	} {
+		cfg := SinkConfig{ConnConfig: ConnConfig{URL: f.srv.ClientURL()}, Subject: tc.subject, JetStream: &JetStreamSinkConfig{Stream: "ORDERS"}}
+		_, err := CountSink(ctxT(t, 10*time.Second), cfg, nil)
+		if refused := err != nil && driver.IsPermanent(err) && strings.Contains(err.Error(), "does not store the sink subject"); refused != tc.refused {
+			t.Errorf("%s: %v; refused %v, want %v", tc.subject, err, refused, tc.refused)
+		}
+	}
+}
