@@ -295,6 +295,9 @@ func TestDryRunSummarySaysAFIFOSampleIsPerGroup(t *testing.T) {
 		{"fifo, few groups", "sqs", fifo, 3, 3, "read 3; would write 3 (a sample); " + note + ": 3 groups gave 3 messages, not the -sample 40 asked for, of the 60 at the source\n"},
 		{"fifo, one group", "sqs", fifo, 1, 1, "1 group gave 1 message, not the -sample 40 asked for"},
 		{"fifo, a full sample", "sqs", fifo, 40, 40, ""},
+		// An audit: every group's head held by another consumer.
+		{"fifo, every head in flight", "sqs", &driver.Backlog{Ready: 290, InFlight: 10, Ordered: true}, 0, 0,
+			"0 groups gave 0 messages, not the -sample 40 asked for, of the 300 at the source (10 of them in flight: received by another consumer"},
 		{"fifo, the whole queue", "sqs", &driver.Backlog{Ready: 3, Ordered: true}, 3, 3, ""},
 		{"standard", "sqs", standard, 3, 0, ""},
 		{"not counted", "sqs", nil, 3, 3, ""},

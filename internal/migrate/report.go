@@ -633,6 +633,11 @@ func (r *Report) Summary(w io.Writer) {
 					// looked like what was asked.
 					fmt.Fprintf(w, "; an SQS FIFO queue hands out a group's next message only once the one before it is deleted, and a dry run deletes nothing: "+
 						"%s gave %s, not the -sample %d asked for, of the %d at the source", groups(j.Groups), messages(j.Read), j.sampleAsked, src.Pending())
+					if src.InFlight > 0 {
+						// An audit's dry run read 0 of 300, "complete", with
+						// every group's head held by another consumer.
+						fmt.Fprintf(w, " (%d of them in flight: received by another consumer, or a run before this one, and not deleted; their groups give nothing until the visibility timeout ends)", src.InFlight)
+					}
 				}
 			}
 			if j.Skipped > 0 {
