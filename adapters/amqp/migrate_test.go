@@ -210,6 +210,13 @@ func TestSinkRefusesAMissingAmqQueue(t *testing.T) {
 	existing := queue(t)
 	decl, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: existing, TargetDurable: true})
 	sendAll(t, decl, []*mapping.Message{textMsg("declared")})
+	// Declared durable, addressed as a non-durable /queue/ terminus: the
+	// broker refuses (precondition-failed) until the address is mended,
+	// so that fails the start for good too (a migration retried it until
+	// -connect-timeout).
+	if _, err := NewSink(ctxT(t, 30*time.Second), SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: existing}, nil, log); err == nil || !driver.IsPermanent(err) {
+		t.Errorf("a durable queue as a non-durable terminus: %v; want a permanent refusal", err)
+	}
 	snk, _ := newTestSink(t, SinkConfig{ConnConfig: ConnConfig{URL: url}, Address: "/amq/queue/{attr.q}"})
 	there, lost := textMsg("there"), textMsg("lost")
 	there.SetAttr("q", mapping.String(strings.TrimPrefix(existing, "/queue/")))

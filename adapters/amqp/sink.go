@@ -68,9 +68,12 @@ func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, er
 		if err != nil {
 			s.Close(ctx)
 			err = fmt.Errorf("amqp sink: %s: attach %q: %w", c.endpoint, set.static, err)
-			if errors.Is(err, errNoQueue) {
-				// Retrying cannot help until someone declares it: a
-				// migration fails at once (the daemon's open retries).
+			if errors.Is(err, errNoQueue) || addressRefused(err, set.static) || isPreconditionFailed(err) {
+				// Retrying cannot help until someone declares the queue or
+				// mends the address (a durable queue addressed as a
+				// non-durable /queue/ one: precondition-failed): a
+				// migration fails at once, where it retried until
+				// -connect-timeout (the daemon's open retries).
 				err = driver.Permanent(err)
 			}
 			return nil, err
@@ -414,6 +417,14 @@ func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool) (*s
 		}
 		return &sendLink{addr: addr, snd: snd}, nil
 	})
+}
+
+// isPreconditionFailed reports an attach refused with
+// amqp:precondition-failed (RabbitMQ: a queue declared otherwise than the
+// address's terminus asks, durable or not).
+func isPreconditionFailed(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Condition == amqp.ErrCondPreconditionFailed
 }
 
 // errNoQueue: a RabbitMQ 3.x queue addressed as /amq/queue/NAME does not
