@@ -711,8 +711,10 @@ func redriveLimit(kind string) string {
 		return "the entity's MaxDeliveryCount, when Service Bus dead-letters them"
 	case "amqp":
 		return "the broker's delivery limit, where the queue has one (RabbitMQ: a quorum queue's delivery-limit; a classic queue has none)"
+	case "nats":
+		return "the durable consumer's max_deliver, if it has one (at it, the source terminates the message)"
 	}
-	return "its redrive limit"
+	return "its redrive limit, if it has one"
 }
 
 // messages is "1 message" or "n messages"; messagesAre adds the verb.

@@ -725,3 +725,20 @@ func TestWithinDedupWindow(t *testing.T) {
 		}
 	})
 }
+
+// What ends the redeliveries of a message nothing takes is said per kind,
+// and never as if every source had a limit (a JetStream dry run said
+// "redelivered until its redrive limit" of a consumer without max_deliver).
+func TestRedriveLimitSaysWhatEndsRedeliveries(t *testing.T) {
+	for kind, want := range map[string]string{
+		"sqs":        "maxReceiveCount), if it has a redrive policy",
+		"servicebus": "MaxDeliveryCount",
+		"amqp":       "a classic queue has none",
+		"nats":       "max_deliver, if it has one",
+		"memq":       "if it has one",
+	} {
+		if got := redriveLimit(kind); !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want it to say %q", kind, got, want)
+		}
+	}
+}
