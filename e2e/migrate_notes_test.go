@@ -204,18 +204,28 @@ func TestMigrateSQSResumeAfterCleanInterruptFindsNoEarlierWrite(t *testing.T) {
 	dst := env.createQueue(t, "dst", false, nil)
 	const n = 1500
 	env.sendBatch(t, src, migSQSEntries(n, false))
-	cfg := migWriteConfig(t, migSQSPipeline(env, src, dst))
+	migInterruptAndResume(t, env, migWriteConfig(t, migSQSPipeline(env, src, dst)), dst, n, true)
+}
+
+// migInterruptAndResume moves with cfg at 200 msg/s into the SQS queue dst,
+// interrupts the move cleanly once dst holds 200, runs the same command to
+// the end, and checks what a clean interrupt must leave: the resume finds
+// no earlier write (no "may be there twice"), the two runs wrote n, and
+// dst holds each of the n once. handedBack: the first run's engine must
+// have handed messages back unsent.
+func migInterruptAndResume(t *testing.T, env *sqsEnv, cfg, dst string, n int, handedBack bool) {
+	t.Helper()
 	report := filepath.Join(t.TempDir(), "first.json")
 	m := migStart(t, "-yes", "-rate", "200", "-progress", "off", "-report", report, cfg)
 	eventually(t, 60*time.Second, "some moved", func() bool { v, _, _ := env.approx(t, dst); return v >= 200 })
 	if err := m.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	if code := m.wait(t, 30*time.Second); code != migrate.ExitInterrupted {
+	if code := m.wait(t, 60*time.Second); code != migrate.ExitInterrupted {
 		t.Fatalf("exit %d, want %d", code, migrate.ExitInterrupted)
 	}
 	first := migReadReport(t, report).Jobs[0]
-	if first.HandedBack == 0 || first.Written >= n {
+	if first.Written >= int64(n) || handedBack && first.HandedBack == 0 {
 		t.Fatalf("written %d, handed back %d: the interrupt came too late, or handed nothing back", first.Written, first.HandedBack)
 	}
 	code, rep, m2 := migRun(t, 2*time.Minute, "-idle", "2s", "-progress", "off", cfg)
@@ -224,9 +234,9 @@ func TestMigrateSQSResumeAfterCleanInterruptFindsNoEarlierWrite(t *testing.T) {
 	}
 	j := rep.Jobs[0]
 	if j.Redelivered != 0 || strings.Contains(m2.out.String(), "there twice") {
-		t.Errorf("redelivered %d; summary:\n%s", j.Redelivered, m2.out.String())
+		t.Errorf("redelivered %d (the first run handed back %d); summary:\n%s", j.Redelivered, first.HandedBack, m2.out.String())
 	}
-	if first.Written+j.Written != n {
+	if first.Written+j.Written != int64(n) {
 		t.Errorf("written %d + %d, want %d", first.Written, j.Written, n)
 	}
 	seen := map[string]bool{}
@@ -307,28 +317,11 @@ pipeline "sb" {
   shutdown_timeout = "10s"
 }
 `, sbConn(srv, fmt.Sprintf("management_endpoint = %q", srv.HTTP)), tc.block, e.conn(out)))
-			report := filepath.Join(t.TempDir(), "first.json")
-			m := migStart(t, "-yes", "-rate", "200", "-progress", "off", "-report", report, cfg)
-			eventually(t, 60*time.Second, "some moved", func() bool { v, _, _ := e.approx(t, out); return v >= 200 })
-			if err := m.cmd.Process.Signal(os.Interrupt); err != nil {
-				t.Fatal(err)
-			}
-			if code := m.wait(t, 60*time.Second); code != migrate.ExitInterrupted {
-				t.Fatalf("exit %d, want %d", code, migrate.ExitInterrupted)
-			}
-			first := migReadReport(t, report).Jobs[0]
-			if first.HandedBack == 0 && tc.name == "queue" {
-				// A session's receiver may hold them instead: they go
-				// back with the session, which the engine does not count.
-				t.Fatalf("written %d, handed back nothing", first.Written)
-			}
-			code, rep, m2 := migRun(t, 2*time.Minute, "-idle", "2s", "-progress", "off", cfg)
-			if code != 0 || rep.Outcome != migrate.OutcomeComplete {
-				t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
-			}
-			if j := rep.Jobs[0]; j.Redelivered != 0 || strings.Contains(m2.out.String(), "there twice") || first.Written+j.Written != sessions*per {
-				t.Errorf("written %d + %d of %d, redelivered %d; summary:\n%s", first.Written, j.Written, sessions*per, j.Redelivered, m2.out.String())
-			}
+			// Whether the engine held unsent messages at the interrupt
+			// depends on the moment (at 200 msg/s it often holds none);
+			// what the source had received ahead goes back either way
+			// (16 from a queue, said "up to 16" before).
+			migInterruptAndResume(t, e, cfg, out, sessions*per, false)
 		})
 	}
 }
@@ -346,40 +339,5 @@ func TestMigrateJetStreamResumeAfterCleanInterruptFindsNoEarlierWrite(t *testing
 	natsCreateStream(t, js, "MIG_IN", "in.>")
 	natsPublishGrouped(t, js, func(g int) string { return fmt.Sprintf("in.%d", g) }, groups, per, 0)
 	dst := env.createQueue(t, "dst", false, nil)
-	cfg := migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_IN", "  sink \"sqs\" {\n"+env.conn(dst)+"  }\n"))
-	report := filepath.Join(t.TempDir(), "first.json")
-	m := migStart(t, "-yes", "-rate", "200", "-progress", "off", "-report", report, cfg)
-	eventually(t, 60*time.Second, "some moved", func() bool { v, _, _ := env.approx(t, dst); return v >= 200 })
-	if err := m.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	if code := m.wait(t, 30*time.Second); code != migrate.ExitInterrupted {
-		t.Fatalf("exit %d, want %d", code, migrate.ExitInterrupted)
-	}
-	first := migReadReport(t, report).Jobs[0]
-	if first.HandedBack == 0 || first.Written >= groups*per {
-		t.Fatalf("written %d, handed back %d: the interrupt came too late, or handed nothing back", first.Written, first.HandedBack)
-	}
-	code, rep, m2 := migRun(t, 2*time.Minute, "-idle", "2s", "-progress", "off", cfg)
-	if code != 0 || rep.Outcome != migrate.OutcomeComplete {
-		t.Fatalf("exit %d, outcome %s: %s", code, rep.Outcome, rep.Reason)
-	}
-	j := rep.Jobs[0]
-	if j.Redelivered != 0 || strings.Contains(m2.out.String(), "there twice") {
-		t.Errorf("redelivered %d (the first run handed back %d); summary:\n%s", j.Redelivered, first.HandedBack, m2.out.String())
-	}
-	if first.Written+j.Written != groups*per {
-		t.Errorf("written %d + %d, want %d", first.Written, j.Written, groups*per)
-	}
-	seen := map[string]bool{}
-	for _, msg := range env.collect(t, dst, groups*per, 60*time.Second) {
-		if b := aws.ToString(msg.Body); seen[b] {
-			t.Errorf("%q is there twice", b)
-		} else {
-			seen[b] = true
-		}
-	}
-	if len(seen) != groups*per {
-		t.Errorf("the sink holds %d distinct messages, want %d", len(seen), groups*per)
-	}
+	migInterruptAndResume(t, env, migWriteConfig(t, migJSSourceTo(ns.URL(), "MIG_IN", "  sink \"sqs\" {\n"+env.conn(dst)+"  }\n")), dst, groups*per, true)
 }
