@@ -442,24 +442,23 @@ var errNoQueue = errors.New("the queue does not exist")
 func (c *sconn) queueExists(ctx context.Context, addr string) error {
 	sess, err := c.conn.NewSession(ctx, nil)
 	if err != nil {
-		return err
+		return nil // the sender's attach fails on the same connection, and says why
 	}
 	_, err = sess.NewReceiver(ctx, addr, &amqp.ReceiverOptions{Credit: -1})
 	cctx, cancel := context.WithTimeout(ctx, probeCloseTimeout)
 	defer cancel()
 	_ = sess.Close(cctx)
-	// Not the probe's session error itself: the sink would take it for
-	// its own session's end, and drop the connection (a connection that
-	// did end shows on the sink's own links anyway).
+	// Only a missing queue is refused. Any other answer is left to the
+	// sender's attach: a user allowed to write to the queue but not to
+	// read it, or an exclusive queue of another connection, refuses the
+	// receiver and takes what is sent; a connection that ended fails the
+	// sender too. Not the probe's session error itself: the sink would
+	// take it for its own session's end, and drop the connection.
 	var ae *amqp.Error
-	switch {
-	case err == nil:
-		return nil
-	case isNotFound(err) && errors.As(err, &ae):
+	if isNotFound(err) && errors.As(err, &ae) {
 		return fmt.Errorf("%w: RabbitMQ 3.x would accept and drop every message sent to %s; declare the queue, or send to /queue/NAME, which it declares (%s)", errNoQueue, addr, ae.Description)
-	default:
-		return fmt.Errorf("checking that the queue of %s exists: %v", addr, err)
 	}
+	return nil
 }
 
 // probeCloseTimeout bounds the end of queueExists's session.
