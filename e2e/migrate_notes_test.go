@@ -29,14 +29,7 @@ import (
 func TestMigrateServiceBusSinkWithoutManagementEndpointSaysWhy(t *testing.T) {
 	e := sqsSetup(t)
 	srv := sbStartServer(t, `{"queues":[{"name":"orders","lockDuration":"PT30S"}]}`)
-	src := e.createQueue(t, "src", false, nil)
-	dlq := e.createQueue(t, "dlq", false, nil)
-	sbSetAWSEnv(t)
-	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
-	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_QUEUE_URL", src)
-	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_DLQ_URL", dlq)
-	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_ENDPOINT", e.endpoint)
-	t.Setenv("QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT", "") // not set
+	src, _ := sbSQSToServiceBusEnv(t, e, srv, "") // no management endpoint
 	var entries []types.SendMessageBatchRequestEntry
 	for i := range 20 {
 		entries = append(entries, migSQSTyped(i, ""))

@@ -89,14 +89,7 @@ func TestMigrateSQSToServiceBus(t *testing.T) {
 	e := sqsSetup(t)
 	srv := sbStartServer(t, `{"queues":[{"name":"orders","lockDuration":"PT30S"}]}`)
 	c := sbClient(t, srv)
-	src := e.createQueue(t, "src", false, nil)
-	dlq := e.createQueue(t, "dlq", false, nil)
-	sbSetAWSEnv(t)
-	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
-	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_QUEUE_URL", src)
-	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_DLQ_URL", dlq)
-	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_ENDPOINT", e.endpoint)
-	t.Setenv("QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT", srv.HTTP)
+	src, _ := sbSQSToServiceBusEnv(t, e, srv, srv.HTTP)
 	var entries []types.SendMessageBatchRequestEntry
 	for i := range n {
 		entries = append(entries, migSQSTyped(i, ""))

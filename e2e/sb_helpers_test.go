@@ -338,6 +338,22 @@ func sbSetAWSEnv(t *testing.T) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }
 
+// sbSQSToServiceBusEnv sets what configs/sqs-to-servicebus.hcl reads from
+// the environment: queues src and dlq on e, the namespace srv, and its
+// management endpoint mgmt ("" for none). It returns the two queues' URLs.
+func sbSQSToServiceBusEnv(t *testing.T, e *sqsEnv, srv *sbServer, mgmt string) (src, dlq string) {
+	t.Helper()
+	src = e.createQueue(t, "src", false, nil)
+	dlq = e.createQueue(t, "dlq", false, nil)
+	sbSetAWSEnv(t)
+	t.Setenv("QBRIDGE_SERVICEBUS_CONNECTION_STRING", srv.Conn)
+	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_QUEUE_URL", src)
+	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_DLQ_URL", dlq)
+	t.Setenv("QBRIDGE_SQS_TO_SERVICEBUS_ENDPOINT", e.endpoint)
+	t.Setenv("QBRIDGE_SERVICEBUS_MANAGEMENT_ENDPOINT", mgmt)
+	return src, dlq
+}
+
 // sbConfigFile returns the content of configs/NAME.
 func sbConfigFile(t testing.TB, name string) string {
 	t.Helper()

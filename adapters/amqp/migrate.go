@@ -59,9 +59,12 @@ func (s *source) attachAddress(d *dialed) string {
 }
 
 // isNotFound reports an attach the broker refused with amqp:not-found.
-func isNotFound(err error) bool {
+func isNotFound(err error) bool { return refusedWith(err, amqp.ErrCondNotFound) }
+
+// refusedWith reports an error the peer gave with condition cond.
+func refusedWith(err error, cond amqp.ErrCond) bool {
 	var ae *amqp.Error
-	return errors.As(err, &ae) && ae.Condition == amqp.ErrCondNotFound
+	return errors.As(err, &ae) && ae.Condition == cond
 }
 
 var senderSettled = amqp.SenderSettleModeSettled

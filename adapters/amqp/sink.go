@@ -68,7 +68,7 @@ func newSink(ctx context.Context, set sinkSettings, log *slog.Logger) (*sink, er
 		if err != nil {
 			s.Close(ctx)
 			err = fmt.Errorf("amqp sink: %s: attach %q: %w", c.endpoint, set.static, err)
-			if errors.Is(err, errNoQueue) || addressRefused(err, set.static) || isPreconditionFailed(err) {
+			if errors.Is(err, errNoQueue) || addressRefused(err, set.static) || refusedWith(err, amqp.ErrCondPreconditionFailed) {
 				// Retrying cannot help until someone declares the queue or
 				// mends the address (a durable queue addressed as a
 				// non-durable /queue/ one: precondition-failed): a
@@ -419,14 +419,6 @@ func (c *sconn) sender(ctx context.Context, addr string, targetDurable bool) (*s
 	})
 }
 
-// isPreconditionFailed reports an attach refused with
-// amqp:precondition-failed (RabbitMQ: a queue declared otherwise than the
-// address's terminus asks, durable or not).
-func isPreconditionFailed(err error) bool {
-	var ae *amqp.Error
-	return errors.As(err, &ae) && ae.Condition == amqp.ErrCondPreconditionFailed
-}
-
 // errNoQueue: a RabbitMQ 3.x queue addressed as /amq/queue/NAME does not
 // exist.
 var errNoQueue = errors.New("the queue does not exist")
@@ -454,8 +446,7 @@ func (c *sconn) queueExists(ctx context.Context, addr string) error {
 	// receiver and takes what is sent; a connection that ended fails the
 	// sender too. Not the probe's session error itself: the sink would
 	// take it for its own session's end, and drop the connection.
-	var ae *amqp.Error
-	if isNotFound(err) && errors.As(err, &ae) {
+	if ae := (*amqp.Error)(nil); errors.As(err, &ae) && ae.Condition == amqp.ErrCondNotFound {
 		return fmt.Errorf("%w: RabbitMQ 3.x would accept and drop every message sent to %s; declare the queue, or send to /queue/NAME, which it declares (%s)", errNoQueue, addr, ae.Description)
 	}
 	return nil

@@ -22,12 +22,12 @@ type bufferBudget struct {
 	members map[*coreSource]struct{}
 }
 
-// join adds s and returns its part of the budget, in bytes.
-func (b *bufferBudget) join(s *coreSource) int {
+// join adds s, and gives every member its part of the budget.
+func (b *bufferBudget) join(s *coreSource) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.members[s] = struct{}{}
-	return b.shareLocked()
+	b.shareLocked()
 }
 
 // leave removes s; the others get its part.
@@ -41,17 +41,16 @@ func (b *bufferBudget) leave(s *coreSource) {
 	b.shareLocked()
 }
 
-// shareLocked sets every member's limits to an equal part of the budget and
-// returns it. b.mu is held.
-func (b *bufferBudget) shareLocked() int {
+// shareLocked sets every member's limits to an equal part of the budget.
+// b.mu is held.
+func (b *bufferBudget) shareLocked() {
 	if len(b.members) == 0 {
-		return 0
+		return
 	}
 	part := max(AutoBufferBytes(debug.SetMemoryLimit(-1), memory.TotalMemory())/len(b.members), MinAutoBufferBytes)
 	for s := range b.members {
 		s.setBufferBytes(part)
 	}
-	return part
 }
 
 // setBufferBytes sets s's byte limit, and its message limit with it when

@@ -73,14 +73,11 @@ func newCoreSource(ctx context.Context, set *sourceSettings, log *slog.Logger) (
 		s.close()
 		return nil, fmt.Errorf("nats: subscribe %q: %w", set.subject, err)
 	}
-	size, bytes := set.bufferSize, set.bufferBytes
 	if set.autoBufferBytes {
 		s.joined = true
-		bytes = autoBuffers.join(s)
-		if set.autoBufferSize {
-			size = AutoBufferSize(bytes)
-		}
+		autoBuffers.join(s)
 	}
+	size, bytes, _ := s.sub.PendingLimits()
 	log.Info("nats core source subscribed", "subject", set.subject, "queue_group", set.queue,
 		"buffer_size", size, "buffer_bytes", bytes, "buffer_shared", set.autoBufferBytes)
 	return s, nil

@@ -136,7 +136,7 @@ func verification(j *JobReport, mode Mode) *Verification {
 			if n := min(j.Redelivered, j.Written); n > 0 && mode == ModeMove {
 				// Uncounted, the sink still got them again: a resume into
 				// RabbitMQ lost the note a counted sink gives.
-				v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), and the sink is not known to drop duplicates", n))
+				v.addNote(deliveredBeforeNote(n, "and the sink is not known to drop duplicates"))
 			}
 			return v
 		}
@@ -200,7 +200,7 @@ func verification(j *JobReport, mode Mode) *Verification {
 			if w := j.SinkAfter.DedupWindow; j.SinkAfter.Deduplicates && w > 0 {
 				why = fmt.Sprintf("and the sink drops a copy only within its duplicate window (%s) of the first, which the source does not show them to be in", w)
 			}
-			v.addNote(fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), %s", n, why))
+			v.addNote(deliveredBeforeNote(n, why))
 		}
 		if src := j.SourceBefore; mode == ModeMove && src != nil && src.ForgetsRecentAcks && (src.InFlight > 0 || j.Redelivered > 0) && !(j.SinkAfter.Deduplicates && j.DuplicatesDropped > 0) {
 			// An audit found 256 there twice after a kill -9, with "up to
@@ -260,6 +260,12 @@ func verification(j *JobReport, mode Mode) *Verification {
 			"another consumer received and deleted them meanwhile, they expired there (a time to live), or the sink lost them", -d)
 	}
 	return v
+}
+
+// deliveredBeforeNote says that up to n messages the source had delivered
+// before this run may be at the sink twice; why: what the sink did about it.
+func deliveredBeforeNote(n int64, why string) string {
+	return fmt.Sprintf("up to %d of the messages may be there twice: the source had delivered them before (an interrupted run may have written them; a dry run's sample or another consumer raises the same count), %s", n, why)
 }
 
 // leftTheSource is how many messages left the source during a move other
